@@ -1,0 +1,34 @@
+"""awf-nb: run AWF agent workflows in Jupyter (`%%awf`), the terminal (`awf run`) and Python.
+
+The public API is imported lazily so that `import awf_nb` stays fast and never pulls in
+IPython, ipywidgets or httpx:
+
+    import awf_nb
+    result = awf_nb.run("workflows/review.yaml", inputs={"path": "src"})
+    result.status, result.outputs
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+__all__ = ["RunResult", "__version__", "arun", "load", "load_ipython_extension", "run"]
+
+if TYPE_CHECKING:
+    from awf_nb.api import RunResult, arun, load, run
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("run", "arun", "load", "RunResult"):
+        from awf_nb import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'awf_nb' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext awf_nb`: registers the `%%awf` / `%awf` magics (imports IPython lazily)."""
+    from awf_nb.frontends.notebook.magic import load_ipython_extension as _load
+
+    _load(ipython)

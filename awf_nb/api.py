@@ -1,0 +1,296 @@
+"""The Python API: `load`, `arun`, `run`, `RunResult` — and the run set-up the CLI and the
+notebook share (`prepare_run`, `prepare_resume`).
+
+    result = awf_nb.run("workflows/code-review.yaml", inputs={"path": "src"})
+    result = await awf_nb.arun(yaml_text, replies=["yes", ""])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from awf_nb.engine.inputs import AskFunction, resolve_inputs
+from awf_nb.engine.ports import EventSink, InputReader, ProviderFactory
+from awf_nb.engine.run import RunConfig, Runner
+from awf_nb.engine.state import RunState, StepState
+from awf_nb.errors import AwfError, UserError
+from awf_nb.secrets import Masker
+from awf_nb.store import Store
+from awf_nb.workflow.model import Workflow
+
+MASK = "***"
+
+
+def load(source: str | os.PathLike[str] | Workflow, *, cwd: Path | None = None) -> Workflow:
+    """A workflow from a file path, a workflow name on the search path, or YAML text."""
+    from awf_nb.workflow.loader import load_text, load_workflow
+
+    if isinstance(source, Workflow):
+        return source
+    if isinstance(source, str) and ("\n" in source or source.lstrip().startswith("name:")):
+        return load_text(source, base_dir=cwd)
+    return load_workflow(source, cwd=cwd)
+
+
+def _load_child(name: str, base_dir: Path) -> Workflow:
+    from awf_nb.workflow.loader import find_workflow, load_workflow
+
+    return load_workflow(find_workflow(name, relative_to=base_dir))
+
+
+def _store(storage: Store | str | os.PathLike[str] | bool | None) -> Store | None:
+    if storage is False:
+        return None
+    if isinstance(storage, Store):
+        return storage
+    return Store(None if storage in (None, True) else storage)  # type: ignore[arg-type]
+
+
+def _providers(providers: ProviderFactory | None) -> ProviderFactory:
+    if providers is not None:
+        return providers
+    from awf_nb.providers import provider_factory
+
+    return provider_factory()
+
+
+def prepare_run(
+    workflow: Workflow,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    reader: InputReader | None = None,
+    sink: EventSink | None = None,
+    store: Store | None = None,
+    providers: ProviderFactory | None = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    ask: AskFunction | None = None,
+) -> Runner:
+    """Validate inputs and build a `Runner` ready to `await runner.execute()`."""
+    cwd = (cwd or Path.cwd()).resolve()
+    env = dict(os.environ if env is None else env)
+    _check_env(workflow, env)
+    resolved = resolve_inputs(workflow, inputs or {}, ask=ask, cwd=cwd)
+    config = RunConfig(
+        providers=_providers(providers),
+        reader=reader,
+        store=store,
+        env=env,
+        cwd=cwd,
+        masker=Masker.from_sources(resolved, env),
+        load_child=_load_child,
+    )
+    if sink is not None:
+        config.sink = sink
+    return Runner(workflow, resolved, config)
+
+
+def _check_env(workflow: Workflow, env: Mapping[str, str]) -> None:
+    missing = [name for name in workflow.env if not env.get(name)]
+    if missing:
+        raise UserError(
+            f"workflow {workflow.name} needs environment variables that are not set: "
+            + ", ".join(missing)
+        )
+
+
+def prepare_resume(
+    run_id: str,
+    *,
+    store: Store,
+    from_step: str | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    reader: InputReader | None = None,
+    sink: EventSink | None = None,
+    providers: ProviderFactory | None = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Runner:
+    """A `Runner` that continues a failed, cancelled or interrupted run from a step."""
+    from awf_nb.workflow.loader import load_text, load_workflow
+
+    state = store.load_state(run_id)
+    if state.workflow_source:
+        path = Path(state.workflow_path) if state.workflow_path else None
+        workflow = load_text(
+            state.workflow_source,
+            file=state.workflow_path or "<inline>",
+            base_dir=path.parent if path else None,
+        )
+        if path is not None:
+            workflow.source_path = path
+    else:
+        workflow = load_workflow(state.workflow_path)
+    start = from_step or state.current_step or workflow.initial
+    if start not in workflow.steps:
+        raise UserError(
+            f'step "{start}" is not in workflow {workflow.name} '
+            f"(steps: {', '.join(workflow.steps)})"
+        )
+    if state.status == "completed" and from_step is None:
+        raise UserError(
+            f"run {state.run_id} already completed; use --from STEP to run it again from a step"
+        )
+    env = dict(os.environ if env is None else env)
+    values = dict(state.inputs)
+    values.update(inputs or {})
+    masked = [k for k, v in values.items() if v == MASK and k not in (inputs or {})]
+    for name in masked:  # secrets are never stored: take them from the environment again
+        if env.get(name):
+            values[name] = env[name]
+    still = [k for k in masked if values[k] == MASK]
+    if still:
+        raise UserError(
+            "secret inputs were not stored with the run; give them again with "
+            + " ".join(f"-i {k}=…" for k in still)
+            + " (or set them as environment variables)"
+        )
+    config = RunConfig(
+        providers=_providers(providers),
+        reader=reader,
+        store=store,
+        env=env,
+        cwd=(cwd or Path.cwd()).resolve(),
+        masker=Masker.from_sources(values, env),
+        load_child=_load_child,
+    )
+    if sink is not None:
+        config.sink = sink
+    return Runner(workflow, values, config, state=state, start_step=start)
+
+
+@dataclass
+class RunResult:
+    """What a finished run produced. `steps["chat"].conversation.turns` etc."""
+
+    state: RunState
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def status(self) -> str:
+        return self.state.status
+
+    @property
+    def ok(self) -> bool:
+        return self.state.status == "completed"
+
+    @property
+    def error(self) -> str:
+        return self.state.error
+
+    @property
+    def message(self) -> str:
+        return self.state.message
+
+    @property
+    def exit_code(self) -> int:
+        return self.state.exit_code
+
+    @property
+    def steps(self) -> dict[str, StepState]:
+        return self.state.steps
+
+    @property
+    def outputs(self) -> dict[str, str]:
+        """Each executed step's `Output`."""
+        return {name: step.output for name, step in self.state.steps.items()}
+
+    @property
+    def tokens(self) -> int:
+        return self.state.total_tokens
+
+    @property
+    def duration(self) -> float:
+        return self.state.duration
+
+    def raise_for_status(self) -> RunResult:
+        if not self.ok:
+            from awf_nb.errors import ExecutionError
+
+            raise ExecutionError(f"workflow {self.state.workflow_name} {self.status}: {self.error}")
+        return self
+
+    def summary(self) -> str:
+        state = self.state
+        lines = [
+            f"{state.workflow_name}: {state.status} in {state.duration:.2f}s"
+            + (f", {self.tokens} tokens" if self.tokens else "")
+            + f" (run {state.run_id})"
+        ]
+        if state.error:
+            lines.append(f"error: {state.error}")
+        for name in dict.fromkeys(state.executed):
+            step = state.steps[name]
+            lines.append(f"  {step.status:<9} {name}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<RunResult {self.state.workflow_name} {self.status} run={self.run_id}>"
+
+    def to_json(self) -> str:
+        return self.state.to_json()
+
+    def as_dict(self) -> dict[str, Any]:
+        return json.loads(self.state.to_json())
+
+
+async def arun(
+    workflow: str | os.PathLike[str] | Workflow,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    replies: Iterable[str] | None = None,
+    reader: InputReader | None = None,
+    sink: EventSink | None = None,
+    storage: Store | str | os.PathLike[str] | bool | None = None,
+    providers: ProviderFactory | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Run a workflow on the running event loop and return its result.
+
+    `replies` answers conversation turns in order (then end of input); with neither
+    `replies` nor `reader`, conversations end after their first reply (headless).
+    Runs are stored (state file, transcript, history) unless `storage=False`.
+    """
+    base = Path(cwd) if cwd is not None else None
+    wf = load(workflow, cwd=base)
+    if reader is None and replies is not None:
+        from awf_nb.frontends.scripted import ScriptedReader
+
+        reader = ScriptedReader(replies)
+    runner = prepare_run(
+        wf,
+        inputs,
+        reader=reader,
+        sink=sink,
+        store=_store(storage),
+        providers=providers,
+        cwd=base,
+        env=env,
+    )
+    return RunResult(await runner.execute())
+
+
+def run(
+    workflow: str | os.PathLike[str] | Workflow,
+    inputs: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> RunResult:
+    """Synchronous `arun`. Inside a running event loop (a notebook), use `await arun(...)`."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(arun(workflow, inputs, **kwargs))
+    raise AwfError(
+        "awf_nb.run() cannot be used inside a running event loop",
+        hint="use `await awf_nb.arun(...)` instead (or the %%awf magic in a notebook)",
+    )

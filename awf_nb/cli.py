@@ -1,0 +1,319 @@
+"""The `awf` command line (spec §9): argparse, one small function per command.
+
+Each command is registered with `@command(...)`, which adds its sub-parser and handler to
+`COMMANDS`; `build_parser` turns the registry into the argument parser. Handlers return the
+process exit code; `main` turns every `AwfError` into its message and exit code (1 user
+error, 2 definition error, 3 execution error, 4 system error) and never shows a traceback
+unless `--debug` is given. Heavy modules (pydantic, the loader) are imported inside the
+handlers so `awf --version` and `awf --help` stay instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+
+from awf_nb import __version__
+from awf_nb.errors import EXIT_CANCELLED, EXIT_SYSTEM, EXIT_USER, AwfError, Problem, UserError
+
+if TYPE_CHECKING:
+    from awf_nb.workflow.loader import WorkflowInfo
+
+__all__ = ["COMMANDS", "Command", "build_parser", "command", "main"]
+
+Handler = Callable[[argparse.Namespace], int]
+Configure = Callable[[argparse.ArgumentParser], None]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One sub-command: its name, one-line help, how to add its arguments, what runs it."""
+
+    name: str
+    help: str
+    configure: Configure
+    handler: Handler
+    description: str = ""
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(
+    name: str, help: str, configure: Configure | None = None
+) -> Callable[[Handler], Handler]:
+    """Register a handler as `awf NAME`; `configure` adds its arguments to its sub-parser."""
+
+    def register(handler: Handler) -> Handler:
+        COMMANDS[name] = Command(
+            name,
+            help,
+            configure or (lambda parser: None),
+            handler,
+            description=(handler.__doc__ or help).strip(),
+        )
+        return handler
+
+    return register
+
+
+class _UsageError(Exception):
+    """A bad command line: argparse's message, shown with the usage of the command."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse exits with status 2 on a bad command line, which in awf means "invalid
+    # workflow"; a bad command line is a user error (1), so raise and let main decide.
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `awf` argument parser, with one sub-parser per registered command."""
+    parser = _Parser(
+        prog="awf",
+        description="Run AWF agent workflows: YAML state machines of shell and LLM steps.",
+    )
+    parser.add_argument("--version", action="version", version=f"awf-nb {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for cmd in COMMANDS.values():
+        sub_parser = sub.add_parser(
+            cmd.name,
+            help=cmd.help,
+            description=cmd.description,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        # Accept --debug after the command too (`awf validate x --debug`); SUPPRESS keeps
+        # the sub-parser from resetting a --debug given before the command.
+        sub_parser.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
+        cmd.configure(sub_parser)
+        sub_parser.set_defaults(handler=cmd.handler)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `awf` with `argv` (default: the process arguments); return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as exc:
+        exc.parser.print_usage(sys.stderr)
+        print(f"{exc.parser.prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USER
+    except SystemExit as exc:  # --help and --version
+        return exc.code if isinstance(exc.code, int) else 0
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USER
+    return _run(handler, args)
+
+
+def _run(handler: Handler, args: argparse.Namespace) -> int:
+    debug = bool(getattr(args, "debug", False))
+    try:
+        return handler(args)
+    except AwfError as err:
+        if debug:
+            traceback.print_exc()
+        print(str(err), file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_CANCELLED
+    except BrokenPipeError:
+        # `awf list | head`: the reader left; say nothing more and exit quietly.
+        _silence_stdout()
+        return 0
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if not debug:
+            print("rerun with --debug to see the traceback, and report it", file=sys.stderr)
+        return EXIT_SYSTEM
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+# --- awf validate --------------------------------------------------------------------------
+
+
+@dataclass
+class _Validation:
+    """The outcome of validating one workflow argument."""
+
+    workflow: str
+    path: str | None = None
+    problems: list[Problem] = field(default_factory=list)
+    exit_code: int = 0
+
+    @property
+    def valid(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems) and self.exit_code == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workflow": self.workflow,
+            "path": self.path,
+            "valid": self.valid,
+            "problems": [p.as_dict() for p in self.problems],
+        }
+
+    def summary(self) -> str:
+        errors = sum(p.severity == "error" for p in self.problems)
+        warnings = len(self.problems) - errors
+        counts = ", ".join(
+            f"{n} {word}{'s' if n != 1 else ''}"
+            for n, word in ((errors, "error"), (warnings, "warning"))
+            if n
+        )
+        label = self.path or self.workflow
+        return f"{label}: {'valid' if self.valid else 'invalid'}" + (
+            f" ({counts})" if counts else ""
+        )
+
+
+def _configure_validate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("workflows", nargs="+", metavar="WORKFLOW", help="file path or name")
+    parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+@command("validate", "check workflow files without running them", _configure_validate)
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Check workflow files without running them.
+
+    Prints every problem as `file:line:col: severity: path: message`. Exit status: 0 when
+    all are valid, 2 when one has errors (warnings too, with --strict), 1 when one is not
+    found.
+    """
+    results = [_validate_one(name, strict=args.strict) for name in args.workflows]
+    if args.json:
+        print(json.dumps([r.as_dict() for r in results], indent=2))
+    else:
+        for result in results:
+            _print_validation(result, sys.stdout)
+    return max(r.exit_code for r in results)
+
+
+def _validate_one(workflow: str, *, strict: bool) -> _Validation:
+    from awf_nb.errors import DefinitionError
+    from awf_nb.workflow.loader import load_workflow
+
+    result = _Validation(workflow)
+    try:
+        loaded = load_workflow(workflow)
+        result.path = _relative(loaded.source_path) if loaded.source_path else None
+        problems = list(loaded.warnings)
+    except DefinitionError as err:
+        problems = err.problems
+        result.path = problems[0].file if problems else None
+    except UserError as err:
+        result.problems = [Problem(err.message, file=workflow, hint=err.hint)]
+        result.exit_code = err.exit_code
+        return result
+    if strict:
+        problems = [replace(p, severity="error") for p in problems]
+    result.problems = problems
+    if any(p.severity == "error" for p in problems):
+        result.exit_code = DefinitionError.exit_code
+    return result
+
+
+def _relative(path: os.PathLike[str]) -> str:
+    """A path as the user would type it: relative to the working directory when inside."""
+    text = os.fspath(path)
+    relative = os.path.relpath(text)
+    return text if relative.startswith("..") else relative
+
+
+def _print_validation(result: _Validation, out: TextIO) -> None:
+    for problem in result.problems:
+        print(problem, file=out)
+    print(result.summary(), file=out)
+
+
+# --- awf list ------------------------------------------------------------------------------
+
+
+def _configure_list(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the list as JSON")
+
+
+@command("list", "list the workflows found on the search path", _configure_list)
+def cmd_list(args: argparse.Namespace) -> int:
+    """List the workflows found on the search path.
+
+    Searched in order: $AWF_WORKFLOWS_PATH (colon-separated), ./.awf/workflows,
+    ./workflows, $XDG_CONFIG_HOME/awf/workflows. A name found twice is listed once, from
+    the first folder (the one `awf run NAME` would use).
+    """
+    from awf_nb.workflow.loader import list_workflows, search_path
+
+    infos = list_workflows()
+    if args.json:
+        print(json.dumps([info.as_dict() for info in infos], indent=2))
+        return 0
+    if not infos:
+        searched = ", ".join(str(d) for d in search_path())
+        print(f"no workflows found (searched: {searched})", file=sys.stderr)
+        return 0
+    _print_table(infos, sys.stdout)
+    return 0
+
+
+def _print_table(infos: list[WorkflowInfo], out: TextIO) -> None:
+    rows = [("NAME", "VERSION", "DESCRIPTION", "PATH")]
+    for info in infos:
+        description = info.description if info.valid else f"INVALID: {info.error}"
+        rows.append((info.name, info.version or "", _one_line(description), _relative(info.path)))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        cells = [row[i].ljust(widths[i]) for i in range(3)]
+        print("  ".join([*cells, row[3]]), file=out)
+
+
+def _one_line(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# --- awf schema ----------------------------------------------------------------------------
+
+
+@command("schema", "print the JSON Schema of the workflow language (for editors)")
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Print the JSON Schema of workflow files.
+
+    Point your editor's YAML language server at it, e.g. with a first line
+    `# yaml-language-server: $schema=./awf-workflow.schema.json` after
+    `awf schema > awf-workflow.schema.json`.
+    """
+    from awf_nb.workflow.loader import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

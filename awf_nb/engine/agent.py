@@ -1,0 +1,432 @@
+"""Agent steps: one streamed turn with a provider, and session tracking across steps.
+
+`AgentSession` runs turns for one agent step: it builds the `TurnRequest` (history for
+history-based providers, the session id for session-id ones, the system prompt only where
+it must be sent), streams the reply to the frontend through the secret masker, retries
+transient provider errors while nothing has been streamed yet, records turns in the step's
+conversation state and the run's transcript, and counts tokens (real usage or the len/4
+estimate). Ctrl-C / Stop during a reply interrupts that turn only: the partial reply is
+kept, marked interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from awf_nb.engine import events as ev
+from awf_nb.engine.context import LoopFrame
+from awf_nb.engine.ports import (
+    Final,
+    Message,
+    Notice,
+    Provider,
+    SessionId,
+    TextDelta,
+    ToolUse,
+    TurnRequest,
+    Usage,
+)
+from awf_nb.engine.state import ConversationState, StepState, Turn, now
+from awf_nb.errors import ExecutionError, ProviderError
+from awf_nb.providers.history import estimate_tokens
+from awf_nb.secrets import is_secret_name
+from awf_nb.workflow.model import AgentStep
+
+if TYPE_CHECKING:
+    from awf_nb.engine.run import Runner
+
+TRANSIENT_ATTEMPTS = 3  # provider-level retries of 429/5xx/connect errors before any token
+MAX_TRANSIENT_DELAY = 30.0
+
+
+class TurnTimeout(ExecutionError):
+    """An agent turn ran past the step's `timeout`."""
+
+
+@dataclass
+class _Progress:
+    parts: list[str] = field(default_factory=list)
+    streamed: bool = False
+    final: str | None = None
+    usage: Usage | None = None
+    session_id: str = ""
+    truncated_turns: int = 0
+
+    @property
+    def text(self) -> str:
+        return self.final if self.final is not None else "".join(self.parts)
+
+
+@dataclass
+class Reply:
+    text: str
+    interrupted: bool = False
+
+
+class AgentSession:
+    """Turns of one agent step against one provider."""
+
+    def __init__(
+        self,
+        run: Runner,
+        step: AgentStep,
+        st: StepState,
+        provider_name: str,
+        provider: Provider,
+        system_prompt: str | None,
+        options: dict[str, Any],
+        conversation: ConversationState | None,
+        inherited_replies: int = 0,
+    ) -> None:
+        self.run = run
+        self.step = step
+        self.st = st
+        self.provider_name = provider_name
+        self.provider = provider
+        self.system_prompt = system_prompt
+        self.options = options
+        self.conv = conversation
+        self.live = step.mode == "conversation"
+        self._inherited_replies = inherited_replies
+        # The history sent to history-based providers: every finished exchange, kept
+        # incrementally so a turn costs the same at turn 1,000 as at turn 10. A user
+        # message left unanswered by a crash is not part of it (it is sent again).
+        turns = [t for t in conversation.turns if t.role != "system"] if conversation else []
+        if turns and turns[-1].role == "user":
+            turns.pop()
+        self._dialogue = [Message(t.role, t.content) for t in turns]
+        self._dialogue_chars = sum(len(m.content) for m in self._dialogue)
+
+    # --- state helpers ----------------------------------------------------------------------
+
+    @property
+    def replies(self) -> int:
+        """Assistant replies this step has produced (restored ones included)."""
+        if self.conv is None:
+            return 0
+        return self.conv.total_turns - self._inherited_replies
+
+    def pending_user_message(self) -> str | None:
+        """After a crash: a user message that was sent but never answered."""
+        turns = self.conv.turns if self.conv else []
+        return turns[-1].content if turns and turns[-1].role == "user" else None
+
+    def _record(self, turn: Turn) -> None:
+        record = {"step": self.step.name, **turn.model_dump(), "ts": now().isoformat()}
+        line = self.run.append_transcript(record)
+        conv = self.conv
+        if conv is None:
+            return
+        conv.turns.append(turn)
+        if self.live and line >= 0 and conv.live_from is None:
+            conv.live_from = len(conv.turns) - 1
+            conv.transcript_line = line
+
+    # --- one turn -----------------------------------------------------------------------------
+
+    async def turn(self, message: str, *, already_recorded: bool = False) -> Reply:
+        run, step, conv = self.run, self.step, self.conv
+        session_id = conv.session_id if conv and self.provider.session_kind == "session_id" else ""
+        # A resumed session-id turn must not resend the system prompt; history-based
+        # providers are stateless, so they get it every turn.
+        system = self.system_prompt
+        if session_id and self.provider.session_kind == "session_id":
+            system = None
+        request = TurnRequest(
+            prompt=message,
+            system_prompt=system,
+            history=list(self._dialogue),  # a copy of references: microseconds, not I/O
+            session_id=session_id or None,
+            options=self.options,
+            working_dir=run.config.cwd,
+            timeout=step.timeout,
+            output_format=step.output_format,
+            step=step.name,
+            run_id=run.run_id,
+            turn_number=self.replies + 1,
+        )
+        masked_message = run.masker.mask(message)
+        if not already_recorded:
+            if conv is not None and system and not any(t.role == "system" for t in conv.turns):
+                self._record(Turn(role="system", content=run.masker.mask(system)))
+            self._record(
+                Turn(role="user", content=masked_message, tokens=estimate_tokens(message))
+            )
+        number = self.replies + 1
+        run.emit(ev.TurnStarted(run.run_id, step.name, number))
+        started = time.monotonic()
+        progress, interrupted = await self._stream_with_retries(request)
+        reply = self._finish_turn(request, progress, interrupted, number, started)
+        if self.conv is not None:
+            self._dialogue.append(Message("user", masked_message))
+            self._dialogue.append(Message("assistant", reply.text))
+            self._dialogue_chars += len(masked_message) + len(reply.text)
+        return reply
+
+    async def _stream_with_retries(self, request: TurnRequest) -> tuple[_Progress, bool]:
+        run = self.run
+        for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
+            progress = _Progress()
+            try:
+                interrupted = await self._interruptible(request, progress)
+                return progress, interrupted
+            except ProviderError as exc:
+                if progress.streamed or not exc.retryable or attempt == TRANSIENT_ATTEMPTS:
+                    raise
+                delay = min(exc.retry_after or 2.0 ** (attempt - 1), MAX_TRANSIENT_DELAY)
+                run.emit(
+                    ev.RunWarning(
+                        run.run_id,
+                        f"{exc} — retrying in {delay:g}s (attempt {attempt + 1}/"
+                        f"{TRANSIENT_ATTEMPTS})",
+                        self.step.name,
+                    )
+                )
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _interruptible(self, request: TurnRequest, progress: _Progress) -> bool:
+        """Stream in a child task so Ctrl-C / Stop can cancel just this turn."""
+        run = self.run
+        task = asyncio.create_task(self._stream(request, progress))
+        run._turn_task, run._turn_interrupted = task, False
+        try:
+            await task
+            return False
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if run._turn_interrupted and current is not None and not current.cancelling():
+                return True
+            raise
+        finally:
+            run._turn_task = None
+
+    async def _stream(self, request: TurnRequest, progress: _Progress) -> None:
+        run, step = self.run, self.step
+        masker = run.masker.stream()
+        stream = self.provider.stream(request)
+        try:
+            async with asyncio.timeout(step.timeout):
+                async for event in stream:
+                    self._on_event(event, progress, masker)
+        except TimeoutError:
+            raise TurnTimeout(
+                f"step {step.name}: agent turn timed out after {step.timeout:g}s", step=step.name
+            ) from None
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+            if tail := masker.flush():
+                run.emit(ev.AgentText(run.run_id, step.name, tail))
+
+    def _on_event(self, event: object, progress: _Progress, masker: Any) -> None:
+        run, name = self.run, self.step.name
+        if isinstance(event, TextDelta):
+            if not event.text:
+                return
+            progress.parts.append(event.text)
+            progress.streamed = True
+            if shown := masker.feed(event.text):
+                run.emit(ev.AgentText(run.run_id, name, shown))
+        elif isinstance(event, ToolUse):
+            progress.streamed = True  # the agent acted: a retry could repeat its side effects
+            argument = run.masker.mask(event.argument)
+            run.emit(ev.AgentToolUse(run.run_id, name, event.name, argument))
+            run.append_transcript(
+                {"step": name, "role": "tool", "content": f"{event.name}({argument})"}
+            )
+        elif isinstance(event, Usage):
+            progress.usage = event
+        elif isinstance(event, SessionId):
+            progress.session_id = event.session_id
+        elif isinstance(event, Notice):
+            if event.truncated_turns:
+                progress.truncated_turns = event.truncated_turns
+                run.warn_once(f"truncated:{name}", run.masker.mask(event.message), name)
+            else:
+                run.emit(ev.RunWarning(run.run_id, run.masker.mask(event.message), name))
+        elif isinstance(event, Final):
+            progress.final = event.text
+
+    def _finish_turn(
+        self,
+        request: TurnRequest,
+        progress: _Progress,
+        interrupted: bool,
+        number: int,
+        started: float,
+    ) -> Reply:
+        run, st, conv = self.run, self.st, self.conv
+        text = progress.text if not interrupted else "".join(progress.parts)
+        masked = run.masker.mask(text)
+        usage = progress.usage
+        if usage is not None and (usage.input_tokens or usage.output_tokens):
+            tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+            estimated = usage.estimated
+        else:  # the len/4 estimate, from running totals (no pass over the history)
+            sent = len(request.system_prompt or "") + len(request.prompt) + self._dialogue_chars
+            tokens_in, tokens_out, estimated = (sent + 3) // 4, estimate_tokens(text), True
+        st.tokens_input += tokens_in
+        st.tokens_output += tokens_out
+        st.tokens_used = st.tokens_input + st.tokens_output
+        st.tokens_estimated = st.tokens_estimated or estimated
+        st.output = masked
+        st.response = _json_value(masked)
+        if conv is not None:
+            conv.provider = self.provider_name
+            if progress.session_id:
+                conv.session_id = progress.session_id
+            conv.total_turns += 1
+            conv.total_tokens += tokens_in + tokens_out
+        self._record(
+            Turn(
+                role="assistant",
+                content=masked,
+                tokens=tokens_out,
+                tokens_estimated=estimated,
+                interrupted=interrupted,
+                truncated_turns=progress.truncated_turns,
+            )
+        )
+        run.emit(
+            ev.TurnFinished(
+                run.run_id,
+                self.step.name,
+                number,
+                tokens_in + tokens_out,
+                time.monotonic() - started,
+                tokens_estimated=estimated,
+                interrupted=interrupted,
+                text=masked,
+            )
+        )
+        run.checkpoint()
+        return Reply(masked, interrupted)
+
+
+# --- the step --------------------------------------------------------------------------------
+
+
+async def execute_agent(run: Runner, step: AgentStep, st: StepState, loop: LoopFrame | None) -> None:
+    ctx, name = run.ctx, step.name
+    provider_name = ctx.render(step.provider, step=name, what="provider", loop=loop).strip()
+    provider = run.provider(provider_name)
+    if step.prompt_file:
+        path = run.workflow.base_dir / ctx.render(step.prompt_file, step=name, what="prompt_file")
+        try:
+            source = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ExecutionError(f"step {name}: cannot read prompt_file {path}: {exc.strerror}")
+        prompt = ctx.render(source, step=name, what=f"prompt_file {path.name}", loop=loop)
+    else:
+        prompt = ctx.render(step.prompt or "", step=name, what="prompt", loop=loop)
+    system = (
+        ctx.render(step.system_prompt, step=name, what="system_prompt", loop=loop)
+        if step.system_prompt
+        else None
+    )
+    options = ctx.render_value(step.options, step=name, what="options", loop=loop)
+    for key, value in options.items():
+        if is_secret_name(key) and isinstance(value, str):
+            run.masker.add(value)
+    restored = st.conversation if step.mode == "conversation" else None
+    conversation, inherited = _conversation_for(run, step, provider_name, provider, restored)
+    st.conversation = conversation
+    session = AgentSession(
+        run, step, st, provider_name, provider, system, options, conversation, inherited
+    )
+    try:
+        if step.mode == "conversation":
+            from awf_nb.engine.conversation import converse
+
+            await converse(session, prompt, resuming=restored is not None)
+        else:
+            await session.turn(prompt)
+    finally:
+        if conversation is not None:
+            conversation.live_from = None  # the step's checkpoint now holds every turn
+    if step.output_format == "json":
+        try:
+            st.json_ = json.loads(_strip_fences(st.output))
+        except ValueError as exc:
+            raise ExecutionError(
+                f"step {name}: output_format is json but the reply is not valid JSON ({exc})"
+            ) from None
+        if isinstance(st.json_, dict):
+            st.response = st.json_
+
+
+def _conversation_for(
+    run: Runner,
+    step: AgentStep,
+    provider_name: str,
+    provider: Provider,
+    restored: ConversationState | None,
+) -> tuple[ConversationState | None, int]:
+    """The conversation state the step starts with, and how many replies it inherited."""
+    source = step.conversation.continue_from if step.conversation else None
+    inherited = 0
+    if source:
+        prev = run.state.steps.get(source)
+        if prev is None or prev.status == "pending" or source not in run.state.executed:
+            raise ExecutionError(f'continue_from: step "{source}" not found in execution context')
+        conv = prev.conversation
+        if conv is None:
+            raise ExecutionError(f'continue_from: step "{source}" has no conversation state')
+        if conv.provider and conv.provider != provider_name:
+            raise ExecutionError(
+                f'continue_from: step "{source}" holds a session of provider "{conv.provider}",'
+                f' which provider "{provider_name}" cannot resume'
+            )
+        replies = conv.total_turns  # a user message that got no reply is no history
+        if provider.session_kind == "session_id":
+            if not conv.session_id:
+                if not replies:
+                    raise ExecutionError(
+                        f'continue_from: step "{source}" has no session ID or conversation '
+                        "history to resume"
+                    )
+                run.emit(
+                    ev.RunWarning(
+                        run.run_id,
+                        f'step "{source}" has no session id; replaying its '
+                        f"{replies} turns to {provider_name} instead",
+                        step.name,
+                    )
+                )
+        elif not replies:
+            raise ExecutionError(
+                f'continue_from: step "{source}" has no conversation turns for HTTP-based '
+                f'provider "{provider_name}"'
+            )
+        inherited = conv.total_turns
+        if restored is not None:
+            return restored, inherited
+        return conv.fork(), inherited
+    if restored is not None:
+        return restored, 0
+    if step.session_tracked:
+        return ConversationState(provider=provider_name), 0
+    return None, 0
+
+
+_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
+
+
+def _strip_fences(text: str) -> str:
+    match = _FENCE.match(text)
+    return match.group(1) if match else text
+
+
+def _json_value(text: str) -> Any:
+    stripped = _strip_fences(text).strip()
+    if not stripped.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return None

@@ -1,0 +1,157 @@
+"""The events a run emits, in order, to its frontend (the `EventSink`).
+
+Plain frozen dataclasses: cheap to create on the hot streaming path, easy to match on.
+Every event names the run; step events name the step (a dotted path for steps inside a
+called workflow, e.g. `review.lint`). Text in events is already secret-masked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    run_id: str
+    workflow: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+    resumed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    run_id: str
+    status: str  # completed | failed | cancelled
+    duration: float
+    tokens: int
+    error: str = ""
+    message: str = ""  # the terminal step's message
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted:
+    run_id: str
+    step: str
+    kind: str  # command | agent | terminal | parallel | for_each | while | call_workflow
+    attempt: int = 1
+    mode: str = ""  # agent steps: single | conversation
+    detail: str = ""  # e.g. the command line or the provider name
+
+
+@dataclass(frozen=True, slots=True)
+class StepFinished:
+    run_id: str
+    step: str
+    status: str  # completed | failed | skipped | cancelled
+    duration: float
+    tokens: int = 0
+    tokens_estimated: bool = False
+    error: str = ""
+    output: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutput:
+    """A chunk of a command step's stdout or stderr, as it arrives."""
+
+    run_id: str
+    step: str
+    text: str
+    stream: Literal["stdout", "stderr"] = "stdout"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    run_id: str
+    step: str
+    turn: int  # 1-based number of the assistant reply about to stream
+
+
+@dataclass(frozen=True, slots=True)
+class AgentText:
+    """A streamed piece of an assistant reply."""
+
+    run_id: str
+    step: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentToolUse:
+    run_id: str
+    step: str
+    name: str
+    argument: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """A message the person (or a scripted reply) sent in a conversation."""
+
+    run_id: str
+    step: str
+    text: str
+    turn: int = 1  # the assistant reply this message asks for (1 = the step's prompt)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    run_id: str
+    step: str
+    turn: int
+    tokens: int
+    duration: float
+    tokens_estimated: bool = False
+    interrupted: bool = False
+    text: str = ""  # the whole reply, for frontends that do not render deltas
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitingInput:
+    """The run is waiting for the person to answer (show the prompt / enable the text box)."""
+
+    run_id: str
+    step: str
+    prompt: str = "> "
+
+
+@dataclass(frozen=True, slots=True)
+class LogMessage:
+    """A `{log: ...}` hook entry, or a note from the engine worth showing."""
+
+    run_id: str
+    message: str
+    step: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunWarning:
+    run_id: str
+    message: str
+    step: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunError:
+    run_id: str
+    message: str
+    step: str = ""
+
+
+RunEvent = (
+    RunStarted
+    | RunFinished
+    | StepStarted
+    | StepFinished
+    | StepOutput
+    | TurnStarted
+    | AgentText
+    | AgentToolUse
+    | UserMessage
+    | TurnFinished
+    | AwaitingInput
+    | LogMessage
+    | RunWarning
+    | RunError
+)

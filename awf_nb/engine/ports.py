@@ -1,0 +1,134 @@
+"""The three seams between the engine and the world: Provider, InputReader, EventSink.
+
+The engine only talks to these protocols; concrete providers (`awf_nb.providers`) and
+frontends (`awf_nb.frontends`) implement them and are handed to the engine at run time,
+so the engine never imports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from awf_nb.engine.events import RunEvent
+
+# --- what a provider is asked ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(slots=True)
+class TurnRequest:
+    """One agent turn.
+
+    History-based providers send `[system] + history + prompt`. Session-id providers pass
+    `session_id` to their resume flag when it is set and ignore `history`; when they have
+    no id but `history` is not empty they replay it in the prompt.
+    `system_prompt` is None on turns that must not resend it (resumed session-id turns).
+    """
+
+    prompt: str
+    system_prompt: str | None = None
+    history: list[Message] = field(default_factory=list)
+    session_id: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    working_dir: Path = field(default_factory=Path.cwd)
+    timeout: float | None = None
+    output_format: str = ""
+    step: str = ""
+    run_id: str = ""
+    # 1-based number of this turn within the step's conversation, counting turns restored by
+    # `awf resume` (not those inherited through continue_from).
+    turn_number: int = 1
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for CLI agents
+
+
+# --- what a provider answers (in this order: deltas/tools/usage/session…, then Final) --------
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    name: str
+    argument: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    estimated: bool = False
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionId:
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the user should know about this turn (a retry, a context truncation)."""
+
+    message: str
+    truncated_turns: int = 0  # pairs dropped to fit the context window
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    text: str
+
+
+ProviderEvent = TextDelta | ToolUse | Usage | SessionId | Notice | Final
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Runs agent turns for one provider name, for the lifetime of one run.
+
+    `session_kind` tells the engine how conversations continue: "history" (the whole
+    message list is resent each turn) or "session_id" (the agent keeps the conversation
+    and is resumed by id). `stream` must be cancellable: cancelling the consuming task (or
+    closing the generator) stops the work (closes the HTTP stream, kills the process
+    group, stops generation) promptly. Failures raise `awf_nb.errors.ProviderError`.
+    """
+
+    name: str
+    session_kind: Literal["history", "session_id"]
+
+    def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]: ...
+
+    async def aclose(self) -> None: ...
+
+
+# Creates the provider for a name, once per run (so a run shares one HTTP client).
+# Raises `awf_nb.errors.UserError` for an unknown provider name.
+ProviderFactory = Callable[[str], Provider]
+
+
+@runtime_checkable
+class InputReader(Protocol):
+    """Where a conversation's next user message comes from.
+
+    Returns the message, or None at end of input. Must be cancellable: a pending read is
+    abandoned promptly (< 100 ms) when its task is cancelled.
+    """
+
+    async def read(self, prompt: str) -> str | None: ...
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """Receives the run's events on the run's event loop. Must not block."""
+
+    def emit(self, event: RunEvent) -> None: ...

@@ -1,0 +1,474 @@
+"""The run loop: pick a step, execute it, route to the next one, checkpoint, repeat.
+
+`Runner` owns one run of one workflow. It knows nothing about terminals, notebooks or
+concrete providers: it is handed a `RunConfig` with a provider factory, an input reader, an
+event sink and a store. Step kinds are executed by `steps.py`, agent turns by `agent.py`,
+conversations by `conversation.py`.
+
+Routing (spec §4): on success, the first true `transitions` entry, else `on_success`; on
+failure, `transitions` for command steps, then `continue_on_error` → `on_success`, else
+`on_failure` (a step name, or an inline `{message, status}` that fails the run), else the
+run fails with `step X: <error>`. Only a terminal step ends a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from awf_nb.engine import events as ev
+from awf_nb.engine.context import LoopFrame, RunContext, command_env
+from awf_nb.engine.ports import EventSink, InputReader, Provider, ProviderFactory
+from awf_nb.engine.process import run_shell
+from awf_nb.engine.state import RunState, StepState, now
+from awf_nb.errors import AwfError, ExecutionError
+from awf_nb.secrets import Masker, is_secret_name
+from awf_nb.workflow.model import (
+    AnyStep,
+    CommandStep,
+    HookAction,
+    InlineFailure,
+    TerminalStep,
+    Workflow,
+)
+
+if TYPE_CHECKING:
+    from awf_nb.store import Store
+
+# A runaway transitions cycle must end somewhere; loops have their own max_iterations.
+MAX_STEP_EXECUTIONS = 100_000
+MAX_CALL_DEPTH = 10
+
+
+class NullSink:
+    def emit(self, event: ev.RunEvent) -> None:
+        pass
+
+
+@dataclass
+class RunConfig:
+    """Everything a run needs from outside the workflow file."""
+
+    providers: ProviderFactory
+    sink: EventSink = field(default_factory=NullSink)
+    reader: InputReader | None = None  # None: headless, conversations end after turn 1
+    store: Store | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    cwd: Path = field(default_factory=Path.cwd)
+    masker: Masker = field(default_factory=Masker)
+    # call_workflow nesting
+    depth: int = 0
+    call_stack: tuple[str, ...] = ()
+    parent_run_id: str = ""
+    load_child: Callable[[str, Path], Workflow] | None = None
+
+
+class _RunEnds(Exception):
+    """Raised inside the loop when the run must end here (inline failure, fatal route)."""
+
+    def __init__(self, message: str, exit_code: int = 3) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+@dataclass
+class StepOutcome:
+    state: StepState
+    jump: str | None = None  # a loop body routed out of its loop to this step
+
+
+class Runner:
+    def __init__(
+        self,
+        workflow: Workflow,
+        inputs: Mapping[str, Any],
+        config: RunConfig,
+        *,
+        state: RunState | None = None,
+        start_step: str | None = None,
+    ) -> None:
+        self.workflow = workflow
+        self.config = config
+        self.masker = config.masker
+        for name, value in inputs.items():
+            if is_secret_name(name) and isinstance(value, str):
+                self.masker.add(value)
+        self.resumed = state is not None
+        store = config.store
+        self.state = state or RunState(
+            run_id=store.new_run_id() if store else _local_run_id(),
+            workflow_name=workflow.name,
+            workflow_path=str(workflow.source_path or ""),
+            workflow_source=workflow.source_text,
+            parent_run_id=config.parent_run_id,
+        )
+        self.state.inputs = self.masker.mask_data(dict(inputs))
+        self.start_step = start_step or workflow.initial
+        self.ctx = RunContext(
+            state=self.state,
+            inputs=inputs,
+            env=config.env,
+            cwd=config.cwd,
+            base_dir=workflow.base_dir,
+        )
+        self._providers: dict[str, Provider] = {}
+        self._task: asyncio.Task[Any] | None = None
+        self._turn_task: asyncio.Task[Any] | None = None
+        self._turn_interrupted = False
+        self._executions = 0
+        self._warned: set[str] = set()
+
+    # --- public control ---------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    def cancel(self) -> None:
+        """Cancel the whole run (state persisted, `stopped_by: cancelled` in a conversation)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def interrupt(self) -> str:
+        """Ctrl-C / Stop: interrupt the reply being streamed, else cancel the run.
+
+        Returns "turn" or "run" so the frontend can tell the user what happened.
+        """
+        if self._turn_task is not None and not self._turn_task.done():
+            self._turn_interrupted = True
+            self._turn_task.cancel()
+            return "turn"
+        self.cancel()
+        return "run"
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    async def execute(self) -> RunState:
+        """Run to a terminal step. Cancellation is recorded, then re-raised."""
+        self._task = asyncio.current_task()
+        state = self.state
+        state.status = "running"
+        state.error = ""
+        state.completed_at = None
+        self.emit(ev.RunStarted(self.run_id, self.workflow.name, state.inputs, self.resumed))
+        self.checkpoint(history=True)
+        try:
+            await self._hooks(self.workflow.hooks.workflow_start, step="")
+            await self._drive(self.start_step)
+            if state.status == "completed":
+                await self._hooks(self.workflow.hooks.workflow_end, step="")
+        except asyncio.CancelledError:
+            state.status = "cancelled"
+            state.error = "run cancelled"
+            state.exit_code = 130
+            self._finish()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.shield(self._hooks(self.workflow.hooks.workflow_cancel, step=""))
+            raise
+        except (_RunEnds, AwfError) as exc:
+            state.status = "failed"
+            state.error = self.masker.mask(exc.message if isinstance(exc, _RunEnds) else str(exc))
+            state.exit_code = exc.exit_code
+            await self._error_hooks()
+        finally:
+            if state.status in ("completed", "failed"):
+                self._finish()
+            await self._close_providers()
+        return state
+
+    def _finish(self) -> None:
+        state = self.state
+        state.completed_at = now()
+        self.checkpoint(history=True)
+        self.emit(
+            ev.RunFinished(
+                self.run_id,
+                state.status,
+                state.duration,
+                state.total_tokens,
+                error=state.error,
+                message=state.message,
+            )
+        )
+
+    async def _drive(self, start: str) -> None:
+        current = start
+        while True:
+            step = self._step(current)
+            if isinstance(step, TerminalStep):
+                await self._terminal(step)
+                return
+            outcome = await self.run_step(step)
+            current = outcome.jump or self.route(step, outcome.state)
+
+    async def _terminal(self, step: TerminalStep) -> None:
+        state = self.state
+        state.current_step = step.name
+        st = StepState(name=step.name, status="completed", started_at=now(), completed_at=now())
+        message = self.ctx.render(step.message, step=step.name, what="message")
+        st.output = message = self.masker.mask(message)
+        state.steps[step.name] = st
+        state.executed.append(step.name)
+        self.ctx.refresh(st)
+        state.message = message
+        if step.status == "failure":
+            raise _RunEnds(message or f"workflow ended in failure state {step.name}")
+        state.status = "completed"
+        state.exit_code = 0
+
+    def _step(self, name: str) -> AnyStep:
+        try:
+            return self.workflow.steps[name]
+        except KeyError:
+            raise _RunEnds(f'unknown step "{name}"') from None
+
+    def route(self, step: AnyStep, st: StepState, loop: LoopFrame | None = None) -> str:
+        """The name of the next step, or raise `_RunEnds` when the run must fail here."""
+        if st.status == "completed":
+            target = self._transition(step, st, loop)
+            target = target or getattr(step, "on_complete", None) or step.on_success
+            if target:
+                return target
+            raise _RunEnds(
+                f"step {step.name}: no next step (add on_success or transitions)",
+            )
+        if isinstance(step, CommandStep) and step.transitions:
+            target = self._transition(step, st, loop)
+            if target:
+                return target
+        if step.continue_on_error and step.on_success:
+            return step.on_success
+        if isinstance(step.on_failure, str):
+            return step.on_failure
+        if isinstance(step.on_failure, InlineFailure):
+            message = self.ctx.render(
+                step.on_failure.message, step=step.name, what="on_failure.message", loop=loop
+            )
+            raise _RunEnds(self.masker.mask(message or st.error), step.on_failure.status)
+        raise _RunEnds(f"step {step.name}: {st.error}")
+
+    def _transition(self, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
+        for transition in step.transitions:
+            if transition.when is None or self.ctx.condition(
+                transition.when, step=step.name, what="transition", loop=loop
+            ):
+                return transition.goto
+        return None
+
+    # --- executing one step -------------------------------------------------------------------
+
+    async def run_step(self, step: AnyStep, loop: LoopFrame | None = None) -> StepOutcome:
+        """Execute one step with its hooks and retries; record and checkpoint its state."""
+        from awf_nb.engine import steps
+
+        self._executions += 1
+        if self._executions > MAX_STEP_EXECUTIONS:
+            raise _RunEnds(f"stopped after {MAX_STEP_EXECUTIONS} step executions (a cycle?)")
+        state = self.state
+        state.current_step = step.name
+        previous = state.steps.get(step.name)
+        st = StepState(name=step.name, status="running", started_at=now())
+        if previous is not None and previous.conversation is not None and self.resumed:
+            st.conversation = previous.conversation  # `awf resume` re-opens a conversation
+        state.steps[step.name] = st
+        state.executed.append(step.name)
+        self.checkpoint()
+        await self._hooks(step.hooks.pre, step=step.name, loop=loop)
+        jump: str | None = None
+        attempts = step.retry.max_attempts if step.retry and step.type in ("command", "agent") else 1
+        for attempt in range(1, attempts + 1):
+            st.attempt = attempt
+            st.status, st.error = "running", ""
+            self.emit(
+                ev.StepStarted(
+                    self.run_id,
+                    step.name,
+                    step.type,
+                    attempt,
+                    mode=getattr(step, "mode", ""),
+                    detail=getattr(step, "provider", ""),
+                )
+            )
+            t0 = time.monotonic()
+            try:
+                jump = await steps.execute(self, step, st, loop)
+                if st.status == "running":
+                    st.status = "completed"
+            except asyncio.CancelledError:
+                st.status = "cancelled"
+                st.error = st.error or "cancelled"
+                st.completed_at = now()
+                self._step_finished(st, time.monotonic() - t0)
+                raise
+            except _RunEnds:
+                raise
+            except AwfError as exc:
+                st.status = "failed"
+                st.error = self.masker.mask(str(exc).removeprefix(f"step {step.name}: "))
+            st.completed_at = now()
+            self.ctx.refresh(st)
+            self._step_finished(st, time.monotonic() - t0)
+            if st.status != "failed" or attempt == attempts or not self._retryable(step, st):
+                break
+            delay = _retry_delay(step, attempt + 1)
+            self.emit(
+                ev.RunWarning(
+                    self.run_id,
+                    f"step {step.name} failed (attempt {attempt}/{attempts}); "
+                    f"retrying in {delay:.1f}s",
+                    step.name,
+                )
+            )
+            await asyncio.sleep(delay)
+        await self._hooks(step.hooks.post, step=step.name, loop=loop)
+        self.checkpoint()
+        return StepOutcome(st, jump)
+
+    def _retryable(self, step: AnyStep, st: StepState) -> bool:
+        codes = step.retry.retryable_exit_codes if step.retry else []
+        if isinstance(step, CommandStep) and codes:
+            return st.exit_code in codes
+        return True
+
+    def _step_finished(self, st: StepState, duration: float) -> None:
+        self.emit(
+            ev.StepFinished(
+                self.run_id,
+                st.name,
+                st.status,
+                duration,
+                tokens=st.tokens_used,
+                tokens_estimated=st.tokens_estimated,
+                error=st.error,
+                output=st.output,
+            )
+        )
+
+    # --- providers, events, persistence ---------------------------------------------------------
+
+    def provider(self, name: str) -> Provider:
+        if name not in self._providers:
+            self._providers[name] = self.config.providers(name)
+        return self._providers[name]
+
+    async def _close_providers(self) -> None:
+        providers, self._providers = self._providers, {}
+        for provider in providers.values():
+            with contextlib.suppress(Exception):
+                await provider.aclose()
+
+    def emit(self, event: ev.RunEvent) -> None:
+        try:
+            self.config.sink.emit(event)
+        except Exception:  # a broken frontend must not kill the run
+            pass
+
+    def warn_once(self, key: str, message: str, step: str = "") -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.emit(ev.RunWarning(self.run_id, message, step))
+
+    def checkpoint(self, *, history: bool = False) -> None:
+        store = self.config.store
+        if store is None:
+            return
+        store.save_state(self.state)
+        if history:
+            store.record_run(self.state)
+
+    def append_transcript(self, record: dict[str, Any]) -> int:
+        store = self.config.store
+        if store is None:
+            return -1
+        return store.append_transcript(self.run_id, record)
+
+    # --- hooks --------------------------------------------------------------------------------
+
+    async def _hooks(
+        self,
+        actions: list[HookAction],
+        *,
+        step: str,
+        loop: LoopFrame | None = None,
+        error: Mapping[str, Any] | None = None,
+    ) -> None:
+        for action in actions:
+            where = f"hook of {step}" if step else "workflow hook"
+            if action.log is not None:
+                text = self.ctx.render(action.log, step=step or "hooks", what=where, error=error)
+                self.emit(ev.LogMessage(self.run_id, self.masker.mask(text), step))
+                continue
+            command = self.ctx.render(
+                action.command or "", step=step or "hooks", what=where, loop=loop, error=error
+            )
+            result = await run_shell(
+                command,
+                cwd=self.config.cwd,
+                env=command_env(self.config.env, self.ctx.inputs, AWF_RUN_ID=self.run_id),
+                timeout=300,
+            )
+            if result.stdout.strip():
+                self.emit(ev.LogMessage(self.run_id, self.masker.mask(result.stdout.rstrip()), step))
+            if result.exit_code != 0:
+                self.emit(
+                    ev.RunWarning(
+                        self.run_id,
+                        f"{where} exited with code {result.exit_code}: "
+                        + self.masker.mask(result.stderr.strip()[-500:]),
+                        step,
+                    )
+                )
+
+    async def _error_hooks(self) -> None:
+        if not self.workflow.hooks.workflow_error:
+            return
+        failed = self.state.steps.get(self.state.current_step)
+        error = {
+            "Message": self.state.error,
+            "State": self.state.current_step,
+            "ExitCode": failed.exit_code if failed and failed.exit_code is not None else 0,
+            "Type": "execution",
+        }
+        with contextlib.suppress(AwfError):
+            await self._hooks(self.workflow.hooks.workflow_error, step="", error=error)
+
+
+def _retry_delay(step: AnyStep, attempt: int) -> float:
+    import random
+
+    policy = step.retry
+    if policy is None:
+        return 0.0
+    delay = policy.delay_before(attempt)
+    if policy.jitter:
+        delay *= 1 + random.uniform(-policy.jitter, policy.jitter)
+    return max(delay, 0.0)
+
+
+def _local_run_id() -> str:
+    import secrets as _secrets
+
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + _secrets.token_hex(3)
+
+
+class PrefixSink:
+    """Forwards a child workflow's events with its steps named `call_step.child_step`."""
+
+    def __init__(self, sink: EventSink, prefix: str) -> None:
+        self._sink = sink
+        self._prefix = prefix
+
+    def emit(self, event: ev.RunEvent) -> None:
+        if isinstance(event, ev.RunStarted | ev.RunFinished):
+            return
+        step = getattr(event, "step", None)
+        if step is not None:
+            event = replace(event, step=f"{self._prefix}.{step}" if step else self._prefix)  # type: ignore[arg-type]
+        self._sink.emit(event)

@@ -1,0 +1,155 @@
+"""The state of a run: what templates, `awf status`, state files and `RunResult` see.
+
+Plain pydantic data with snake_case JSON keys (the state file format). Templates see the
+PascalCase view of a step (`{{.states.build.Output}}`) through `StepState.template_view`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+StepStatus = Literal["pending", "running", "completed", "failed", "skipped", "cancelled"]
+RunStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+StoppedBy = Literal["", "user_exit", "error", "cancelled"]
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _State(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, validate_assignment=False)
+
+
+class Turn(_State):
+    """One message of a conversation."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+    tokens: int = 0
+    tokens_estimated: bool = False
+    interrupted: bool = False  # a reply cut short by Ctrl-C / Stop
+    truncated_turns: int = 0  # pairs the provider dropped to fit its context window
+
+
+class ConversationState(_State):
+    session_id: str = ""
+    provider: str = ""  # the provider that owns the session; another one cannot resume it
+    turns: list[Turn] = Field(default_factory=list)
+    total_turns: int = 0  # assistant replies received
+    total_tokens: int = 0
+    stopped_by: StoppedBy = ""
+    # While a conversation is running, the turns from index `live_from` on are not written
+    # into the state file (that would rewrite the whole history every turn) but appended to
+    # the run's transcript, starting at transcript line `transcript_line`; loading a state
+    # file puts them back. None once the step has finished and the state holds every turn.
+    live_from: int | None = None
+    transcript_line: int = 0
+
+    def fork(self) -> ConversationState:
+        """A copy for `continue_from`: same session and turns, `stopped_by` reset."""
+        clone = self.model_copy(deep=True)
+        clone.stopped_by = ""
+        clone.live_from = None
+        return clone
+
+
+class StepState(_State):
+    name: str
+    status: StepStatus = "pending"
+    output: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    response: Any = None  # parsed JSON object when the output is one
+    json_: Any = Field(default=None, alias="json")  # output_format: json
+    tokens_used: int = 0
+    tokens_input: int = 0
+    tokens_output: int = 0
+    tokens_estimated: bool = False
+    error: str = ""
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    attempt: int = 0
+    conversation: ConversationState | None = None
+
+    @property
+    def duration(self) -> float:
+        if self.started_at and self.completed_at:
+            return (self.completed_at - self.started_at).total_seconds()
+        return 0.0
+
+    def template_view(self) -> dict[str, Any]:
+        """The step as templates and conditions see it (`.states.NAME.Output`, …)."""
+        conv = self.conversation
+        conv_view: dict[str, Any] | None = None
+        if conv is not None:
+            turns = [t.model_dump() for t in conv.turns]
+            conv_view = {
+                "SessionID": conv.session_id,
+                "Turns": turns,
+                "TotalTurns": conv.total_turns,
+                "TotalTokens": conv.total_tokens,
+                "StoppedBy": conv.stopped_by,
+                # lowercase aliases, as the seed docs spell them
+                "session_id": conv.session_id,
+                "turns": turns,
+                "total_turns": conv.total_turns,
+                "total_tokens": conv.total_tokens,
+                "stopped_by": conv.stopped_by,
+            }
+        return {
+            "Output": self.output,
+            "Stderr": self.stderr,
+            "ExitCode": self.exit_code if self.exit_code is not None else 0,
+            "Status": self.status,
+            "Response": self.response,
+            "JSON": self.json_,
+            "TokensUsed": self.tokens_used,
+            "TokensInput": self.tokens_input,
+            "TokensOutput": self.tokens_output,
+            "TokensEstimated": self.tokens_estimated,
+            "Error": self.error,
+            "Conversation": conv_view,
+            "conversation": conv_view,
+        }
+
+
+class RunState(_State):
+    """Everything needed to show, audit and resume one run."""
+
+    run_id: str
+    workflow_name: str
+    workflow_path: str = ""  # the file it was loaded from, "" for inline YAML
+    workflow_source: str = ""  # the YAML text, so a run can be resumed even if the file changed
+    status: RunStatus = "pending"
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    current_step: str = ""
+    steps: dict[str, StepState] = Field(default_factory=dict)
+    executed: list[str] = Field(default_factory=list)  # step names in execution order
+    started_at: datetime = Field(default_factory=now)
+    completed_at: datetime | None = None
+    error: str = ""
+    message: str = ""  # the terminal step's message
+    exit_code: int = 0
+    parent_run_id: str = ""  # set for call_workflow children
+    storage_version: int = 1
+
+    @property
+    def duration(self) -> float:
+        end = self.completed_at or now()
+        return (end - self.started_at).total_seconds()
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(s.tokens_used for s in self.steps.values())
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return self.model_dump_json(by_alias=True, indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunState:
+        return cls.model_validate(json.loads(text))

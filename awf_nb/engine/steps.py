@@ -1,0 +1,347 @@
+"""One function per step kind: command, agent, parallel, for_each/while, call_workflow.
+
+Each executor fills the step's `StepState` (status, output, tokens, …) and raises an
+`AwfError` on failure; `Runner.run_step` records the error and routes. Loop executors may
+return the name of a step outside the loop that a body step routed to (the loop exits
+there). Terminal steps are handled by the runner itself: they end the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from awf_nb.engine import events as ev
+from awf_nb.engine.context import LoopFrame, command_env
+from awf_nb.engine.process import default_shell, run_process
+from awf_nb.engine.state import StepState
+from awf_nb.errors import DefinitionError, ExecutionError
+from awf_nb.workflow.model import (
+    AgentStep,
+    AnyStep,
+    CallWorkflowStep,
+    CommandStep,
+    ForEachStep,
+    ParallelStep,
+    TerminalStep,
+    WhileStep,
+)
+
+if TYPE_CHECKING:
+    from awf_nb.engine.run import Runner
+
+HARD_MAX_ITERATIONS = 10_000
+
+
+async def execute(run: Runner, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
+    if isinstance(step, CommandStep):
+        await execute_command(run, step, st, loop)
+    elif isinstance(step, AgentStep):
+        from awf_nb.engine.agent import execute_agent
+
+        await execute_agent(run, step, st, loop)
+    elif isinstance(step, ParallelStep):
+        await execute_parallel(run, step, st, loop)
+    elif isinstance(step, ForEachStep | WhileStep):
+        return await execute_loop(run, step, st, loop)
+    elif isinstance(step, CallWorkflowStep):
+        await execute_call(run, step, st, loop)
+    else:  # a terminal reached as a parallel branch or loop body: nothing to run
+        st.status = "completed"
+    return None
+
+
+# --- command ---------------------------------------------------------------------------------
+
+
+async def execute_command(
+    run: Runner, step: CommandStep, st: StepState, loop: LoopFrame | None
+) -> None:
+    ctx = run.ctx
+    cwd = run.config.cwd
+    if step.dir:
+        cwd = (cwd / Path(ctx.render(step.dir, step=step.name, what="dir", loop=loop))).resolve()
+        if not cwd.is_dir():
+            raise ExecutionError(f"step {step.name}: dir does not exist: {cwd}", step=step.name)
+    env = command_env(
+        run.config.env, ctx.inputs, AWF_RUN_ID=run.run_id, AWF_STEP=step.name
+    )
+    script_path: Path | None = None
+    if step.script_file:
+        argv, script_path = _script_argv(run, step, loop)
+    else:
+        command = ctx.render(step.command or "", step=step.name, what="command", loop=loop)
+        argv = [default_shell(), "-c", command]
+    stdout_masker = run.masker.stream()
+    stderr_masker = run.masker.stream()
+
+    def on_stdout(text: str) -> None:
+        if shown := stdout_masker.feed(text):
+            run.emit(ev.StepOutput(run.run_id, step.name, shown, "stdout"))
+
+    def on_stderr(text: str) -> None:
+        if shown := stderr_masker.feed(text):
+            run.emit(ev.StepOutput(run.run_id, step.name, shown, "stderr"))
+
+    try:
+        result = await run_process(
+            argv, cwd=cwd, env=env, timeout=step.timeout, on_stdout=on_stdout, on_stderr=on_stderr
+        )
+    except OSError as exc:
+        raise ExecutionError(f"step {step.name}: cannot start command: {exc}") from None
+    finally:
+        if script_path is not None:
+            script_path.unlink(missing_ok=True)
+    for masker, stream in ((stdout_masker, "stdout"), (stderr_masker, "stderr")):
+        if tail := masker.flush():
+            run.emit(ev.StepOutput(run.run_id, step.name, tail, stream))  # type: ignore[arg-type]
+    st.output = run.masker.mask(result.stdout.rstrip("\n"))
+    st.stderr = run.masker.mask(result.stderr.rstrip("\n"))
+    st.exit_code = result.exit_code
+    st.response = _json_object(st.output)
+    if result.timed_out:
+        raise ExecutionError(f"step {step.name}: timed out after {step.timeout:g}s")
+    if result.exit_code != 0:
+        last = st.stderr.strip().splitlines()[-1:] or [""]
+        detail = f": {last[0]}" if last[0] else ""
+        raise ExecutionError(f"step {step.name}: exit code {result.exit_code}{detail}")
+
+
+def _script_argv(
+    run: Runner, step: CommandStep, loop: LoopFrame | None
+) -> tuple[list[str], Path | None]:
+    """A `script_file`: rendered as a template, then run by its shebang or by the shell."""
+    path = run.workflow.base_dir / run.ctx.render(
+        step.script_file or "", step=step.name, what="script_file", loop=loop
+    )
+    try:
+        source = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ExecutionError(f"step {step.name}: cannot read script_file {path}: {exc.strerror}")
+    body = run.ctx.render(source, step=step.name, what=f"script_file {path.name}", loop=loop)
+    if not body.startswith("#!"):
+        return [default_shell(), "-c", body], None
+    fd, tmp = tempfile.mkstemp(prefix="awf-script-", suffix=path.suffix)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(body)
+    os.chmod(tmp, stat.S_IRWXU)
+    return [tmp], Path(tmp)
+
+
+def _json_object(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return None
+
+
+# --- parallel --------------------------------------------------------------------------------
+
+
+async def execute_parallel(
+    run: Runner, step: ParallelStep, st: StepState, loop: LoopFrame | None
+) -> None:
+    """Run the branches concurrently; branch routing is ignored (spec §4)."""
+    limit = asyncio.Semaphore(step.max_concurrent or len(step.parallel) or 1)
+    branches = [run.workflow.steps[name] for name in step.parallel]
+
+    async def branch(child: AnyStep) -> StepState:
+        async with limit:
+            return (await run.run_step(child, loop)).state
+
+    tasks = [asyncio.create_task(branch(child), name=child.name) for child in branches]
+    failed: list[StepState] = []
+    succeeded: list[StepState] = []
+    try:
+        for done in asyncio.as_completed(tasks):
+            result = await done
+            (succeeded if result.status == "completed" else failed).append(result)
+            if failed and step.strategy == "all_succeed":
+                break  # fail fast: the remaining branches are cancelled below
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    outputs = {name: run.state.steps[name].output for name in step.parallel if name in run.state.steps}
+    st.output = json.dumps(outputs)
+    st.response = outputs
+    st.tokens_used = sum(run.state.steps[n].tokens_used for n in outputs)
+    names = ", ".join(f.name for f in failed)
+    if step.strategy == "all_succeed" and failed:
+        raise ExecutionError(f"step {step.name}: branch failed: {names} ({failed[0].error})")
+    if step.strategy == "any_succeed" and not succeeded:
+        raise ExecutionError(f"step {step.name}: every branch failed: {names}")
+
+
+# --- loops -----------------------------------------------------------------------------------
+
+
+def _max_iterations(run: Runner, step: ForEachStep | WhileStep, loop: LoopFrame | None) -> int:
+    value = step.max_iterations
+    if isinstance(value, str):
+        text = run.ctx.render(value, step=step.name, what="max_iterations", loop=loop)
+        try:
+            value = int(float(run.ctx.evaluate(text, step=step.name, what="max_iterations", loop=loop)))
+        except (TypeError, ValueError):
+            raise ExecutionError(f"step {step.name}: max_iterations {text!r} is not a number")
+    if value < 1:
+        raise ExecutionError(f"step {step.name}: max_iterations must be at least 1")
+    return min(value, HARD_MAX_ITERATIONS)
+
+
+def _items(run: Runner, step: ForEachStep, loop: LoopFrame | None) -> list[Any]:
+    if isinstance(step.items, list):
+        return [run.ctx.render_value(i, step=step.name, what="items", loop=loop) for i in step.items]
+    text = run.ctx.render(step.items, step=step.name, what="items", loop=loop).strip()
+    if not text:
+        return []
+    with contextlib.suppress(ValueError):
+        parsed = json.loads(text)
+        if isinstance(parsed, list):
+            return parsed
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+async def execute_loop(
+    run: Runner, step: ForEachStep | WhileStep, st: StepState, parent: LoopFrame | None
+) -> str | None:
+    limit = _max_iterations(run, step, parent)
+    items = _items(run, step, parent) if isinstance(step, ForEachStep) else None
+    if items is not None and len(items) > limit:
+        raise ExecutionError(
+            f"step {step.name}: {len(items)} items exceed max_iterations ({limit})"
+        )
+    results: list[str] = []
+    index = 0
+    while True:
+        if items is not None:
+            if index >= len(items):
+                break
+            frame = LoopFrame(items[index], index, len(items), parent)
+        else:
+            frame = LoopFrame(None, index, None, parent)
+            if not run.ctx.condition(step.while_, step=step.name, what="while", loop=frame):
+                break
+            if index >= limit:
+                raise ExecutionError(f"step {step.name}: max_iterations ({limit}) reached")
+        exit_to, last = await _run_body(run, step, frame)
+        results.append(last.output if last else "")
+        index += 1
+        if exit_to is not None:
+            st.output = json.dumps(results)
+            return exit_to
+        if step.break_when and run.ctx.condition(
+            step.break_when, step=step.name, what="break_when", loop=frame
+        ):
+            break
+    st.output = json.dumps(results)
+    st.response = results
+    return None
+
+
+async def _run_body(
+    run: Runner, loop_step: ForEachStep | WhileStep, frame: LoopFrame
+) -> tuple[str | None, StepState | None]:
+    """One iteration. Returns (a step outside the loop to jump to, the last body state)."""
+    from awf_nb.engine.run import _RunEnds
+
+    body = loop_step.body
+    position = 0
+    last: StepState | None = None
+    while position < len(body):
+        step = run.workflow.steps[body[position]]
+        if isinstance(step, TerminalStep):
+            return step.name, last
+        outcome = await run.run_step(step, frame)
+        last = outcome.state
+        target = outcome.jump
+        if target is None:
+            has_route = bool(step.transitions or step.on_success or step.on_failure)
+            if last.status == "completed" and not has_route:
+                position += 1
+                continue
+            try:
+                target = run.route(step, last, frame)
+            except _RunEnds as exc:
+                raise ExecutionError(
+                    f"step {loop_step.name}: iteration {frame.index + 1}: {exc.message}"
+                ) from None
+        if target == loop_step.name:
+            return None, last  # next iteration
+        if target in body:
+            position = body.index(target)
+            continue
+        return target, last
+    return None, last
+
+
+# --- call_workflow ---------------------------------------------------------------------------
+
+
+async def execute_call(
+    run: Runner, step: CallWorkflowStep, st: StepState, loop: LoopFrame | None
+) -> None:
+    from awf_nb.engine.run import MAX_CALL_DEPTH, PrefixSink, RunConfig, Runner
+
+    config = run.config
+    if config.depth + 1 > MAX_CALL_DEPTH:
+        raise ExecutionError(f"step {step.name}: call_workflow depth limit ({MAX_CALL_DEPTH}) exceeded")
+    if config.load_child is None:
+        raise ExecutionError(f"step {step.name}: call_workflow is not available here")
+    name = run.ctx.render(step.workflow, step=step.name, what="workflow", loop=loop)
+    try:
+        child = config.load_child(name, run.workflow.base_dir)
+    except DefinitionError as exc:
+        raise ExecutionError(f"step {step.name}: workflow {name!r} is invalid:\n{exc}") from None
+    key = str(child.source_path or child.name)
+    stack = (*config.call_stack, str(run.workflow.source_path or run.workflow.name))
+    if key in stack:
+        chain = " -> ".join(Path(p).stem for p in (*stack, key))
+        raise ExecutionError(f"step {step.name}: call_workflow cycle: {chain}")
+    inputs = {
+        k: run.ctx.render_value(v, step=step.name, what=f"inputs.{k}", loop=loop)
+        for k, v in step.inputs.items()
+    }
+    from awf_nb.engine.inputs import resolve_inputs
+
+    resolved = resolve_inputs(child, inputs, cwd=config.cwd)
+    child_config = RunConfig(
+        providers=config.providers,
+        sink=PrefixSink(config.sink, step.name),
+        reader=config.reader,
+        store=config.store,
+        env=config.env,
+        cwd=config.cwd,
+        masker=run.masker,
+        depth=config.depth + 1,
+        call_stack=stack,
+        parent_run_id=run.run_id,
+        load_child=config.load_child,
+    )
+    runner = Runner(child, resolved, child_config)
+    try:
+        child_state = await asyncio.wait_for(runner.execute(), step.timeout)
+    except TimeoutError:
+        raise ExecutionError(f"step {step.name}: timed out after {step.timeout:g}s") from None
+    st.tokens_used = child_state.total_tokens
+    outputs: dict[str, Any] = {}
+    for child_step, parent_key in step.outputs.items():
+        if child_step in child_state.steps:
+            outputs[parent_key] = child_state.steps[child_step].output
+    st.response = outputs or {n: s.output for n, s in child_state.steps.items()}
+    st.output = child_state.message or json.dumps(outputs)
+    if child_state.status != "completed":
+        raise ExecutionError(
+            f"step {step.name}: workflow {child.name} failed: {child_state.error}",
+            step=step.name,
+        )
+

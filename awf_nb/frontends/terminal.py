@@ -1,0 +1,403 @@
+"""The terminal frontend: renders run events to stdout/stderr, and reads the `> ` prompt.
+
+stdout carries what the workflow produces (streamed agent replies, command output);
+stderr carries progress (step started/finished, durations, tokens), warnings and errors,
+so `awf run wf > out.txt` captures just the content. Output modes: `streaming` (text as it
+arrives), `buffered` (each reply when complete), `silent` (only errors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import queue
+import sys
+import threading
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TextIO
+
+from awf_nb.engine import events as ev
+
+if TYPE_CHECKING:
+    from awf_nb.engine.run import Runner
+    from awf_nb.engine.state import RunState
+
+OutputMode = Literal["streaming", "buffered", "silent"]
+
+
+class _Style:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.enabled else text
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("31", text)
+
+    def green(self, text: str) -> str:
+        return self._wrap("32", text)
+
+    def yellow(self, text: str) -> str:
+        return self._wrap("33", text)
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+
+def _use_color(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def _tokens(count: int, estimated: bool) -> str:
+    return f"{'~' if estimated else ''}{count} tokens"
+
+
+class TerminalSink:
+    """An `EventSink` that writes a run to a terminal (or pipes)."""
+
+    def __init__(
+        self,
+        mode: OutputMode = "streaming",
+        *,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        echo_input: bool = True,
+        color: bool | None = None,
+    ) -> None:
+        self.mode = mode
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        # On a TTY the person's own typing is already on screen; echo only what they did
+        # not type (the step's first prompt, piped or scripted replies).
+        self.echo_input = echo_input
+        self.style = _Style(_use_color(self.err) if color is None else color)
+        self._at_line_start = True
+        self._depth = 0
+
+    # --- low-level writes -------------------------------------------------------------------
+
+    def _write_out(self, text: str) -> None:
+        if not text:
+            return
+        self.out.write(text)
+        self.out.flush()
+        self._at_line_start = text.endswith("\n")
+
+    def _end_line(self) -> None:
+        if not self._at_line_start:
+            self._write_out("\n")
+
+    def _note(self, text: str) -> None:
+        self._end_line()
+        self.err.write(text + "\n")
+        self.err.flush()
+
+    # --- events -------------------------------------------------------------------------------
+
+    def emit(self, event: ev.RunEvent) -> None:
+        s = self.style
+        silent = self.mode == "silent"
+        match event:
+            case ev.RunStarted(run_id=run_id, workflow=name, resumed=resumed):
+                if not silent:
+                    verb = "resuming" if resumed else "running"
+                    self._note(s.dim(f"{verb} {name} (run {run_id})"))
+            case ev.StepStarted(step=step, kind=kind, attempt=attempt, mode=mode, detail=detail):
+                if not silent:
+                    what = kind if not mode or mode == "single" else f"{kind}, {mode}"
+                    if detail:
+                        what += f", {detail}"
+                    retry = f" (attempt {attempt})" if attempt > 1 else ""
+                    self._note(s.bold(f"▶ {step}") + s.dim(f" [{what}]{retry}"))
+            case ev.StepOutput(text=text, stream=stream):
+                if not silent:
+                    if stream == "stdout":
+                        self._write_out(text)
+                    else:
+                        self._end_line()
+                        self.err.write(text)
+                        self.err.flush()
+            case ev.AgentText(text=text):
+                if self.mode == "streaming":
+                    self._write_out(text)
+            case ev.AgentToolUse(name=name, argument=argument):
+                if not silent:
+                    self._end_line()
+                    self._write_out(s.dim(f"[tool: {name}({argument})]") + "\n")
+            case ev.UserMessage(text=text, turn=turn):
+                if not silent and (self.echo_input or turn == 1):
+                    self._end_line()
+                    self._write_out(s.bold("> ") + text + "\n")
+            case ev.TurnFinished(
+                turn=turn, tokens=tokens, duration=duration, tokens_estimated=est,
+                interrupted=interrupted, text=text,
+            ):
+                if self.mode == "buffered":
+                    self._write_out(text)
+                if not silent:
+                    flag = ", interrupted" if interrupted else ""
+                    self._note(
+                        s.dim(f"  (turn {turn} · {_tokens(tokens, est)} · {duration:.1f}s{flag})")
+                    )
+            case ev.StepFinished(
+                step=step, status=status, duration=duration, tokens=tokens,
+                tokens_estimated=est, error=error,
+            ):
+                if silent:
+                    return
+                extra = f" · {_tokens(tokens, est)}" if tokens else ""
+                if status == "completed":
+                    self._note(s.green("✓ ") + step + s.dim(f" {duration:.2f}s{extra}"))
+                elif status == "cancelled":
+                    self._note(s.yellow("■ ") + step + s.dim(" cancelled"))
+                else:
+                    self._note(s.red("✗ ") + step + s.dim(f" {duration:.2f}s") + f": {error}")
+            case ev.LogMessage(message=message):
+                if not silent:
+                    self._note(message)
+            case ev.RunWarning(message=message):
+                self._note(s.yellow("warning: ") + message)
+            case ev.RunError(message=message):
+                self._note(s.red("error: ") + message)
+            case ev.RunFinished(status=status, duration=duration, tokens=tokens, message=msg):
+                self._end_line()
+                if silent:
+                    return
+                summary = f"{duration:.2f}s" + (f" · {tokens} tokens" if tokens else "")
+                if status == "completed":
+                    if msg:
+                        self._write_out(msg + "\n")
+                    self._note(s.green("✓ completed") + s.dim(f" in {summary}"))
+                elif status == "cancelled":
+                    self._note(s.yellow("■ cancelled") + s.dim(f" after {summary}"))
+                else:
+                    self._note(s.red("✗ failed") + s.dim(f" after {summary}"))
+            case _:
+                pass
+
+    def interrupted_turn(self) -> None:
+        """Called by the CLI when Ctrl-C cut a reply short."""
+        self._note(self.style.yellow("^C — reply interrupted"))
+
+
+class TerminalReader:
+    """Reads the person's messages from stdin: a `> ` prompt with readline on a TTY,
+    one line per turn from a pipe. Cancellable: a read pending when its task is cancelled
+    is abandoned at once; a line typed afterwards is kept for the next read, not lost.
+
+    Reads happen in one daemon thread (a blocked `input()` cannot be interrupted, and a
+    daemon thread never holds up process exit).
+    """
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        history_path: Path | None = None,
+        prompt_out: TextIO | None = None,
+    ) -> None:
+        self.stream = stream or sys.stdin
+        self.prompt_out = prompt_out or sys.stdout
+        self.is_tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.history_path = history_path
+        self._requests: queue.Queue[str] = queue.Queue()
+        self._ready: deque[str | None] = deque()
+        self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[str | None]] | None = None
+        self._lock = threading.Lock()
+        self._reading = False  # the thread is blocked on a line (maybe for a cancelled read)
+        self._thread: threading.Thread | None = None
+        self._readline = self._setup_readline() if self.is_tty else None
+
+    def _setup_readline(self) -> object | None:
+        try:
+            import readline
+        except ImportError:  # not on every platform; plain input() still works
+            return None
+        readline.set_history_length(1000)
+        if self.history_path is not None:
+            with contextlib.suppress(OSError):
+                readline.read_history_file(self.history_path)
+        return readline
+
+    def _remember(self, line: str) -> None:
+        if self._readline is None or self.history_path is None or not line.strip():
+            return
+        with contextlib.suppress(OSError):
+            self.history_path.parent.mkdir(parents=True, exist_ok=True)
+            self.history_path.touch(exist_ok=True)
+            self._readline.append_history_file(1, self.history_path)  # type: ignore[attr-defined]
+
+    def _read_line(self, prompt: str) -> str | None:
+        if self.is_tty and self.stream is sys.stdin:
+            try:
+                line = input(prompt)
+            except EOFError:
+                return None
+            self._remember(line)
+            return line
+        line = self.stream.readline()
+        return None if line == "" else line.rstrip("\r\n")
+
+    def _work(self) -> None:
+        while True:
+            prompt = self._requests.get()
+            try:
+                line = self._read_line(prompt)
+            except (OSError, ValueError):  # stdin closed under us
+                line = None
+            with self._lock:
+                self._reading = False
+                waiter, self._waiter = self._waiter, None
+                if waiter is None or waiter[1].done():
+                    self._ready.append(line)
+                    continue
+            loop, future = waiter
+            with contextlib.suppress(RuntimeError):  # the loop has closed
+                loop.call_soon_threadsafe(_resolve, future, line)
+
+    async def read(self, prompt: str) -> str | None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._ready:
+                return self._ready.popleft()
+            future: asyncio.Future[str | None] = loop.create_future()
+            self._waiter = (loop, future)
+            # A read cancelled earlier may still have the thread waiting for a line: that
+            # line will answer this read, so do not ask for another one.
+            ask = not self._reading
+            self._reading = True
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="awf-stdin", daemon=True)
+            self._thread.start()
+        if ask:
+            self._requests.put(prompt)
+        elif self.is_tty:
+            self.prompt_out.write(prompt)
+            self.prompt_out.flush()
+        try:
+            return await future
+        finally:
+            with self._lock:
+                if self._waiter is not None and self._waiter[1] is future:
+                    self._waiter = None
+
+
+def _resolve(future: asyncio.Future[str | None], line: str | None) -> None:
+    if not future.done():
+        future.set_result(line)
+
+
+def run_in_terminal(runner: Runner, sink: TerminalSink, *, double_press: float = 1.0) -> RunState:
+    """Run to completion on a fresh event loop, with Ctrl-C handled the chat way.
+
+    Ctrl-C while a reply streams interrupts that reply only (back to the `> ` prompt);
+    at the prompt, or twice within `double_press` seconds, it cancels the run — whose state
+    is persisted with status `cancelled` (the caller exits with code 130).
+    """
+    import signal
+    import time
+
+    async def main() -> RunState:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        last_press = [float("-inf")]
+
+        def on_sigint() -> None:
+            pressed = time.monotonic()
+            twice = pressed - last_press[0] < double_press
+            last_press[0] = pressed
+            if twice:
+                runner.cancel()
+            elif runner.interrupt() == "turn":
+                sink.interrupted_turn()
+
+        installed = False
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
+            loop.add_signal_handler(signal.SIGTERM, runner.cancel)
+            installed = True
+        try:
+            return await runner.execute()
+        except asyncio.CancelledError:
+            if task is not None:
+                task.uncancel()
+            return runner.state
+        finally:
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+                loop.remove_signal_handler(signal.SIGTERM)
+
+    terminal_state = _save_terminal()
+    try:
+        return asyncio.run(main())
+    finally:
+        _restore_terminal(terminal_state)
+
+
+def _save_terminal() -> object | None:
+    """readline changes terminal modes; a run cancelled mid-prompt must not leave them."""
+    try:
+        import termios
+
+        if sys.stdin.isatty():
+            return termios.tcgetattr(sys.stdin.fileno())
+    except (ImportError, OSError, ValueError):
+        pass
+    return None
+
+
+def _restore_terminal(saved: object | None) -> None:
+    if saved is None:
+        return
+    import termios
+
+    with contextlib.suppress(OSError, ValueError):
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)  # type: ignore[arg-type]
+
+
+def describe_state(state: RunState) -> str:
+    """`awf status`: a run's status, steps and conversations, for a person to read."""
+    lines = [
+        f"run       {state.run_id}",
+        f"workflow  {state.workflow_name}" + (f" ({state.workflow_path})" if state.workflow_path else ""),
+        f"status    {state.status}" + (f" at step {state.current_step}" if state.status != "completed" else ""),
+        f"started   {state.started_at.isoformat(timespec='seconds')}",
+        f"duration  {state.duration:.2f}s",
+        f"tokens    {state.total_tokens}",
+    ]
+    if state.error:
+        lines.append(f"error     {state.error}")
+    if state.message:
+        lines.append(f"message   {state.message}")
+    if state.inputs:
+        lines.append("inputs")
+        lines.extend(f"  {k} = {v!r}" for k, v in state.inputs.items())
+    lines.append("steps")
+    for name in dict.fromkeys(state.executed):
+        step = state.steps[name]
+        extra = f" · {step.tokens_used} tokens" if step.tokens_used else ""
+        code = f" · exit {step.exit_code}" if step.exit_code not in (None, 0) else ""
+        lines.append(f"  {step.status:<9} {name} ({step.duration:.2f}s{extra}{code})")
+        if step.error:
+            lines.append(f"            {step.error}")
+        conv = step.conversation
+        if conv is not None:
+            stopped = f", stopped by {conv.stopped_by}" if conv.stopped_by else ""
+            session = f", session {conv.session_id}" if conv.session_id else ""
+            lines.append(f"            conversation: {conv.total_turns} turns{stopped}{session}")
+            for turn in conv.turns:
+                if turn.role == "system":
+                    continue
+                text = turn.content if len(turn.content) <= 200 else turn.content[:197] + "..."
+                mark = " [interrupted]" if turn.interrupted else ""
+                who = "you" if turn.role == "user" else "agent"
+                lines.append(f"              {who}: {text}{mark}".replace("\n", " "))
+    return "\n".join(lines)

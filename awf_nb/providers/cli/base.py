@@ -1,0 +1,683 @@
+"""The shared runner behind the agent-CLI providers (claude, gemini, codex, opencode, copilot).
+
+An agent CLI keeps its own conversation; we run it once per turn and resume it by session
+id. This module does everything the five CLIs have in common: validating the step's
+`options`, composing the prompt (system-prompt prefix, history replay when there is no id
+to resume), starting the process without a shell in its own process group, reading its
+NDJSON stdout line by line *as it arrives* while stderr is drained concurrently, turning
+failures into `ProviderError`s that carry the CLI's own words, and killing the whole
+process group on cancel or timeout.
+
+A concrete provider supplies three things: how to build the command line
+(`build_command`), how to read its output (`new_parser`, an `OutputParser`), and how the
+CLI says "unknown session" (`session_missing_pattern`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from awf_nb.engine.ports import (
+    Final,
+    Message,
+    Notice,
+    ProviderEvent,
+    SessionId,
+    TextDelta,
+    TurnRequest,
+    Usage,
+)
+from awf_nb.errors import EXIT_DEFINITION, EXIT_USER, ProviderError
+
+# One NDJSON line can carry a whole file the agent read; 16 MiB keeps us clear of that.
+STDOUT_LINE_LIMIT = 16 * 1024 * 1024
+# Linux refuses a single argv string over 128 KiB (MAX_ARG_STRLEN); longer prompts (a long
+# replayed history) go through stdin for the CLIs that read one there.
+ARGV_PROMPT_LIMIT = 100_000
+STDERR_TAIL_LINES = 60
+MAX_DIAGNOSTIC_LINES = 10_000  # non-JSON stdout lines kept per turn
+TOOL_ARGUMENT_WIDTH = 80
+
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_KNOWN_OPTIONS = frozenset(
+    {"model", "dangerously_skip_permissions", "allowed_tools", "extra_args", "env"}
+)
+# Keep strong references to cleanup tasks that outlive a cancelled consumer.
+_reapers: set[asyncio.Task[None]] = set()
+
+
+# --- what a provider builds and what a parser reports ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CliOptions:
+    """The validated `options:` of an agent step that uses a CLI provider."""
+
+    model: str | None = None
+    dangerously_skip_permissions: bool = False
+    allowed_tools: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CliTurn:
+    """One turn, ready for a command line: the prompt already carries what it must."""
+
+    prompt: str  # with the system-prompt prefix / replayed transcript when applicable
+    system_prompt: str | None  # only for CLIs with a system-prompt flag
+    session_id: str | None
+    options: CliOptions
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    argv: list[str]  # argv[0] is the bare binary name; the runner resolves it on PATH
+    stdin: str | None = None  # None: stdin is /dev/null
+    env: Mapping[str, str] = field(default_factory=dict)  # defaults the user's env overrides
+
+
+@dataclass(slots=True)
+class TurnOutcome:
+    """What a parser concluded once the output ended."""
+
+    text: str = ""
+    ok: bool = False
+    error: str = ""  # the CLI's own message when it reported a failure (else "")
+    usage: Usage | None = None
+    session_missing: bool = False  # the CLI said the resumed session does not exist
+
+
+class OutputParser(ABC):
+    """Reads one CLI's NDJSON events for one turn.
+
+    `feed` is called for every JSON object line as it arrives and returns the events to
+    stream right away; `outcome` is called once at the end.
+    """
+
+    def __init__(self) -> None:
+        self.session_id: str | None = None
+        self.text = TextJoiner()
+
+    @abstractmethod
+    def feed(self, event: dict[str, Any]) -> list[ProviderEvent]: ...
+
+    @abstractmethod
+    def outcome(self) -> TurnOutcome: ...
+
+    def found_session(self, session_id: Any) -> list[ProviderEvent]:
+        """A SessionId event the first time an id is seen (and again if it changes)."""
+        if not isinstance(session_id, str) or not session_id or session_id == self.session_id:
+            return []
+        self.session_id = session_id
+        return [SessionId(session_id)]
+
+
+class TextJoiner:
+    """Streams assistant text, putting a blank line between two different messages."""
+
+    def __init__(self) -> None:
+        self._current: object = None
+        self._emitted = False
+
+    def delta(self, message_key: object, text: str) -> list[ProviderEvent]:
+        if not text:
+            return []
+        events: list[ProviderEvent] = []
+        if self._emitted and message_key != self._current:
+            events.append(TextDelta("\n\n"))
+        self._current = message_key
+        self._emitted = True
+        events.append(TextDelta(text))
+        return events
+
+
+class ExecutableNotFound(ProviderError):
+    """The CLI is not installed (or not on PATH); says how to install it."""
+
+    def __init__(self, provider: str, binary: str, package: str) -> None:
+        super().__init__(provider, "", exit_code=EXIT_USER)
+        # The spec fixes this exact wording, which differs from ProviderError's "name: msg".
+        self.message = (
+            f'provider "{provider}": executable "{binary}" not found on PATH '
+            f"(npm install -g {package})"
+        )
+        self.args = (self.message,)
+
+
+# --- the provider ---------------------------------------------------------------------------
+
+
+class CliProvider(ABC):
+    """A provider that runs an agent CLI once per turn and resumes it by session id."""
+
+    session_kind: Literal["history", "session_id"] = "session_id"
+
+    default_name: ClassVar[str]
+    binary: ClassVar[str]
+    package: ClassVar[str]  # the npm package, for the "not found" message
+    # True: the system prompt has a flag of its own; False: it prefixes the first prompt.
+    system_prompt_flag: ClassVar[bool] = False
+    supports_allowed_tools: ClassVar[bool] = False
+    # How the CLI says a resumed session does not exist (matched on its error and stderr).
+    session_missing_pattern: ClassVar[re.Pattern[str] | None] = None
+    session_missing_exit_code: ClassVar[int | None] = None
+    # stderr lines that are chatter, not an explanation of a failure.
+    stderr_noise: ClassVar[tuple[str, ...]] = ()
+
+    kill_grace: float = 2.0  # seconds between SIGTERM and SIGKILL
+    eof_grace: float = 2.0  # seconds to wait for EOF after the CLI exited
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name or self.default_name
+        self._running: set[asyncio.subprocess.Process] = set()
+        self._noticed: set[str] = set()
+
+    # -- what each CLI supplies
+
+    @abstractmethod
+    def build_command(self, turn: CliTurn) -> Command: ...
+
+    @abstractmethod
+    def new_parser(self) -> OutputParser: ...
+
+    # -- the contract
+
+    async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
+        options = self._options(turn.options)
+        for notice in self._option_notices(turn.options, options):
+            yield notice
+        cli_turn, replayed = self._prepare(turn, options)
+        if replayed:
+            yield Notice(
+                f"{self.name}: no session id to resume; replaying {replayed} earlier "
+                "messages in the prompt of a new session"
+            )
+        command = self.build_command(cli_turn)
+        # The CLI's own defaults first (e.g. IS_SANDBOX), so the user can override them.
+        env = {**os.environ, **command.env, **options.env, **_strings(turn.env)}
+        parser = self.new_parser()
+        run = _Run(self, command, env, Path(turn.working_dir))
+        streamed = False
+        async with contextlib.aclosing(run.lines()) as lines:
+            async for line in lines:
+                for event in parse_line(parser, line, run.diagnostics):
+                    streamed = streamed or isinstance(event, TextDelta)
+                    yield event
+        for event in parse_whole_document(parser, run.diagnostics):
+            streamed = streamed or isinstance(event, TextDelta)
+            yield event
+        outcome = parser.outcome()
+        self._raise_on_failure(turn, outcome, run)
+        if not streamed and outcome.text:
+            # e.g. `--output-format json` in extra_args: nothing streamed, show the reply.
+            yield TextDelta(outcome.text)
+        if outcome.usage is not None:
+            yield outcome.usage
+        yield Final(outcome.text)
+
+    async def aclose(self) -> None:
+        """Kill whatever is still running (a run ended while a turn was in flight)."""
+        await asyncio.gather(*(_terminate_group(p, self.kill_grace) for p in list(self._running)))
+
+    # -- options and prompt
+
+    def _options(self, raw: Mapping[str, Any]) -> CliOptions:
+        if not isinstance(raw, Mapping):
+            raise self._option_error("options must be a mapping")
+        model = raw.get("model")
+        if model is not None and not isinstance(model, str):
+            raise self._option_error("options.model must be a string")
+        skip = raw.get("dangerously_skip_permissions", False)
+        if not isinstance(skip, bool):
+            raise self._option_error("options.dangerously_skip_permissions must be true or false")
+        return CliOptions(
+            model=model or None,
+            dangerously_skip_permissions=skip,
+            allowed_tools=self._string_list(raw, "allowed_tools", split_commas=True),
+            extra_args=self._string_list(raw, "extra_args", split_commas=False),
+            env=self._env(raw.get("env")),
+        )
+
+    def _string_list(
+        self, raw: Mapping[str, Any], key: str, *, split_commas: bool
+    ) -> tuple[str, ...]:
+        value = raw.get(key)
+        if value is None:
+            return ()
+        if isinstance(value, str) and split_commas:
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        if isinstance(value, list | tuple) and all(isinstance(v, str | int | float) for v in value):
+            return tuple(str(v) for v in value)
+        raise self._option_error(f"options.{key} must be a list of strings")
+
+    def _env(self, value: Any) -> dict[str, str]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self._option_error("options.env must be a mapping of names to values")
+        env: dict[str, str] = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not key or "=" in key:
+                raise self._option_error(f"options.env: invalid variable name {key!r}")
+            if isinstance(item, Mapping | list):
+                raise self._option_error(f"options.env.{key} must be a string")
+            env[key] = _env_value(item)
+        return env
+
+    def _option_error(self, message: str) -> ProviderError:
+        return ProviderError(self.name, message, exit_code=EXIT_DEFINITION)
+
+    def _option_notices(self, raw: Mapping[str, Any], options: CliOptions) -> list[Notice]:
+        ignored = sorted(k for k in raw if k not in _KNOWN_OPTIONS)
+        if options.allowed_tools and not self.supports_allowed_tools:
+            ignored.insert(0, "allowed_tools")
+        notices = []
+        for key in ignored:
+            if key not in self._noticed:
+                self._noticed.add(key)
+                notices.append(Notice(f"{self.name}: option {key!r} is not supported; ignored"))
+        return notices
+
+    def _prepare(self, turn: TurnRequest, options: CliOptions) -> tuple[CliTurn, int]:
+        """The prompt this CLI gets, and how many history messages were replayed into it."""
+        prompt = turn.prompt
+        system_prompt = turn.system_prompt
+        replay = [m for m in turn.history if m.role != "system"] if not turn.session_id else []
+        if replay:
+            if system_prompt is None:
+                # A new session is started, so its system prompt must be set up again.
+                system_prompt = next((m.content for m in turn.history if m.role == "system"), None)
+            prompt = replay_prompt(replay, prompt)
+        if system_prompt and not self.system_prompt_flag:
+            prompt = f"{system_prompt}\n\n{prompt}"
+            system_prompt = None
+        cli_turn = CliTurn(
+            prompt=prompt,
+            system_prompt=system_prompt or None,
+            session_id=turn.session_id or None,
+            options=options,
+        )
+        return cli_turn, len(replay)
+
+    # -- failures
+
+    def _raise_on_failure(self, turn: TurnRequest, outcome: TurnOutcome, run: _Run) -> None:
+        returncode = run.returncode
+        if outcome.ok and returncode == 0:
+            return
+        stderr = run.stderr_summary(self.stderr_noise)
+        detail = (
+            outcome.error
+            or stderr
+            or _last_lines(run.diagnostics)
+            or f"{self.binary} ended without reporting a result"
+        )
+        status = _describe_status(returncode)
+        if turn.session_id and self._session_missing(outcome, returncode, detail, run):
+            raise ProviderError(
+                self.name,
+                f'session "{turn.session_id}" not found, cannot resume it: {detail}',
+                hint=(
+                    "The session may have been deleted, or made in another working directory "
+                    "or by another user (HOME): resumed turns must run where the first one "
+                    f"ran (here: {turn.working_dir})."
+                ),
+            )
+        if outcome.ok:  # the CLI reported success but exited with an error status
+            raise ProviderError(self.name, f"{status}: {detail}")
+        raise ProviderError(self.name, f"{detail} ({status})")
+
+    def _session_missing(
+        self, outcome: TurnOutcome, returncode: int | None, detail: str, run: _Run
+    ) -> bool:
+        if outcome.session_missing or returncode == self.session_missing_exit_code:
+            return True
+        pattern = self.session_missing_pattern
+        if pattern is None:
+            return False
+        return bool(pattern.search(detail) or pattern.search("\n".join(run.stderr_lines)))
+
+    # -- helpers for subclasses
+
+    @staticmethod
+    def prompt_fits_argv(prompt: str) -> bool:
+        return len(prompt.encode()) <= ARGV_PROMPT_LIMIT
+
+
+# --- prompt helpers -------------------------------------------------------------------------
+
+
+def replay_prompt(history: Iterable[Message], prompt: str) -> str:
+    """The new message preceded by a transcript of the conversation so far."""
+    speakers = {"user": "User", "assistant": "Assistant"}
+    transcript = "\n\n".join(f"{speakers.get(m.role, m.role)}: {m.content}" for m in history)
+    return (
+        "Here is our conversation so far (replayed because the previous session could not "
+        "be resumed):\n\n"
+        f"<conversation>\n{transcript}\n</conversation>\n\n"
+        f"Continue the conversation. My new message:\n\n{prompt}"
+    )
+
+
+def short_argument(value: Any, keys: Iterable[str] = ()) -> str:
+    """A one-line, bounded summary of a tool's input, for `[tool: name(arg)]`."""
+    if isinstance(value, Mapping):
+        for key in (*keys, "command", "file_path", "path", "pattern", "url", "query"):
+            if isinstance(value.get(key), str) and value[key].strip():
+                value = value[key]
+                break
+    if isinstance(value, str):
+        text = value
+    elif value in (None, {}, []):
+        text = ""
+    else:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = " ".join(text.split())
+    if len(text) > TOOL_ARGUMENT_WIDTH:
+        text = text[: TOOL_ARGUMENT_WIDTH - 1] + "…"
+    return text
+
+
+def readable_error(message: str) -> str:
+    """An API error message out of the JSON body some CLIs pass through verbatim."""
+    text = message.strip()
+    start = text.find("{")
+    if start < 0:
+        return text
+    try:
+        body = json.loads(text[start:].rstrip("]").strip())
+    except ValueError:
+        return text
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(error, dict) or not isinstance(error.get("message"), str):
+        return text
+    parts = [error["message"]]
+    code = error.get("code") or error.get("status")
+    if isinstance(code, int):
+        parts.append(f"(HTTP {code})")
+    elif isinstance(error.get("type"), str):
+        parts.append(f"({error['type']})")
+    prefix = text[:start].strip().strip("[").strip()
+    return " ".join([prefix, *parts] if prefix else parts)
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+
+def parse_line(parser: OutputParser, line: str, diagnostics: list[str]) -> list[ProviderEvent]:
+    """Feed one stdout line to `parser`; a line that is not a JSON object goes to `diagnostics`."""
+    text = line.strip()
+    if not text:
+        return []
+    try:
+        event = json.loads(text)
+    except ValueError:
+        event = None
+    if not isinstance(event, dict):
+        # A banner or warning on stdout: kept for error messages, within bounds.
+        if len(diagnostics) >= MAX_DIAGNOSTIC_LINES:
+            del diagnostics[: MAX_DIAGNOSTIC_LINES // 10]
+        diagnostics.append(text)
+        return []
+    return parser.feed(event)
+
+
+def parse_whole_document(parser: OutputParser, diagnostics: list[str]) -> list[ProviderEvent]:
+    """Events from a pretty-printed JSON document (`--output-format json` in extra_args)."""
+    if not diagnostics or not diagnostics[0].startswith("{"):
+        return []
+    try:
+        document = json.loads("\n".join(diagnostics))
+    except ValueError:
+        return []
+    if not isinstance(document, dict):
+        return []
+    diagnostics.clear()
+    return parser.feed(document)
+
+
+def _env_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):  # YAML `true` means the string "true" to a CLI
+        return "true" if value else "false"
+    return str(value)
+
+
+def _strings(env: Mapping[str, Any]) -> dict[str, str]:
+    return {str(key): str(value) for key, value in env.items()}
+
+
+def _last_lines(lines: list[str], count: int = 3) -> str:
+    return " | ".join(line[:500] for line in lines[-count:])
+
+
+def _describe_status(returncode: int | None) -> str:
+    if returncode is None:
+        return "did not exit"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+# --- the process ----------------------------------------------------------------------------
+
+
+_POLL_SECONDS = 0.1
+
+
+class _Run:
+    """One CLI process: started in its own group, read line by line, always cleaned up."""
+
+    def __init__(
+        self, provider: CliProvider, command: Command, env: dict[str, str], cwd: Path
+    ) -> None:
+        self.provider = provider
+        self.command = command
+        self.env = env
+        self.cwd = cwd
+        self.returncode: int | None = None
+        self.diagnostics: list[str] = []
+        self.stderr_lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+
+    async def lines(self) -> AsyncIterator[str]:
+        process = await self._spawn()
+        self.provider._running.add(process)
+        helpers = [asyncio.create_task(self._drain_stderr(process))]
+        if self.command.stdin is not None:
+            helpers.append(asyncio.create_task(_feed_stdin(process, self.command.stdin)))
+        try:
+            async for line in self._stdout_lines(process):
+                yield line
+            self.returncode = await self._leader_exit(process)
+            # stderr may still hold the explanation of a failure: let it arrive.
+            await asyncio.wait(helpers, timeout=self.provider.eof_grace)
+        finally:
+            if process.returncode is None:
+                await _terminate_group(process, self.provider.kill_grace)
+            for task in helpers:
+                task.cancel()
+            self.provider._running.discard(process)
+
+    async def _stdout_lines(self, process: asyncio.subprocess.Process) -> AsyncIterator[str]:
+        assert process.stdout is not None
+        while True:
+            read = asyncio.ensure_future(process.stdout.readline())
+            try:
+                if not await self._until_read_or_orphaned(process, read):
+                    # The CLI exited, but something it started still holds our pipe.
+                    _signal_group(process.pid, signal.SIGKILL)
+                    return
+                raw = read.result()
+            except ValueError:  # a line over STDOUT_LINE_LIMIT; the reader dropped it
+                self.diagnostics.append("(an output line over 16 MiB was skipped)")
+                continue
+            finally:
+                if not read.done():
+                    read.cancel()
+            if not raw:
+                return
+            yield raw.decode("utf-8", errors="replace")
+
+    async def _until_read_or_orphaned(
+        self, process: asyncio.subprocess.Process, read: asyncio.Future[bytes]
+    ) -> bool:
+        """Wait for `read`; False when the CLI exited and no EOF came within eof_grace."""
+        exited_at: float | None = None
+        loop = asyncio.get_running_loop()
+        while not read.done():
+            await asyncio.wait({read}, timeout=_POLL_SECONDS)
+            if read.done() or process.returncode is None:
+                continue
+            exited_at = exited_at or loop.time()
+            if loop.time() - exited_at > self.provider.eof_grace:
+                return False
+        return True
+
+    async def _leader_exit(self, process: asyncio.subprocess.Process) -> int:
+        """The CLI's exit status, without hanging on pipes a stray child keeps open.
+
+        (`Process.wait()` also waits for the pipes to close.)
+        """
+        waiter = asyncio.ensure_future(process.wait())
+        try:
+            while process.returncode is None:
+                await asyncio.wait({waiter}, timeout=_POLL_SECONDS)
+            await asyncio.wait({waiter}, timeout=self.provider.eof_grace)
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                _signal_group(process.pid, signal.SIGKILL)
+        return process.returncode
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        provider = self.provider
+        executable = shutil.which(self.command.argv[0], path=self.env.get("PATH", os.defpath))
+        if executable is None:
+            raise ExecutableNotFound(provider.name, provider.binary, provider.package)
+        if not self.cwd.is_dir():
+            raise ProviderError(provider.name, f"working directory {self.cwd} does not exist")
+        pipe = asyncio.subprocess
+        stdin = pipe.DEVNULL if self.command.stdin is None else pipe.PIPE
+        try:
+            return await asyncio.create_subprocess_exec(
+                executable,
+                *self.command.argv[1:],
+                stdin=stdin,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=self.cwd,
+                env=self.env,
+                start_new_session=True,  # its own process group: cancel kills its children too
+                limit=STDOUT_LINE_LIMIT,
+            )
+        except OSError as error:
+            reason = error.strerror or str(error)
+            raise ProviderError(provider.name, f"cannot start {executable}: {reason}") from error
+
+    async def _drain_stderr(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stderr is not None
+        while True:
+            try:
+                raw = await process.stderr.readline()
+            except ValueError:  # an over-long line was dropped; keep draining
+                continue
+            if not raw:
+                return
+            line = _ANSI_ESCAPE.sub("", raw.decode("utf-8", errors="replace")).strip()
+            if line:
+                self.stderr_lines.append(line)
+
+    def stderr_summary(self, noise: tuple[str, ...]) -> str:
+        """The CLI's explanation on stderr: its first `Error…` line, else its last lines."""
+        lines = [line for line in self.stderr_lines if not line.startswith(noise)]
+        for line in lines:
+            if re.match(r"(error|fatal)\b", line, re.IGNORECASE):
+                return line[:1000]
+        return _last_lines(lines)
+
+
+async def _feed_stdin(process: asyncio.subprocess.Process, text: str) -> None:
+    assert process.stdin is not None
+    try:
+        process.stdin.write(text.encode())
+        await process.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the CLI exited before reading it all; its exit status tells the story
+    finally:
+        # Closing matters: codex and opencode wait for EOF on an open pipe.
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+
+
+async def _terminate_group(process: asyncio.subprocess.Process, grace: float) -> None:
+    """SIGTERM the process group, SIGKILL it after `grace` seconds, and reap the leader.
+
+    Runs in its own task so that a second cancellation of the caller cannot leave a
+    process behind half-killed.
+    """
+    reaper = asyncio.create_task(_kill_and_reap(process, grace))
+    _reapers.add(reaper)
+    reaper.add_done_callback(_reapers.discard)
+    await asyncio.shield(reaper)
+
+
+async def _kill_and_reap(process: asyncio.subprocess.Process, grace: float) -> None:
+    _signal_group(process.pid, signal.SIGTERM)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    # The leader may obey at once while its children still clean up: wait for the group.
+    while _group_alive(process.pid) and loop.time() < deadline:
+        await asyncio.sleep(_POLL_SECONDS / 2)
+    _signal_group(process.pid, signal.SIGKILL)
+    while process.returncode is None:
+        await asyncio.sleep(_POLL_SECONDS / 2)
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while a live (non-zombie) process is in the group."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # kill(0) also succeeds for zombies, which linger where PID 1 does not reap orphans
+    # (containers): look closer where /proc tells us.
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in proc.iterdir():
+        if entry.name.isdigit() and _live_member(entry / "stat", pgid):
+            return True
+    return False
+
+
+def _live_member(stat_file: Path, pgid: int) -> bool:
+    try:
+        fields = stat_file.read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    # After the command name: state, ppid, pgrp, …
+    return len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X")
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)

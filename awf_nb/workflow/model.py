@@ -1,0 +1,471 @@
+"""What a workflow IS: pydantic models for every construct of the AWF workflow language.
+
+These models validate one step or one workflow in isolation (field types, enums, mutually
+exclusive fields). Cross-step checks (references, reachability, template references) live
+in `checks.py`; turning YAML text into these models, with file:line:col on every error,
+lives in `loader.py`. Field names follow the YAML keys; `while` is `while_` in Python.
+
+Models allow extra keys (`extra="allow"`) so the loader can report each unknown key as a
+warning with a did-you-mean suggestion instead of failing, as AWF ignores them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+from awf_nb.errors import Problem
+
+# --- scalar helpers ------------------------------------------------------------------------
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
+
+def parse_duration(value: Any) -> float | None:
+    """Parse a Go duration (`"1m30s"`, `"500ms"`) or a number of seconds into seconds."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"invalid duration {value!r}: use a number of seconds or '30s'")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"invalid duration {value!r}: must not be negative")
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if re.fullmatch(r"\d+(\.\d+)?", text):
+            return float(text)
+        pos, total = 0, 0.0
+        for match in _DURATION_PART.finditer(text):
+            if match.start() != pos:
+                break
+            total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+            pos = match.end()
+        if pos == len(text) and text:
+            return total
+    raise ValueError(
+        f"invalid duration {value!r}: use a number of seconds or a Go duration like '1m30s'"
+    )
+
+
+Duration = Annotated[float | None, BeforeValidator(parse_duration)]
+
+# Canonical step kinds, and the YAML spellings accepted for each (case-insensitive).
+STEP_KINDS: dict[str, str] = {
+    "step": "command",
+    "command": "command",
+    "agent": "agent",
+    "terminal": "terminal",
+    "parallel": "parallel",
+    "for_each": "for_each",
+    "while": "while",
+    "call_workflow": "call_workflow",
+}
+
+STATE_PROPERTIES = (
+    "Output",
+    "Stderr",
+    "ExitCode",
+    "Status",
+    "Response",
+    "JSON",
+    "TokensUsed",
+    "TokensInput",
+    "TokensOutput",
+    "TokensEstimated",
+    "Conversation",
+)
+
+
+def canonical_kind(type_name: Any) -> str | None:
+    """Map a YAML `type:` value to its canonical step kind, or None when unknown."""
+    if not isinstance(type_name, str):
+        return None
+    return STEP_KINDS.get(type_name.strip().lower())
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+# --- inputs --------------------------------------------------------------------------------
+
+
+class InputValidation(_Model):
+    pattern: str | None = None
+    enum: list[Any] | None = None
+    min: float | None = None
+    max: float | None = None
+    file_exists: bool = False
+    file_extension: list[str] | None = None
+
+    @field_validator("file_extension", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("pattern")
+    @classmethod
+    def _valid_regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"invalid pattern {value!r}: {exc}") from None
+        return value
+
+
+class Input(_Model):
+    name: str
+    type: Literal["string", "integer", "boolean"] = "string"
+    description: str = ""
+    required: bool = False
+    default: Any = None
+    validation: InputValidation | None = None
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.strip().lower()
+            return {"int": "integer", "bool": "boolean", "str": "string"}.get(value, value)
+        return value
+
+
+# --- shared step parts ---------------------------------------------------------------------
+
+
+class HookAction(_Model):
+    """One hook entry: `{log: text}` or `{command: shell}`."""
+
+    log: str | None = None
+    command: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> HookAction:
+        if (self.log is None) == (self.command is None):
+            raise ValueError("a hook needs exactly one of 'log' or 'command'")
+        return self
+
+
+class StepHooks(_Model):
+    pre: list[HookAction] = Field(default_factory=list)
+    post: list[HookAction] = Field(default_factory=list)
+
+
+class WorkflowHooks(_Model):
+    workflow_start: list[HookAction] = Field(default_factory=list)
+    workflow_end: list[HookAction] = Field(default_factory=list)
+    workflow_error: list[HookAction] = Field(default_factory=list)
+    workflow_cancel: list[HookAction] = Field(default_factory=list)
+
+
+class RetryPolicy(_Model):
+    max_attempts: int = 1
+    initial_delay: Duration = 1.0
+    max_delay: Duration = 60.0
+    backoff: str = "exponential"
+    multiplier: float = 2.0
+    jitter: float = 0.0
+    retryable_exit_codes: list[int] = Field(default_factory=list)
+
+    @field_validator("max_attempts")
+    @classmethod
+    def _attempts(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("max_attempts must be >= 1")
+        return value
+
+    @field_validator("backoff")
+    @classmethod
+    def _backoff(cls, value: str) -> str:
+        value = value.strip().lower()
+        if value not in ("constant", "linear", "exponential"):
+            raise ValueError("invalid backoff strategy")
+        return value
+
+    @field_validator("jitter")
+    @classmethod
+    def _jitter(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError("jitter must be between 0.0 and 1.0")
+        return value
+
+    @field_validator("multiplier")
+    @classmethod
+    def _multiplier(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError("multiplier must be >= 0")
+        return value
+
+    def delay_before(self, attempt: int) -> float:
+        """Seconds to wait before attempt number `attempt` (2 = first retry), no jitter."""
+        n = max(attempt - 1, 1)
+        base = self.initial_delay or 0.0
+        if self.backoff == "constant":
+            delay = base
+        elif self.backoff == "linear":
+            delay = base * n
+        else:
+            delay = base * (self.multiplier ** (n - 1))
+        return min(delay, self.max_delay if self.max_delay is not None else delay)
+
+
+class Transition(_Model):
+    when: str | None = None
+    goto: str
+
+
+class InlineFailure(_Model):
+    """`on_failure: {message: ..., status: N}`: fail the run right here with this message."""
+
+    message: str = ""
+    status: int = 1
+
+
+class _StepBase(_Model):
+    name: str = ""  # filled in by the loader from the mapping key
+    description: str = ""
+    timeout: Duration = None
+    on_success: str | None = None
+    on_failure: str | InlineFailure | None = None
+    transitions: list[Transition] = Field(default_factory=list)
+    continue_on_error: bool = False
+    hooks: StepHooks = Field(default_factory=StepHooks)
+    retry: RetryPolicy | None = None
+
+    @field_validator("type", mode="before", check_fields=False)
+    @classmethod
+    def _canonical_type(cls, value: Any) -> Any:
+        return canonical_kind(value) or value
+
+    def targets(self) -> list[str]:
+        """Every step name this step can route to (for reference and reachability checks)."""
+        names = [self.on_success] if self.on_success else []
+        if isinstance(self.on_failure, str):
+            names.append(self.on_failure)
+        names.extend(t.goto for t in self.transitions)
+        return names
+
+
+# --- step kinds ----------------------------------------------------------------------------
+
+
+class CommandStep(_StepBase):
+    type: Literal["command"] = "command"
+    command: str | None = None
+    script_file: str | None = None
+    dir: str | None = None
+
+    @model_validator(mode="after")
+    def _command_xor_script(self) -> CommandStep:
+        if self.command and self.script_file:
+            raise ValueError("command and script_file are mutually exclusive")
+        if not self.command and not self.script_file:
+            raise ValueError("either command or script_file is required for command-type steps")
+        return self
+
+
+class ConversationConfig(_Model):
+    """Session tracking: `conversation: {}` records the session; `continue_from` resumes one."""
+
+    continue_from: str | None = None
+
+
+class AgentStep(_StepBase):
+    type: Literal["agent"] = "agent"
+    provider: str
+    mode: str = "single"
+    prompt: str | None = None
+    prompt_file: str | None = None
+    system_prompt: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    output_format: str = ""
+    conversation: ConversationConfig | None = None
+    timeout: Duration = 300.0  # per agent turn
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, value: Any) -> Any:
+        if value is None or value == "":
+            return "single"
+        if isinstance(value, str) and value.strip().lower() in ("single", "conversation"):
+            return value.strip().lower()
+        raise ValueError("mode must be 'single' or 'conversation'")
+
+    @field_validator("output_format", mode="before")
+    @classmethod
+    def _output_format(cls, value: Any) -> Any:
+        if value is None:
+            return ""
+        if isinstance(value, str) and value.strip().lower() in ("", "json", "text"):
+            return value.strip().lower()
+        raise ValueError("output_format must be 'json', 'text', or empty")
+
+    @field_validator("conversation", mode="before")
+    @classmethod
+    def _empty_mapping(cls, value: Any) -> Any:
+        # `conversation: {}` and a bare `conversation:` (YAML null) both mean "track it".
+        return {} if value is None else value
+
+    @model_validator(mode="after")
+    def _prompt_rules(self) -> AgentStep:
+        if self.prompt is not None and self.prompt_file is not None:
+            raise ValueError("prompt and prompt_file are mutually exclusive")
+        if self.mode == "conversation":
+            if self.prompt_file is not None:
+                raise ValueError("prompt_file is not supported in conversation mode")
+            if not (self.prompt or "").strip():
+                raise ValueError("prompt is required in conversation mode")
+        elif not (self.prompt or "").strip() and not self.prompt_file:
+            raise ValueError("prompt or prompt_file is required")
+        return self
+
+    @property
+    def session_tracked(self) -> bool:
+        return self.conversation is not None or self.mode == "conversation"
+
+
+class TerminalStep(_StepBase):
+    type: Literal["terminal"] = "terminal"
+    status: Literal["success", "failure"] = "success"
+    message: str = ""
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class ParallelStep(_StepBase):
+    type: Literal["parallel"] = "parallel"
+    parallel: list[str]
+    strategy: Literal["all_succeed", "any_succeed", "best_effort"] = "all_succeed"
+    max_concurrent: int = Field(default=0, ge=0)
+
+    def targets(self) -> list[str]:
+        return [*super().targets(), *self.parallel]
+
+
+class _LoopBase(_StepBase):
+    body: list[str]
+    max_iterations: int | str = 100
+    break_when: str | None = None
+    on_complete: str | None = None
+
+    def targets(self) -> list[str]:
+        extra = [self.on_complete] if self.on_complete else []
+        return [*super().targets(), *extra, *self.body]
+
+
+class ForEachStep(_LoopBase):
+    type: Literal["for_each"] = "for_each"
+    items: str | list[Any]
+
+
+class WhileStep(_LoopBase):
+    type: Literal["while"] = "while"
+    while_: str = Field(alias="while")
+
+
+class CallWorkflowStep(_StepBase):
+    type: Literal["call_workflow"] = "call_workflow"
+    workflow: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, str] = Field(default_factory=dict)
+
+
+STEP_CLASSES: dict[str, type[_StepBase]] = {
+    "command": CommandStep,
+    "agent": AgentStep,
+    "terminal": TerminalStep,
+    "parallel": ParallelStep,
+    "for_each": ForEachStep,
+    "while": WhileStep,
+    "call_workflow": CallWorkflowStep,
+}
+
+
+def _step_tag(value: Any) -> str | None:
+    raw = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return canonical_kind(raw)
+
+
+Step = Annotated[
+    Annotated[CommandStep, Tag("command")]
+    | Annotated[AgentStep, Tag("agent")]
+    | Annotated[TerminalStep, Tag("terminal")]
+    | Annotated[ParallelStep, Tag("parallel")]
+    | Annotated[ForEachStep, Tag("for_each")]
+    | Annotated[WhileStep, Tag("while")]
+    | Annotated[CallWorkflowStep, Tag("call_workflow")],
+    Discriminator(_step_tag),
+]
+
+AnyStep = (
+    CommandStep
+    | AgentStep
+    | TerminalStep
+    | ParallelStep
+    | ForEachStep
+    | WhileStep
+    | CallWorkflowStep
+)
+
+
+# --- the workflow --------------------------------------------------------------------------
+
+
+class Workflow(_Model):
+    """A whole workflow. `initial` and `steps` come from the YAML `states:` mapping."""
+
+    name: str
+    version: str | None = None
+    description: str = ""
+    author: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    inputs: list[Input] = Field(default_factory=list)
+    env: list[str] = Field(default_factory=list)
+    initial: str
+    steps: dict[str, Step]
+    hooks: WorkflowHooks = Field(default_factory=WorkflowHooks)
+    # Where it came from (not part of the language): used for relative paths and messages.
+    source_path: Path | None = Field(default=None, exclude=True)
+    source_text: str = Field(default="", exclude=True, repr=False)
+    # Filled by the loader: non-fatal findings, and the line/column of every YAML path
+    # ("states.review.prompt" -> (12, 5)) so run-time errors can point into the file.
+    warnings: list[Problem] = Field(default_factory=list, exclude=True, repr=False)
+    locations: dict[str, tuple[int, int]] = Field(default_factory=dict, exclude=True, repr=False)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int | float) else value
+
+    @property
+    def base_dir(self) -> Path:
+        return self.source_path.parent if self.source_path else Path.cwd()
+
+    def input(self, name: str) -> Input | None:
+        return next((i for i in self.inputs if i.name == name), None)

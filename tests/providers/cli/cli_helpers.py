@@ -1,0 +1,82 @@
+"""Helpers for the CLI provider tests: the fake agent CLI, collecting events, process checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from awf_nb.engine.ports import ProviderEvent
+
+HERE = Path(__file__).parent
+SAMPLES = HERE / "samples"
+
+
+@dataclass
+class FakeCli:
+    """A fake agent CLI installed as `binary` in a private bin folder."""
+
+    folder: Path
+    bin_dir: Path
+    workdir: Path
+
+    def install(self, binary: str) -> None:
+        script = (HERE / "cli_fake_agent.py").read_text()
+        target = self.bin_dir / binary
+        # -S: no site-packages to scan, the fake needs only the stdlib (startup is half the cost).
+        target.write_text(f"#!{sys.executable} -S\n{script}")
+        target.chmod(0o755)
+
+    def plan(self, *steps: dict[str, Any]) -> None:
+        (self.folder / "plan.json").write_text(json.dumps(list(steps)))
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a turn passes so the provider finds the fake first on PATH."""
+        return {
+            "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "FAKE_CLI_DIR": str(self.folder),
+            "FAKE_CLI_SAMPLES": str(SAMPLES),
+        }
+
+    def records(self) -> list[dict[str, Any]]:
+        paths = sorted(self.folder.glob("record-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+        return [json.loads(p.read_text()) for p in paths]
+
+    def open_gate(self) -> None:
+        (self.folder / "gate").touch()
+
+    def gate_passed(self, number: int = 0) -> bool:
+        path = self.folder / f"gate-{number}.json"
+        return path.exists() and json.loads(path.read_text())["passed"]
+
+
+async def collect(stream: AsyncIterator[ProviderEvent]) -> list[ProviderEvent]:
+    return [event async for event in stream]
+
+
+def is_alive(pid: int | None) -> bool:
+    """True while `pid` runs (a zombie nobody reaped yet counts as gone)."""
+    if pid is None:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_until_gone(pids: list[int | None], seconds: float = 3.0) -> list[int]:
+    """The pids still alive after waiting up to `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = [pid for pid in pids if pid is not None and is_alive(pid)]
+        if not alive:
+            return []
+        time.sleep(0.02)
+    return [pid for pid in pids if pid is not None and is_alive(pid)]

@@ -1,0 +1,238 @@
+"""The providers driving the REAL agent CLIs, offline, against a fake LLM API on 127.0.0.1.
+
+The CLIs come from npm (tests/providers/cli/install_clis.sh installs them into
+`$AWF_NPM_PREFIX`, default `<repo>/.npm-cli`); a CLI that is not installed there is
+skipped. Each runs with a fresh HOME and TMPDIR and talks only to the fake server
+(cli_fake_llm.py), which records every request: so a two-turn session can show that the
+CLI really resumed — turn 2's request carries turn 1's user and assistant messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_fake_llm import FakeLlmServer, last_user_text, request_texts
+from cli_helpers import collect
+
+from awf_nb.engine.ports import Final, ProviderEvent, SessionId, TextDelta, TurnRequest
+from awf_nb.errors import ProviderError
+from awf_nb.providers.cli.base import ARGV_PROMPT_LIMIT, CliProvider
+from awf_nb.providers.cli.claude import ClaudeProvider
+from awf_nb.providers.cli.codex import CodexProvider
+from awf_nb.providers.cli.copilot import CopilotProvider
+from awf_nb.providers.cli.gemini import GeminiProvider
+from awf_nb.providers.cli.opencode import OpencodeProvider
+
+pytestmark = pytest.mark.real_cli
+
+REPO = Path(__file__).resolve().parents[3]
+NPM_BIN = Path(os.environ.get("AWF_NPM_PREFIX") or REPO / ".npm-cli") / "node_modules" / ".bin"
+# Generous: a cold start of a Node CLI on a busy 2-core machine takes seconds.
+TURN_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class RealCli:
+    binary: str
+    provider: type[CliProvider]
+    request_path: str  # the API path of the CLI's model calls
+    setup: Callable[[str, Path], tuple[dict[str, str], dict[str, Any]]]  # -> env, options
+
+
+def _claude(url: str, home: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    env = {
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": "test",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+    return env, {}
+
+
+def _gemini(url: str, home: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    # A fixed model: the default "auto" first asks a router model for a JSON verdict.
+    return {"GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": "test"}, {"model": "gemini-2.5-flash"}
+
+
+def _codex(url: str, home: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    config = [
+        "model_provider=fake",
+        'model_providers.fake.name="fake"',
+        f'model_providers.fake.base_url="{url}/v1"',
+        'model_providers.fake.wire_api="responses"',
+        'model_providers.fake.env_key="FAKE_API_KEY"',
+    ]
+    extra = [arg for item in config for arg in ("-c", item)]
+    return {"FAKE_API_KEY": "test"}, {"model": "gpt-5.5", "extra_args": extra}
+
+
+def _opencode(url: str, home: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    config = {
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": f"{url}/v1", "apiKey": "test"},
+                "models": {"fake-model": {"name": "Fake Model"}},
+            }
+        },
+        "model": "fake/fake-model",
+    }
+    env = {
+        "OPENCODE_CONFIG_CONTENT": json.dumps(config),
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    }
+    return env, {}
+
+
+def _copilot(url: str, home: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    env = {
+        "COPILOT_PROVIDER_BASE_URL": f"{url}/v1",
+        "COPILOT_PROVIDER_API_KEY": "test",
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_AUTO_UPDATE": "false",
+    }
+    return env, {"model": "fake-model"}
+
+
+REAL_CLIS = [
+    RealCli("claude", ClaudeProvider, "/v1/messages", _claude),
+    RealCli("gemini", GeminiProvider, ":streamGenerateContent", _gemini),
+    RealCli("codex", CodexProvider, "/v1/responses", _codex),
+    RealCli("opencode", OpencodeProvider, "/chat/completions", _opencode),
+    RealCli("copilot", CopilotProvider, "/chat/completions", _copilot),
+]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeLlmServer]:
+    fake = FakeLlmServer().start()
+    yield fake
+    fake.stop()
+
+
+@dataclass
+class Session:
+    """One real CLI wired to the fake server, in its own HOME and working directory."""
+
+    cli: RealCli
+    server: FakeLlmServer
+    workdir: Path
+    env: dict[str, str]
+    options: dict[str, Any]
+
+    def turn(self, prompt: str, **fields: Any) -> TurnRequest:
+        return TurnRequest(
+            prompt=prompt,
+            options=self.options,
+            working_dir=self.workdir,
+            env=self.env,
+            timeout=TURN_TIMEOUT,
+            **fields,
+        )
+
+    def model_calls(self) -> list[Any]:
+        return [r.body for r in self.server.posts(self.cli.request_path)]
+
+    def call_for(self, prompt: str) -> Any:
+        """The last model call whose user message is `prompt` (skips title generation)."""
+        calls = [b for b in self.model_calls() if prompt in last_user_text(b)]
+        assert calls, f"no request carried {prompt!r}"
+        return calls[-1]
+
+
+def _installed(cli: RealCli) -> RealCli:
+    if not (NPM_BIN / cli.binary).exists():
+        pytest.skip(
+            f"{cli.binary} not installed in {NPM_BIN} (tests/providers/cli/install_clis.sh)"
+        )
+    return cli
+
+
+def _session(cli: RealCli, server: FakeLlmServer, tmp_path: Path) -> Session:
+    home, workdir, tmp = tmp_path / "home", tmp_path / "work", tmp_path / "tmp"
+    for folder in (home, workdir, tmp):
+        folder.mkdir()
+    env, options = cli.setup(server.url, home)
+    env |= {
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "PATH": f"{NPM_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "NO_COLOR": "1",
+    }
+    return Session(cli, server, workdir, env, options)
+
+
+async def _run(provider: CliProvider, request: TurnRequest) -> list[ProviderEvent]:
+    return await asyncio.wait_for(collect(provider.stream(request)), TURN_TIMEOUT)
+
+
+@pytest.mark.parametrize("cli", REAL_CLIS, ids=[c.binary for c in REAL_CLIS])
+async def test_two_turn_session_resumes_for_real(
+    cli: RealCli, server: FakeLlmServer, tmp_path: Path
+) -> None:
+    session = _session(_installed(cli), server, tmp_path)
+    provider = cli.provider()
+
+    first = await _run(provider, session.turn("hello from turn one", system_prompt="Be brief."))
+    [session_id] = {e.session_id for e in first if isinstance(e, SessionId)}
+    reply1 = first[-1]
+    assert isinstance(reply1, Final) and reply1.text.startswith("FAKE-REPLY")
+    assert reply1.text.endswith("last_user=hello from turn one")
+    assert "".join(e.text for e in first if isinstance(e, TextDelta)) == reply1.text
+    sent = request_texts(session.call_for("hello from turn one"))
+    assert any("Be brief." in text for text in sent), "the system prompt"
+
+    second = await _run(provider, session.turn("second turn please", session_id=session_id))
+    assert isinstance(second[-1], Final)
+    assert second[-1].text.endswith("last_user=second turn please")
+    assert {e.session_id for e in second if isinstance(e, SessionId)} == {session_id}
+
+    carried = request_texts(session.call_for("second turn please"))
+    assert any("hello from turn one" in text for text in carried), "turn 1's user message"
+    assert reply1.text in carried, "turn 1's assistant message"
+
+
+def _claude_session(server: FakeLlmServer, tmp_path: Path) -> Session:
+    return _session(_installed(REAL_CLIS[0]), server, tmp_path)
+
+
+async def test_claude_unknown_session_is_reported_as_not_found(
+    server: FakeLlmServer, tmp_path: Path
+) -> None:
+    session = _claude_session(server, tmp_path)
+    unknown = "00000000-0000-0000-0000-000000000000"
+    with pytest.raises(ProviderError, match=f'session "{unknown}" not found'):
+        await _run(ClaudeProvider(), session.turn("hello", session_id=unknown))
+
+
+async def test_claude_api_error_is_a_provider_error(server: FakeLlmServer, tmp_path: Path) -> None:
+    session = _claude_session(server, tmp_path)
+    with pytest.raises(ProviderError, match=r"^claude: API Error: 400 .*fake 400"):
+        await _run(ClaudeProvider(), session.turn("FAKE_HTTP_400 please"))
+
+
+async def test_claude_gets_long_and_dash_prompts_intact(
+    server: FakeLlmServer, tmp_path: Path
+) -> None:
+    session = _claude_session(server, tmp_path)
+    provider = ClaudeProvider()
+    long_prompt = "lorem ipsum " * (ARGV_PROMPT_LIMIT // 10) + "\nend of the long prompt"
+    events = await _run(provider, session.turn(long_prompt))
+    assert events[-1] == Final("FAKE-REPLY n=1 last_user=end of the long prompt")
+    assert long_prompt.strip() in request_texts(session.call_for("end of the long prompt"))
+
+    events = await _run(provider, session.turn("- a list item, not an option"))
+    assert isinstance(events[-1], Final)
+    assert events[-1].text.endswith("last_user=- a list item, not an option")
