@@ -20,7 +20,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from awf_nb import __version__
-from awf_nb.errors import EXIT_CANCELLED, EXIT_SYSTEM, EXIT_USER, AwfError, Problem, UserError
+from awf_nb.errors import (
+    EXIT_CANCELLED,
+    EXIT_EXECUTION,
+    EXIT_SYSTEM,
+    EXIT_USER,
+    AwfError,
+    Problem,
+    UserError,
+)
 
 if TYPE_CHECKING:
     from awf_nb.workflow.loader import WorkflowInfo
@@ -312,6 +320,200 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from awf_nb.workflow.loader import json_schema
 
     print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+# --- awf run / resume / status / history ---------------------------------------------------
+
+
+def _configure_run_io(parser: argparse.ArgumentParser) -> None:
+    """The flags `awf run` and `awf resume` share."""
+    parser.add_argument(
+        "-i",
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a workflow input (repeatable); NAME=@path reads the value from a file",
+    )
+    parser.add_argument(
+        "--reply",
+        action="append",
+        metavar="TEXT",
+        help="answer the next conversation turn with TEXT instead of reading stdin "
+        '(repeatable; --reply "" ends the conversation)',
+    )
+    parser.add_argument(
+        "--output",
+        choices=["streaming", "buffered", "silent"],
+        default=None,
+        help="show agent replies as they arrive (default), when complete, or not at all",
+    )
+    parser.add_argument("--json", action="store_true", help="print the final run state as JSON")
+    _configure_storage(parser)
+
+
+def _configure_storage(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage", metavar="DIR", help="where runs are stored")
+
+
+def _configure_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("workflow", metavar="WORKFLOW", help="file path or workflow name")
+    _configure_run_io(parser)
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the resolved plan; run nothing"
+    )
+
+
+def _terminal_io(args: argparse.Namespace, store: Any) -> tuple[Any, Any]:
+    """The input reader and the event sink for a run in this terminal."""
+    from awf_nb.frontends.scripted import ScriptedReader
+    from awf_nb.frontends.terminal import TerminalReader, TerminalSink
+
+    reader: Any
+    if args.reply is not None:
+        reader, echo = ScriptedReader(args.reply), True
+    else:
+        reader = TerminalReader(history_path=store.input_history_path)
+        echo = not reader.is_tty  # a person's typing is already on the screen
+    mode = args.output or ("silent" if args.json else "streaming")
+    return reader, TerminalSink(mode, echo_input=echo)
+
+
+def _ask_on_tty(spec: Any) -> str | None:
+    """Ask for a missing required input, only when a person is at the terminal."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None
+    hint = f" ({spec.description})" if spec.description else ""
+    try:
+        sys.stderr.write(f"{spec.name}{hint}: ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline()
+    except (OSError, KeyboardInterrupt):
+        return None
+    return answer.rstrip("\n") if answer else None
+
+
+def _run_outcome(state: Any, args: argparse.Namespace) -> int:
+    if args.json:
+        print(state.to_json())
+    if state.status == "completed":
+        return 0
+    if state.status == "cancelled":
+        print(
+            f"run {state.run_id} cancelled; continue it with: awf resume {state.run_id}",
+            file=sys.stderr,
+        )
+        return EXIT_CANCELLED
+    print(f"error: {state.error}", file=sys.stderr)
+    print(f"run {state.run_id} failed; retry with: awf resume {state.run_id}", file=sys.stderr)
+    return state.exit_code or EXIT_EXECUTION
+
+
+@command("run", "run a workflow", _configure_run)
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a workflow. Agent replies stream to stdout, progress goes to stderr.
+
+    In a conversation, type at the `> ` prompt; an empty line, `exit` or `quit` ends it.
+    Ctrl-C interrupts a streaming reply; at the prompt (or twice) it cancels the run.
+    """
+    from pathlib import Path
+
+    from awf_nb.api import prepare_run
+    from awf_nb.engine.inputs import parse_input_args
+    from awf_nb.engine.plan import describe_plan
+    from awf_nb.frontends.terminal import run_in_terminal
+    from awf_nb.store import Store
+    from awf_nb.workflow.loader import load_workflow
+
+    workflow = load_workflow(args.workflow)
+    given = parse_input_args(args.input, cwd=Path.cwd())
+    if args.dry_run:
+        print(describe_plan(workflow, given))
+        return 0
+    store = Store(args.storage)
+    reader, sink = _terminal_io(args, store)
+    runner = prepare_run(workflow, given, reader=reader, sink=sink, store=store, ask=_ask_on_tty)
+    return _run_outcome(run_in_terminal(runner, sink), args)
+
+
+def _configure_resume(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID", help="the run (a unique prefix is enough)")
+    parser.add_argument(
+        "--from", dest="from_step", metavar="STEP", help="start at this step instead"
+    )
+    _configure_run_io(parser)
+
+
+@command("resume", "continue a failed, cancelled or interrupted run", _configure_resume)
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Continue a run from the step it stopped at (or --from STEP), with the recorded
+    outputs of the steps before it. An interrupted conversation re-opens with its turns."""
+    from pathlib import Path
+
+    from awf_nb.api import prepare_resume
+    from awf_nb.engine.inputs import parse_input_args
+    from awf_nb.frontends.terminal import run_in_terminal
+    from awf_nb.store import Store
+
+    store = Store(args.storage)
+    reader, sink = _terminal_io(args, store)
+    runner = prepare_resume(
+        args.run_id,
+        store=store,
+        from_step=args.from_step,
+        inputs=parse_input_args(args.input, cwd=Path.cwd()),
+        reader=reader,
+        sink=sink,
+    )
+    return _run_outcome(run_in_terminal(runner, sink), args)
+
+
+def _configure_status(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID", help="the run (a unique prefix is enough)")
+    parser.add_argument("--json", action="store_true", help="print the state file as JSON")
+    _configure_storage(parser)
+
+
+@command("status", "show a run: status, steps, outputs, conversations", _configure_status)
+def cmd_status(args: argparse.Namespace) -> int:
+    from awf_nb.frontends.terminal import describe_state
+    from awf_nb.store import Store
+
+    state = Store(args.storage).load_state(args.run_id)
+    print(state.to_json() if args.json else describe_state(state))
+    return 0
+
+
+def _configure_history(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-w", "--workflow", metavar="NAME", help="only runs of this workflow")
+    parser.add_argument("-s", "--status", metavar="STATUS", help="only runs with this status")
+    parser.add_argument("-n", type=int, default=20, metavar="N", help="how many (default 20)")
+    parser.add_argument("--json", action="store_true", help="print the runs as JSON")
+    _configure_storage(parser)
+
+
+@command("history", "list recent runs", _configure_history)
+def cmd_history(args: argparse.Namespace) -> int:
+    from awf_nb.store import Store
+
+    entries = Store(args.storage).history(workflow=args.workflow, status=args.status, limit=args.n)
+    if args.json:
+        print(json.dumps([e.as_dict() for e in entries], indent=2))
+        return 0
+    if not entries:
+        print("no runs yet", file=sys.stderr)
+        return 0
+    print(
+        f"{'RUN ID':<23}  {'WORKFLOW':<20}  {'STATUS':<9}  {'STARTED (UTC)':<19}  "
+        f"{'TIME':>8}  {'TOKENS':>6}"
+    )
+    for entry in entries:
+        started = entry.started_at.strftime("%Y-%m-%d %H:%M:%S")
+        print(
+            f"{entry.run_id:<23}  {_one_line(entry.workflow, 20):<20}  {entry.status:<9}  "
+            f"{started:<19}  {entry.duration:>7.1f}s  {entry.tokens:>6}"
+        )
     return 0
 
 

@@ -126,7 +126,9 @@ def report(bench: Bench, samples: dict[str, list[Sample]], runs: int) -> None:
         first = statistics.median(s.first_token for s in runs_of_path)
         # Each run is compared with the baseline run right next to it, so a change in the
         # machine's load during the benchmark cancels out.
-        ratio = statistics.median(s.rate / b.rate for s, b in zip(runs_of_path, baseline))
+        ratio = statistics.median(
+            s.rate / b.rate for s, b in zip(runs_of_path, baseline, strict=True)
+        )
         print(
             f"  {name:<10} {rate:7.1f} tokens/s   first token {first * 1000:6.1f} ms   "
             f"ratio {ratio:.3f}"

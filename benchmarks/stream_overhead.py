@@ -62,9 +62,10 @@ def bare_httpx(base_url: str) -> tuple[float, int]:
     body = {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "x"}]}
     pieces = 0
     started = time.perf_counter()
-    with httpx.Client(timeout=60) as client, client.stream(
-        "POST", f"{base_url}/chat/completions", json=body
-    ) as response:
+    with (
+        httpx.Client(timeout=60) as client,
+        client.stream("POST", f"{base_url}/chat/completions", json=body) as response,
+    ):
         for line in response.iter_lines():
             if line.startswith("data: ") and line != "data: [DONE]":
                 chunk = json.loads(line[6:])
@@ -75,8 +76,11 @@ def bare_httpx(base_url: str) -> tuple[float, int]:
 
 def through_awf(workflow: Path, storage: Path) -> float:
     started = time.perf_counter()
-    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), \
-            contextlib.redirect_stderr(null):
+    with (
+        open(os.devnull, "w") as null,
+        contextlib.redirect_stdout(null),
+        contextlib.redirect_stderr(null),
+    ):
         code = awf_main(["run", str(workflow), "--storage", str(storage), "--output", "streaming"])
     elapsed = time.perf_counter() - started
     if code != 0:

@@ -154,9 +154,7 @@ class AgentSession:
         if not already_recorded:
             if conv is not None and system and not any(t.role == "system" for t in conv.turns):
                 self._record(Turn(role="system", content=run.masker.mask(system)))
-            self._record(
-                Turn(role="user", content=masked_message, tokens=estimate_tokens(message))
-            )
+            self._record(Turn(role="user", content=masked_message, tokens=estimate_tokens(message)))
         number = self.replies + 1
         run.emit(ev.TurnStarted(run.run_id, step.name, number))
         started = time.monotonic()
@@ -311,7 +309,9 @@ class AgentSession:
 # --- the step --------------------------------------------------------------------------------
 
 
-async def execute_agent(run: Runner, step: AgentStep, st: StepState, loop: LoopFrame | None) -> None:
+async def execute_agent(
+    run: Runner, step: AgentStep, st: StepState, loop: LoopFrame | None
+) -> None:
     ctx, name = run.ctx, step.name
     provider_name = ctx.render(step.provider, step=name, what="provider", loop=loop).strip()
     provider = run.provider(provider_name)
@@ -320,7 +320,9 @@ async def execute_agent(run: Runner, step: AgentStep, st: StepState, loop: LoopF
         try:
             source = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ExecutionError(f"step {name}: cannot read prompt_file {path}: {exc.strerror}")
+            raise ExecutionError(
+                f"step {name}: cannot read prompt_file {path}: {exc.strerror}"
+            ) from None
         prompt = ctx.render(source, step=name, what=f"prompt_file {path.name}", loop=loop)
     else:
         prompt = ctx.render(step.prompt or "", step=name, what="prompt", loop=loop)

@@ -47,8 +47,11 @@ def reachable_order(workflow: Workflow) -> list[str]:
 def _routes(step: AnyStep) -> str:
     parts = []
     for transition in step.transitions:
-        parts.append(f"when {transition.when} -> {transition.goto}" if transition.when else
-                     f"else -> {transition.goto}")
+        parts.append(
+            f"when {transition.when} -> {transition.goto}"
+            if transition.when
+            else f"else -> {transition.goto}"
+        )
     if isinstance(step, ForEachStep | WhileStep) and step.on_complete:
         parts.append(f"complete -> {step.on_complete}")
     if step.on_success:
@@ -60,9 +63,7 @@ def _routes(step: AnyStep) -> str:
     return "; ".join(parts)
 
 
-def describe_plan(
-    workflow: Workflow, given: Mapping[str, Any], *, cwd: Path | None = None
-) -> str:
+def describe_plan(workflow: Workflow, given: Mapping[str, Any], *, cwd: Path | None = None) -> str:
     inputs = resolve_inputs(workflow, given, cwd=cwd)
     state = RunState(run_id="dry-run", workflow_name=workflow.name)
     ctx = RunContext(

@@ -27,7 +27,7 @@ from awf_nb.engine.context import LoopFrame, RunContext, command_env
 from awf_nb.engine.ports import EventSink, InputReader, Provider, ProviderFactory
 from awf_nb.engine.process import run_shell
 from awf_nb.engine.state import RunState, StepState, now
-from awf_nb.errors import AwfError, ExecutionError
+from awf_nb.errors import AwfError
 from awf_nb.secrets import Masker, is_secret_name
 from awf_nb.workflow.model import (
     AnyStep,
@@ -282,7 +282,9 @@ class Runner:
         self.checkpoint()
         await self._hooks(step.hooks.pre, step=step.name, loop=loop)
         jump: str | None = None
-        attempts = step.retry.max_attempts if step.retry and step.type in ("command", "agent") else 1
+        attempts = (
+            step.retry.max_attempts if step.retry and step.type in ("command", "agent") else 1
+        )
         for attempt in range(1, attempts + 1):
             st.attempt = attempt
             st.status, st.error = "running", ""
@@ -365,10 +367,8 @@ class Runner:
                 await provider.aclose()
 
     def emit(self, event: ev.RunEvent) -> None:
-        try:
+        with contextlib.suppress(Exception):  # a broken frontend must not kill the run
             self.config.sink.emit(event)
-        except Exception:  # a broken frontend must not kill the run
-            pass
 
     def warn_once(self, key: str, message: str, step: str = "") -> None:
         if key not in self._warned:
@@ -415,7 +415,9 @@ class Runner:
                 timeout=300,
             )
             if result.stdout.strip():
-                self.emit(ev.LogMessage(self.run_id, self.masker.mask(result.stdout.rstrip()), step))
+                self.emit(
+                    ev.LogMessage(self.run_id, self.masker.mask(result.stdout.rstrip()), step)
+                )
             if result.exit_code != 0:
                 self.emit(
                     ev.RunWarning(

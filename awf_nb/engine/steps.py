@@ -69,9 +69,7 @@ async def execute_command(
         cwd = (cwd / Path(ctx.render(step.dir, step=step.name, what="dir", loop=loop))).resolve()
         if not cwd.is_dir():
             raise ExecutionError(f"step {step.name}: dir does not exist: {cwd}", step=step.name)
-    env = command_env(
-        run.config.env, ctx.inputs, AWF_RUN_ID=run.run_id, AWF_STEP=step.name
-    )
+    env = command_env(run.config.env, ctx.inputs, AWF_RUN_ID=run.run_id, AWF_STEP=step.name)
     script_path: Path | None = None
     if step.script_file:
         argv, script_path = _script_argv(run, step, loop)
@@ -123,7 +121,9 @@ def _script_argv(
     try:
         source = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ExecutionError(f"step {step.name}: cannot read script_file {path}: {exc.strerror}")
+        raise ExecutionError(
+            f"step {step.name}: cannot read script_file {path}: {exc.strerror}"
+        ) from None
     body = run.ctx.render(source, step=step.name, what=f"script_file {path.name}", loop=loop)
     if not body.startswith("#!"):
         return [default_shell(), "-c", body], None
@@ -171,7 +171,9 @@ async def execute_parallel(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    outputs = {name: run.state.steps[name].output for name in step.parallel if name in run.state.steps}
+    outputs = {
+        name: run.state.steps[name].output for name in step.parallel if name in run.state.steps
+    }
     st.output = json.dumps(outputs)
     st.response = outputs
     st.tokens_used = sum(run.state.steps[n].tokens_used for n in outputs)
@@ -190,9 +192,13 @@ def _max_iterations(run: Runner, step: ForEachStep | WhileStep, loop: LoopFrame 
     if isinstance(value, str):
         text = run.ctx.render(value, step=step.name, what="max_iterations", loop=loop)
         try:
-            value = int(float(run.ctx.evaluate(text, step=step.name, what="max_iterations", loop=loop)))
+            value = int(
+                float(run.ctx.evaluate(text, step=step.name, what="max_iterations", loop=loop))
+            )
         except (TypeError, ValueError):
-            raise ExecutionError(f"step {step.name}: max_iterations {text!r} is not a number")
+            raise ExecutionError(
+                f"step {step.name}: max_iterations {text!r} is not a number"
+            ) from None
     if value < 1:
         raise ExecutionError(f"step {step.name}: max_iterations must be at least 1")
     return min(value, HARD_MAX_ITERATIONS)
@@ -200,7 +206,9 @@ def _max_iterations(run: Runner, step: ForEachStep | WhileStep, loop: LoopFrame 
 
 def _items(run: Runner, step: ForEachStep, loop: LoopFrame | None) -> list[Any]:
     if isinstance(step.items, list):
-        return [run.ctx.render_value(i, step=step.name, what="items", loop=loop) for i in step.items]
+        return [
+            run.ctx.render_value(i, step=step.name, what="items", loop=loop) for i in step.items
+        ]
     text = run.ctx.render(step.items, step=step.name, what="items", loop=loop).strip()
     if not text:
         return []
@@ -294,7 +302,9 @@ async def execute_call(
 
     config = run.config
     if config.depth + 1 > MAX_CALL_DEPTH:
-        raise ExecutionError(f"step {step.name}: call_workflow depth limit ({MAX_CALL_DEPTH}) exceeded")
+        raise ExecutionError(
+            f"step {step.name}: call_workflow depth limit ({MAX_CALL_DEPTH}) exceeded"
+        )
     if config.load_child is None:
         raise ExecutionError(f"step {step.name}: call_workflow is not available here")
     name = run.ctx.render(step.workflow, step=step.name, what="workflow", loop=loop)
@@ -344,4 +354,3 @@ async def execute_call(
             f"step {step.name}: workflow {child.name} failed: {child_state.error}",
             step=step.name,
         )
-

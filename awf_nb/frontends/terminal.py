@@ -137,8 +137,12 @@ class TerminalSink:
                     self._end_line()
                     self._write_out(s.bold("> ") + text + "\n")
             case ev.TurnFinished(
-                turn=turn, tokens=tokens, duration=duration, tokens_estimated=est,
-                interrupted=interrupted, text=text,
+                turn=turn,
+                tokens=tokens,
+                duration=duration,
+                tokens_estimated=est,
+                interrupted=interrupted,
+                text=text,
             ):
                 if self.mode == "buffered":
                     self._write_out(text)
@@ -148,8 +152,12 @@ class TerminalSink:
                         s.dim(f"  (turn {turn} · {_tokens(tokens, est)} · {duration:.1f}s{flag})")
                     )
             case ev.StepFinished(
-                step=step, status=status, duration=duration, tokens=tokens,
-                tokens_estimated=est, error=error,
+                step=step,
+                status=status,
+                duration=duration,
+                tokens=tokens,
+                tokens_estimated=est,
+                error=error,
             ):
                 if silent:
                     return
@@ -367,8 +375,10 @@ def describe_state(state: RunState) -> str:
     """`awf status`: a run's status, steps and conversations, for a person to read."""
     lines = [
         f"run       {state.run_id}",
-        f"workflow  {state.workflow_name}" + (f" ({state.workflow_path})" if state.workflow_path else ""),
-        f"status    {state.status}" + (f" at step {state.current_step}" if state.status != "completed" else ""),
+        f"workflow  {state.workflow_name}"
+        + (f" ({state.workflow_path})" if state.workflow_path else ""),
+        f"status    {state.status}"
+        + (f" at step {state.current_step}" if state.status != "completed" else ""),
         f"started   {state.started_at.isoformat(timespec='seconds')}",
         f"duration  {state.duration:.2f}s",
         f"tokens    {state.total_tokens}",

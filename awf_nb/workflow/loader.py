@@ -454,7 +454,10 @@ def _reader_error_problem(exc: yaml.YAMLError, text: str, doc: _Document) -> Pro
         character = ord(character)
     if isinstance(character, int):
         reason = f"character #x{character:04x}: {reason}"
-    return _position_problem(doc, text, getattr(exc, "position", 0) or 0, reason)
+    position = getattr(exc, "position", 0) or 0
+    if _Loader is not yaml.SafeLoader:  # libyaml counts bytes of the UTF-8 text
+        position = len(text.encode("utf-8", "surrogatepass")[:position].decode("utf-8", "ignore"))
+    return _position_problem(doc, text, position, reason)
 
 
 def _position_problem(doc: _Document, text: str, position: int, reason: str) -> Problem:
@@ -1017,9 +1020,12 @@ def json_schema() -> dict[str, Any]:
     }
     top["required"] = ["name", "states"]
     top["additionalProperties"] = False
+    top.update(
+        title="AWF workflow",
+        description="A workflow file for awf-nb and AWF: a state machine of shell and LLM steps.",
+    )
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "AWF workflow",
         **top,
         "$defs": dict(sorted(defs.items())),
     }

@@ -15,10 +15,11 @@ of that language workflows use, the way Go does:
 turn of a conversation is tokenised once. `Template.references()` lists the field chains a
 template reads from the run data, so `awf validate` can check them without rendering.
 
-Deliberate differences from Go, each one a clearer error or a safer result: referring to an
-undefined `{{template}}` name fails when rendering (as in Go) but assigning to an undeclared
-variable fails at parse time; numbers of different kinds (int and float) compare by value;
-float verbs of `printf` accept integers; `join` accepts any list; `escape` always quotes.
+Deliberate differences, each a clearer error or a friendlier result: assigning to an
+undeclared variable is a parse error (Go fails when rendering); ints and floats compare by
+value (Go refuses); printf's float verbs accept ints; `nil` may be passed to any function;
+`join` accepts any list (AWF: only strings); `escape` always quotes (AWF leaves plain words
+bare); complex number constants are refused.
 """
 
 from __future__ import annotations
@@ -220,6 +221,13 @@ class _LexError(Exception):
         super().__init__(message)
         self.message = message
         self.pos = pos
+
+
+# What Go's lexer accepts in a number, by base prefix (it validates the text later).
+_DECIMAL_DIGITS = "0123456789_"
+_HEX_DIGITS = "0123456789abcdefABCDEF_"
+_BASE_DIGITS = {"x": _HEX_DIGITS, "o": "01234567_", "b": "01_"}
+_EXPONENT_MARKS = {_DECIMAL_DIGITS: "eE", _HEX_DIGITS: "pP"}
 
 
 def _is_alnum(char: str) -> bool:
@@ -428,20 +436,16 @@ class _Lexer:
             return end
 
         end = pos + 1 if src[pos] in "+-" else pos  # one optional sign
-        digits = "0123456789_"
+        digits = _DECIMAL_DIGITS
         if src.startswith("0", end):
             end += 1
-            prefix = src[end : end + 1]
-            if prefix and prefix in "xX":
-                digits, end = "0123456789abcdefABCDEF_", end + 1
-            elif prefix and prefix in "oO":
-                digits, end = "01234567_", end + 1
-            elif prefix and prefix in "bB":
-                digits, end = "01_", end + 1
+            base = src[end : end + 1].lower()
+            if base and base in _BASE_DIGITS:
+                digits, end = _BASE_DIGITS[base], end + 1
         end = accept_run(end, digits)
         if src.startswith(".", end):
             end = accept_run(end + 1, digits)
-        exponent = "eE" if len(digits) == 11 else "pP" if len(digits) == 23 else ""
+        exponent = _EXPONENT_MARKS.get(digits, "")
         if exponent and end < len(src) and src[end] in exponent:
             end += 1
             if end < len(src) and src[end] in "+-":
@@ -1004,6 +1008,17 @@ class _Parser:
         self.vars: list[str] = ["$"]
         self.range_depth = 0
         self.defines: dict[str, list[_Statement]] = {}
+        self.keyword_parsers: dict[str, Callable[[_Token], _Statement | _End | _Else]] = {
+            "block": self.block_clause,
+            "break": self.break_clause,
+            "continue": self.break_clause,
+            "else": self.else_clause,
+            "end": self.end_clause,
+            "if": self.if_clause,
+            "range": self.range_clause,
+            "template": self.template_clause,
+            "with": self.with_clause,
+        }
 
     # token access ------------------------------------------------------------------------
     def next(self) -> _Token:
@@ -1075,18 +1090,7 @@ class _Parser:
 
     def action(self) -> _Statement | _End | _Else:
         token = self.next_non_space()
-        keyword_parsers: dict[str, Callable[[_Token], _Statement | _End | _Else]] = {
-            "block": self.block_clause,
-            "break": self.break_clause,
-            "continue": self.break_clause,
-            "else": self.else_clause,
-            "end": self.end_clause,
-            "if": self.if_clause,
-            "range": self.range_clause,
-            "template": self.template_clause,
-            "with": self.with_clause,
-        }
-        parser = keyword_parsers.get(token.kind)
+        parser = self.keyword_parsers.get(token.kind)
         if parser is not None:
             return parser(token)
         self.backup()
@@ -1327,66 +1331,60 @@ class _Parser:
 # --- references (for awf validate) ------------------------------------------------------------
 
 
-def _collect_references(
-    nodes: list[_Statement],
-    dot_is_root: bool,
-    dollar_is_root: bool,
-    out: list[tuple[int, FieldRef]],
-    source: str,
-) -> None:
-    for node in nodes:
-        if isinstance(node, _Action):
-            _pipe_references(node.pipe, dot_is_root, dollar_is_root, out, source)
-        elif isinstance(node, _Control):
-            _pipe_references(node.pipe, dot_is_root, dollar_is_root, out, source)
-            body_dot_is_root = dot_is_root and isinstance(node, _If)  # range/with move dot
-            _collect_references(node.body, body_dot_is_root, dollar_is_root, out, source)
-            if node.else_body is not None:
-                _collect_references(node.else_body, dot_is_root, dollar_is_root, out, source)
-        elif isinstance(node, _TemplateCall) and node.pipe is not None:
-            _pipe_references(node.pipe, dot_is_root, dollar_is_root, out, source)
+class _ReferenceCollector:
+    """Finds the field chains that read the run data (see `Template.references`).
 
+    `dot_is_root` says whether `.` is the data root where a node sits (range and with
+    bodies move it; named templates get their argument), `dollar_is_root` the same for `$`.
+    """
 
-def _pipe_references(
-    pipe: _Pipe,
-    dot_is_root: bool,
-    dollar_is_root: bool,
-    out: list[tuple[int, FieldRef]],
-    source: str,
-) -> None:
-    for cmd in pipe.cmds:
-        for arg in cmd.args:
-            _operand_references(arg, dot_is_root, dollar_is_root, out, source)
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.found: list[tuple[int, FieldRef]] = []
 
+    def references(self) -> tuple[FieldRef, ...]:
+        return tuple(ref for _, ref in sorted(self.found, key=lambda item: item[0]))
 
-def _operand_references(
-    node: _Operand,
-    dot_is_root: bool,
-    dollar_is_root: bool,
-    out: list[tuple[int, FieldRef]],
-    source: str,
-) -> None:
-    def add(path: tuple[str, ...], function_form: bool) -> None:
-        line, column = _line_col(source, node.start)
-        out.append((node.start, FieldRef(path, line, column, function_form)))
+    def statements(self, nodes: list[_Statement], dot_is_root: bool, dollar_is_root: bool) -> None:
+        for node in nodes:
+            if isinstance(node, _Action):
+                self.pipe(node.pipe, dot_is_root, dollar_is_root)
+            elif isinstance(node, _Control):
+                self.pipe(node.pipe, dot_is_root, dollar_is_root)
+                body_dot_is_root = dot_is_root and isinstance(node, _If)
+                self.statements(node.body, body_dot_is_root, dollar_is_root)
+                if node.else_body is not None:  # else runs with the outer dot
+                    self.statements(node.else_body, dot_is_root, dollar_is_root)
+            elif isinstance(node, _TemplateCall) and node.pipe is not None:
+                self.pipe(node.pipe, dot_is_root, dollar_is_root)
 
-    if isinstance(node, _Field):
-        if dot_is_root:
-            add(node.path, False)
-    elif isinstance(node, _Variable):
-        if node.name == "$" and node.path and dollar_is_root:
-            add(node.path, False)
-    elif isinstance(node, _Identifier):
-        if node.name in _NAMESPACES:
-            add((node.name,), True)
-    elif isinstance(node, _Chain):
-        base = node.base
-        if isinstance(base, _Identifier) and base.name in _NAMESPACES:
-            add((base.name, *node.path), True)
-        else:
-            _operand_references(base, dot_is_root, dollar_is_root, out, source)
-    elif isinstance(node, _SubPipe):
-        _pipe_references(node.pipe, dot_is_root, dollar_is_root, out, source)
+    def pipe(self, pipe: _Pipe, dot_is_root: bool, dollar_is_root: bool) -> None:
+        for cmd in pipe.cmds:
+            for arg in cmd.args:
+                self.operand(arg, dot_is_root, dollar_is_root)
+
+    def operand(self, node: _Operand, dot_is_root: bool, dollar_is_root: bool) -> None:
+        if isinstance(node, _Field):
+            if dot_is_root:
+                self.add(node, node.path, function_form=False)
+        elif isinstance(node, _Variable):
+            if node.name == "$" and node.path and dollar_is_root:
+                self.add(node, node.path, function_form=False)
+        elif isinstance(node, _Identifier):
+            if node.name in _NAMESPACES:
+                self.add(node, (node.name,), function_form=True)
+        elif isinstance(node, _Chain):
+            base = node.base
+            if isinstance(base, _Identifier) and base.name in _NAMESPACES:
+                self.add(node, (base.name, *node.path), function_form=True)
+            else:
+                self.operand(base, dot_is_root, dollar_is_root)
+        elif isinstance(node, _SubPipe):
+            self.pipe(node.pipe, dot_is_root, dollar_is_root)
+
+    def add(self, node: _Operand, path: tuple[str, ...], *, function_form: bool) -> None:
+        line, column = _line_col(self.source, node.start)
+        self.found.append((node.start, FieldRef(path, line, column, function_form)))
 
 
 # --- Go values: truth, printing, formatting -------------------------------------------------
@@ -2292,7 +2290,10 @@ def _field_slow(st: _Exec, node: _ChainOperand, value: Any, index: int) -> Any:
             return value[key]
         except KeyError:
             pass
-        st.fail(f'no field "{key}" in {container}', node, field=node.field_name(st))
+        reason = f'no field "{key}" in {container}'
+        if container in (".", "$") and key in _NAMESPACE_HINTS:
+            reason += f" ({_NAMESPACE_HINTS[key]})"
+        st.fail(reason, node, field=node.field_name(st))
     if value is None:
         reason = f'can\'t evaluate field "{key}": {container} is nil'
     else:
@@ -2338,10 +2339,10 @@ class _Exec:
     def namespace_value(self, name: str) -> tuple[Any, str]:
         """A namespace for its function form, or the reason it is not available."""
         data = self.data
-        if not isinstance(data, Mapping) or name not in data:
+        value = data.get(name) if isinstance(data, Mapping) else None
+        if value is None:
             hint = _NAMESPACE_HINTS.get(name, "the run did not provide it")
             return None, f"{_go_quote(name)} is not available here: {hint}"
-        value = data[name]
         if name in _SNAKE_CASE_NAMESPACES and isinstance(value, Mapping):
             return _SnakeCaseKeys(value), ""
         return value, ""
@@ -2389,12 +2390,11 @@ class Template:
         self._nodes = nodes
         self._defines = defines
         self._static = "{{" not in source
-        refs: list[tuple[int, FieldRef]] = []
-        _collect_references(nodes, True, True, refs, source)
+        collector = _ReferenceCollector(source)
+        collector.statements(nodes, dot_is_root=True, dollar_is_root=True)
         for body in defines.values():  # a named template's dot and $ are its argument
-            _collect_references(body, False, False, refs, source)
-        refs.sort(key=lambda item: item[0])
-        self._references = tuple(ref for _, ref in refs)
+            collector.statements(body, dot_is_root=False, dollar_is_root=False)
+        self._references = collector.references()
 
     def __repr__(self) -> str:
         shown = self.source if len(self.source) <= 40 else self.source[:37] + "..."

@@ -294,7 +294,7 @@ async def test_hooks_run_and_log(run_yaml, tmp_path):
     )
     assert result.ok
     assert trace.read_text().split() == ["pre", "body", "post", "end"]
-    assert [m.message for m in sink.of(LogMessage)][0] == "starting t"
+    assert next(m.message for m in sink.of(LogMessage)) == "starting t"
     assert any("exited with code 3" in w.message for w in sink.of(RunWarning))
 
 

@@ -381,6 +381,11 @@ def test_control_character_is_reported_where_it_is() -> None:
     assert problem.message.startswith("invalid YAML: character #x0001")
 
 
+def test_control_character_after_non_ascii_text() -> None:
+    [problem] = problems_of("name: demo\ndescription: café ☕\x07\n")
+    assert (problem.line, problem.column) == (2, 20)
+
+
 def test_lone_surrogate_is_reported_where_it_is() -> None:
     [problem] = problems_of("name: demo\ndescription: \ud800\n")
     assert (problem.line, problem.column) == (2, 14)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import pickle
 from typing import Any
 
 import pytest
@@ -251,6 +252,12 @@ def test_namespace_missing_from_data_has_a_hint() -> None:
     assert "only in workflow_error hooks" in str(err)
     err = render_error("{{len env}}", {})
     assert '"env" is not available here' in str(err)
+    err = render_error("{{loop.index}}", {"loop": None})
+    assert '"loop" is not available here' in str(err)
+    err = render_error("{{.loop.Index}}", {"inputs": {}})
+    assert err.reason == (
+        'no field "loop" in . (loop data exists only inside a for_each or while body)'
+    )
 
 
 def test_namespace_function_takes_no_arguments() -> None:
@@ -292,6 +299,7 @@ def test_other_mappings_work_as_data() -> None:
         ('{{"a\\tb\\u00e9\\x41\\101\\"\\\\"}}', 'a\tbéAA"\\'),
         ('{{"\\xc3\\xa9"}}', "é"),
         ("{{`raw \\n {{ }}`}}", "raw \\n {{ }}"),
+        ('{{"}}"}} {{"{{- x -}}"}}', "}} {{- x -}}"),
         ("{{`multi\r\nline`}}", "multi\nline"),
         ("{{'a'}} {{'\\n'}} {{'\\''}} {{'é'}} {{'\\x41'}}", "97 10 39 233 65"),
         ("{{1_000}} {{0x1F}} {{0X1f}} {{0o17}} {{017}} {{0b101}}", "1000 31 31 15 15 5"),
@@ -632,6 +640,15 @@ def test_render_error_snippet_is_shortened() -> None:
     err = render_error(long_call)
     assert "..." in str(err)
     assert len(str(err)) < 200
+
+
+def test_errors_survive_pickling_and_copying() -> None:
+    for err in (syntax_error("{{if}}", name="p"), render_error("{{.nope}}", name="p")):
+        clone = pickle.loads(pickle.dumps(err))
+        assert type(clone) is type(err)
+        assert str(clone) == str(err)
+        assert vars(clone) == vars(err)
+        assert str(copy.deepcopy(err)) == str(err)
 
 
 def test_bad_source_type_is_a_template_error() -> None:
