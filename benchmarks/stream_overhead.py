@@ -2,17 +2,21 @@
 
 A local OpenAI-compatible test server (tests/support/openai_server.py, in its own process)
 streams N tokens per request. We time, in this process and alternating to share any
-machine noise: (a) a bare httpx client that reads the stream and decodes each SSE event,
-and (b) `awf run` of a one-step agent workflow (the real CLI entry point, in-process, so
-interpreter start-up is excluded) with replies streamed to stdout (sent to /dev/null).
-Prints the wall-time ratio b/a (target <= 1.10) and the engine's added latency per token.
+machine noise: (a) bare httpx clients — sync and async, a new client per run as a script
+would — that read the stream and decode each SSE event, and (b) `awf run` of a one-step
+agent workflow (the real CLI entry point, in-process, so interpreter start-up is excluded)
+with the reply streamed to stdout (sent to /dev/null), its state saved to disk.
+Prints the wall-time ratios (target <= 1.10) and the engine's added latency per token, for
+a server that sends tokens as fast as it can (the worst case for overhead) and for one
+that paces them (`--delay-ms`, default 1 ms/token: still 20x faster than a local model).
 
-    python benchmarks/stream_overhead.py [--tokens 2000] [--rounds 5]
+    python benchmarks/stream_overhead.py [--tokens 2000] [--rounds 5] [--delay-ms 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -44,9 +48,10 @@ states:
 """
 
 
-def start_server(tokens: int) -> tuple[subprocess.Popen, str]:
+def start_server(tokens: int, delay_ms: float = 0) -> tuple[subprocess.Popen, str]:
+    command = [sys.executable, "-m", "tests.support.openai_server", "--tokens", str(tokens)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.openai_server", "--tokens", str(tokens)],
+        [*command, "--delay-ms", str(delay_ms)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -74,6 +79,32 @@ def bare_httpx(base_url: str) -> tuple[float, int]:
     return time.perf_counter() - started, pieces
 
 
+def _count(line: str) -> int:
+    if line.startswith("data: ") and line != "data: [DONE]":
+        chunk = json.loads(line[6:])
+        if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
+            return 1
+    return 0
+
+
+def bare_httpx_async(base_url: str) -> tuple[float, int]:
+    body = {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "x"}]}
+
+    async def read() -> int:
+        pieces = 0
+        async with (
+            httpx.AsyncClient(timeout=60) as client,
+            client.stream("POST", f"{base_url}/chat/completions", json=body) as response,
+        ):
+            async for line in response.aiter_lines():
+                pieces += _count(line)
+        return pieces
+
+    started = time.perf_counter()
+    pieces = asyncio.run(read())
+    return time.perf_counter() - started, pieces
+
+
 def through_awf(workflow: Path, storage: Path) -> float:
     started = time.perf_counter()
     with (
@@ -88,34 +119,48 @@ def through_awf(workflow: Path, storage: Path) -> float:
     return elapsed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    server, url = start_server(args.tokens)
+def scenario(tokens: int, rounds: int, delay_ms: float) -> None:
+    server, url = start_server(tokens, delay_ms)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             workflow = Path(tmp) / "wf.yaml"
             workflow.write_text(WORKFLOW.format(url=url))
             storage = Path(tmp) / "storage"
             bare_httpx(url)  # warm-up: imports, connections, caches
+            bare_httpx_async(url)
             through_awf(workflow, storage)
-            bare, awf = [], []
-            for _ in range(args.rounds):
+            sync, asyn, awf = [], [], []
+            for _ in range(rounds):
                 elapsed, pieces = bare_httpx(url)
-                bare.append(elapsed)
+                assert pieces == tokens, pieces
+                sync.append(elapsed)
+                elapsed, pieces = bare_httpx_async(url)
+                assert pieces == tokens, pieces
+                asyn.append(elapsed)
                 awf.append(through_awf(workflow, storage))
-            assert pieces == args.tokens, pieces
     finally:
         server.terminate()
         server.wait(5)
-    b, a = statistics.median(bare), statistics.median(awf)
-    print(f"tokens streamed per run:        {args.tokens}")
-    print(f"bare httpx client (median):     {b * 1000:.1f} ms")
-    print(f"awf run, one agent step:        {a * 1000:.1f} ms")
-    print(f"ratio awf/bare:                 {a / b:.3f} (target <= 1.10)")
-    print(f"engine latency added per token: {(a - b) / args.tokens * 1e6:.1f} µs")
+    s, b, a = (statistics.median(x) for x in (sync, asyn, awf))
+    pace = f"{delay_ms:g} ms/token" if delay_ms else "as fast as possible"
+    print(f"--- {tokens} tokens, server pace: {pace}, median of {rounds} rounds")
+    print(f"bare httpx, sync client:   {s * 1000:8.1f} ms")
+    print(f"bare httpx, async client:  {b * 1000:8.1f} ms")
+    print(f"awf run, one agent step:   {a * 1000:8.1f} ms")
+    print(f"ratio awf / bare async:    {a / b:8.3f}   (target <= 1.10)")
+    print(f"ratio awf / bare sync:     {a / s:8.3f}")
+    print(f"added latency per token:   {(a - b) / tokens * 1e6:8.1f} µs (vs async)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--delay-ms", type=float, default=1.0)
+    args = parser.parse_args()
+    scenario(args.tokens, args.rounds, 0)
+    if args.delay_ms:
+        scenario(args.tokens, max(2, args.rounds // 2), args.delay_ms)
 
 
 if __name__ == "__main__":

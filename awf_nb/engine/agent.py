@@ -223,7 +223,7 @@ class AgentSession:
 
     def _on_event(self, event: object, progress: _Progress, masker: Any) -> None:
         run, name = self.run, self.step.name
-        if isinstance(event, TextDelta):
+        if type(event) is TextDelta:  # the hot path: once per streamed token
             if not event.text:
                 return
             progress.parts.append(event.text)
@@ -302,7 +302,8 @@ class AgentSession:
                 text=masked,
             )
         )
-        run.checkpoint()
+        if self.live:  # a single-mode step is checkpointed when it finishes, right after
+            run.checkpoint()
         return Reply(masked, interrupted)
 
 

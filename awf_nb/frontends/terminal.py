@@ -103,6 +103,10 @@ class TerminalSink:
     # --- events -------------------------------------------------------------------------------
 
     def emit(self, event: ev.RunEvent) -> None:
+        if type(event) is ev.AgentText:  # the hot path: once per streamed token
+            if self.mode == "streaming":
+                self._write_out(event.text)
+            return
         s = self.style
         silent = self.mode == "silent"
         match event:

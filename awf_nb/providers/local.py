@@ -13,6 +13,7 @@ to the event loop, so the loop never blocks; a cancelled turn stops within one t
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import os
 import threading
@@ -309,6 +310,11 @@ def _locked_model(path: Path, n_ctx: int, threads: int) -> Iterator[LoadedModel]
 
 def _load_model(path: Path, n_ctx: int, threads: int) -> LoadedModel:
     from llama_cpp import Llama
+
+    # Freed before interpreter shutdown: Llama.__del__ running after llama_cpp's module
+    # globals are gone prints "TypeError: 'NoneType' object is not callable" on exit.
+    atexit.unregister(clear_model_cache)
+    atexit.register(clear_model_cache)
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     started = time.perf_counter()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import functools
 import json
 import os
 import re
@@ -116,7 +117,8 @@ class OpenAICompatibleProvider:
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(DEFAULT_READ_TIMEOUT, connect=CONNECT_TIMEOUT)
+                timeout=httpx.Timeout(DEFAULT_READ_TIMEOUT, connect=CONNECT_TIMEOUT),
+                verify=_tls_context(),
             )
         return self._client
 
@@ -664,3 +666,10 @@ def _text(value: Any) -> str:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context per process. Building one reads the system's CA bundle
+    (~20 ms); a notebook kernel running many workflows should pay that once, not per run."""
+    return ssl.create_default_context()

@@ -266,7 +266,8 @@ class _Checker:
         limit = step.max_iterations
         if isinstance(limit, int) and not 0 <= limit <= MAX_ITERATIONS:
             self.report(
-                f"max_iterations must be between 1 and {MAX_ITERATIONS}, got {limit}",
+                f"max_iterations must be between 1 and {MAX_ITERATIONS} "
+                f"(0 means the default, 100), got {limit}",
                 join_path(path, "max_iterations"),
             )
 
@@ -337,7 +338,9 @@ class _Checker:
             )
             return
         except template.TemplateError as exc:
-            self.report(f"failed to parse template in {item.field}: {exc}", item.path)
+            self.report(
+                f"failed to parse template in {item.field}: {exc}", item.path, item.severity
+            )
             return
         seen: set[str] = set()
         for ref in parsed.references():

@@ -222,9 +222,13 @@ def test_continue_from_unknown_step() -> None:
 
 
 def test_max_iterations_limit() -> None:
-    problems = problems_of(LOOPS.replace("max_iterations: 5", "max_iterations: 20000"))
-    problem = only(problems, "max_iterations must be between 1 and 10000, got 20000")
-    assert problem.path == "states.again.max_iterations"
+    for value in (20000, -1):
+        problems = problems_of(LOOPS.replace("max_iterations: 5", f"max_iterations: {value}"))
+        message = (
+            f"max_iterations must be between 1 and 10000 (0 means the default, 100), got {value}"
+        )
+        assert only(problems, message).path == "states.again.max_iterations"
+    assert problems_of(LOOPS.replace("max_iterations: 5", "max_iterations: 0")) == []
 
 
 # --- conditions ----------------------------------------------------------------------------

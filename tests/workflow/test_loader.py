@@ -662,3 +662,17 @@ def test_list_workflows_counts_further_errors(workspace: Path) -> None:
 
 def test_list_workflows_with_nothing_to_find(workspace: Path) -> None:
     assert list_workflows() == []
+
+
+def test_the_package_re_exports_the_loader() -> None:
+    import awf_nb.workflow as package
+    from awf_nb.workflow import checks, loader, model
+
+    assert package.load_workflow is loader.load_workflow
+    assert package.load_text is loader.load_text
+    assert package.find_workflow is loader.find_workflow
+    assert package.list_workflows is loader.list_workflows
+    assert package.check_workflow is checks.check_workflow
+    assert package.Workflow is model.Workflow
+    with pytest.raises(AttributeError):
+        package.nothing_here  # noqa: B018
