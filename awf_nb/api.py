@@ -122,9 +122,8 @@ def prepare_resume(
             state.workflow_source,
             file=state.workflow_path or "<inline>",
             base_dir=path.parent if path else None,
+            path=path,
         )
-        if path is not None:
-            workflow.source_path = path
     else:
         workflow = load_workflow(state.workflow_path)
     start = from_step or state.current_step or workflow.initial

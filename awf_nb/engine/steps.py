@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from awf_nb.engine.run import Runner
 
 HARD_MAX_ITERATIONS = 10_000
+DEFAULT_MAX_ITERATIONS = 100
 
 
 async def execute(run: Runner, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
@@ -199,8 +200,10 @@ def _max_iterations(run: Runner, step: ForEachStep | WhileStep, loop: LoopFrame 
             raise ExecutionError(
                 f"step {step.name}: max_iterations {text!r} is not a number"
             ) from None
-    if value < 1:
-        raise ExecutionError(f"step {step.name}: max_iterations must be at least 1")
+    if value == 0:  # as in AWF: 0 means "the default"
+        value = DEFAULT_MAX_ITERATIONS
+    if value < 0:
+        raise ExecutionError(f"step {step.name}: max_iterations must not be negative")
     return min(value, HARD_MAX_ITERATIONS)
 
 

@@ -125,7 +125,8 @@ def load_text(
     workflow = _WorkflowBuilder(doc).build(root) if parsed else None
     if workflow is not None:
         workflow.source_text = text
-        workflow.source_path = path if path is not None else _inline_path(base_dir, file)
+        workflow.source_path = path
+        workflow.source_dir = Path(base_dir) if base_dir is not None else None
         workflow.locations = doc.locations
         doc.problems.extend(_located(p, doc) for p in checks.check_workflow(workflow))
     problems = sorted(doc.problems, key=lambda p: (p.line, p.column))
@@ -261,13 +262,6 @@ def _read_text(path: Path, label: str) -> str:
             column=column,
         )
         raise DefinitionError([problem]) from None
-
-
-def _inline_path(base_dir: Path | None, file: str) -> Path | None:
-    # `Workflow.base_dir` is the folder of `source_path`; text given inline has no file, so
-    # a path named after it inside base_dir keeps relative paths resolving where the caller
-    # wants (script_file, prompt_file, call_workflow).
-    return Path(base_dir) / Path(file).name if base_dir is not None else None
 
 
 def _describe(path: Path, cwd: Path | None) -> WorkflowInfo:
@@ -1008,7 +1002,8 @@ def json_schema() -> dict[str, Any]:
     for model in _models():
         _reshape_model_schema(defs[model.__name__], model)
     properties = top["properties"]
-    for internal in ("initial", "steps", "source_path", "source_text", "warnings", "locations"):
+    internal_fields = ("source_path", "source_dir", "source_text", "warnings", "locations")
+    for internal in ("initial", "steps", *internal_fields):
         properties.pop(internal, None)
     properties["version"] = {"type": ["string", "number"]}
     properties["states"] = {

@@ -452,6 +452,7 @@ class Workflow(_Model):
     hooks: WorkflowHooks = Field(default_factory=WorkflowHooks)
     # Where it came from (not part of the language): used for relative paths and messages.
     source_path: Path | None = Field(default=None, exclude=True)
+    source_dir: Path | None = Field(default=None, exclude=True)  # for YAML given as text
     source_text: str = Field(default="", exclude=True, repr=False)
     # Filled by the loader: non-fatal findings, and the line/column of every YAML path
     # ("states.review.prompt" -> (12, 5)) so run-time errors can point into the file.
@@ -465,7 +466,9 @@ class Workflow(_Model):
 
     @property
     def base_dir(self) -> Path:
-        return self.source_path.parent if self.source_path else Path.cwd()
+        if self.source_path is not None:
+            return self.source_path.parent
+        return self.source_dir or Path.cwd()
 
     def input(self, name: str) -> Input | None:
         return next((i for i in self.inputs if i.name == name), None)
