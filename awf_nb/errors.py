@@ -132,8 +132,10 @@ class ProviderError(ExecutionError):
         retry_after: float | None = None,
         exit_code: int | None = None,
         hint: str | None = None,
+        prefixed: bool = True,
     ) -> None:
-        super().__init__(f"{provider}: {message}", hint=hint)
+        # `prefixed=False` for messages that already name the provider in their own words.
+        super().__init__(f"{provider}: {message}" if prefixed else message, hint=hint)
         self.provider = provider
         self.retryable = retryable
         self.retry_after = retry_after

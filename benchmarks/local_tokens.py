@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from awf_nb.api import arun
+from awf_nb.engine.events import AgentText
 from awf_nb.engine.ports import Final, TextDelta, TurnRequest, Usage
 from awf_nb.providers.local import DEFAULT_SEED, LoadedModel, LocalProvider, get_model
 from awf_nb.providers.local import default_model_path as smollm2_path
@@ -96,8 +100,54 @@ async def via_provider(bench: Bench) -> Sample:
     return Sample(tokens, elapsed, first, text)
 
 
+WORKFLOW = """
+name: local-bench
+states:
+  initial: ask
+  ask:
+    type: agent
+    provider: local
+    system_prompt: {system}
+    prompt: {prompt}
+    options: {options}
+    on_success: done
+  done: {{type: terminal}}
+"""
+
+
+class _FirstText:
+    """An event sink that notes when the first streamed text arrives."""
+
+    def __init__(self) -> None:
+        self.at = 0.0
+
+    def emit(self, event: object) -> None:
+        if not self.at and isinstance(event, AgentText):
+            self.at = time.perf_counter()
+
+
+async def via_awf_run(bench: Bench) -> Sample:
+    """A one-step workflow through `awf_nb.arun`: engine, events, state saved to disk."""
+    source = WORKFLOW.format(
+        system=json.dumps(SYSTEM), prompt=json.dumps(PROMPT), options=json.dumps(bench.options)
+    )
+    sink = _FirstText()
+    with tempfile.TemporaryDirectory() as storage:
+        started = time.perf_counter()
+        result = await arun(source, sink=sink, storage=storage)
+        elapsed = time.perf_counter() - started
+    if not result.ok:
+        raise SystemExit(f"the workflow failed: {result.error}")
+    step = result.steps["ask"]
+    return Sample(step.tokens_output, elapsed, sink.at - started, step.output)
+
+
 Measure = Callable[[Bench], Awaitable[Sample]]
-PATHS: dict[str, Measure] = {"llama_cpp": via_llama_cpp, "provider": via_provider}
+PATHS: dict[str, Measure] = {
+    "llama_cpp": via_llama_cpp,
+    "provider": via_provider,
+    "awf run": via_awf_run,
+}
 BASELINE = "llama_cpp"
 
 

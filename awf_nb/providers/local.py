@@ -119,12 +119,7 @@ def _describe_option_error(error: Mapping[str, Any]) -> str:
 
 
 def _missing_extra_error() -> ProviderError:
-    err = ProviderError(NAME, MISSING_EXTRA, exit_code=EXIT_USER)
-    # ProviderError prefixes "local: "; this message is specified verbatim and already names
-    # the provider, so it replaces the prefixed text.
-    err.message = MISSING_EXTRA
-    err.args = (MISSING_EXTRA,)
-    return err
+    return ProviderError(NAME, MISSING_EXTRA, exit_code=EXIT_USER, prefixed=False)
 
 
 def require_local_extra(*, default_model: bool) -> None:
