@@ -106,7 +106,8 @@ class Runner:
             run_id=store.new_run_id() if store else _local_run_id(),
             workflow_name=workflow.name,
             workflow_path=str(workflow.source_path or ""),
-            workflow_source=workflow.source_text,
+            # A secret written into the YAML itself must not reach the state file either.
+            workflow_source=self.masker.mask(workflow.source_text),
             parent_run_id=config.parent_run_id,
         )
         self.state.inputs = self.masker.mask_data(dict(inputs))
