@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from awf_nb.api import prepare_run
-from awf_nb.engine.events import StepFinished
+from awf_nb.engine.events import RunFinished, StepFinished
 from awf_nb.engine.ports import Final, TextDelta, TurnRequest, Usage
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
