@@ -132,6 +132,11 @@ def prepare_resume(
             f'step "{start}" is not in workflow {workflow.name} '
             f"(steps: {', '.join(workflow.steps)})"
         )
+    if state.is_alive_elsewhere():
+        raise UserError(
+            f"run {state.run_id} is still running (process {state.pid}); "
+            "stop it first, or wait for it to finish"
+        )
     if state.status == "completed" and from_step is None:
         raise UserError(
             f"run {state.run_id} already completed; use --from STEP to run it again from a step"

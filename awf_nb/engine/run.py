@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -112,6 +113,9 @@ class Runner:
         )
         self.state.inputs = self.masker.mask_data(dict(inputs))
         self.start_step = start_step or workflow.initial
+        # `awf resume` re-opens the conversation of the step it starts at, once; later
+        # executions of that step (a loop) start afresh as usual.
+        self._restore_step = self.start_step if self.resumed else None
         self.ctx = RunContext(
             state=self.state,
             inputs=inputs,
@@ -158,6 +162,7 @@ class Runner:
         state.status = "running"
         state.error = ""
         state.completed_at = None
+        state.pid, state.host = os.getpid(), socket.gethostname()
         self.emit(ev.RunStarted(self.run_id, self.workflow.name, state.inputs, self.resumed))
         self.checkpoint(history=True)
         try:
@@ -276,8 +281,10 @@ class Runner:
         state.current_step = step.name
         previous = state.steps.get(step.name)
         st = StepState(name=step.name, status="running", started_at=now())
-        if previous is not None and previous.conversation is not None and self.resumed:
-            st.conversation = previous.conversation  # `awf resume` re-opens a conversation
+        if step.name == self._restore_step:
+            self._restore_step = None
+            if previous is not None and previous.conversation is not None:
+                st.conversation = previous.conversation
         state.steps[step.name] = st
         state.executed.append(step.name)
         self.checkpoint()

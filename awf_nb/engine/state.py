@@ -136,12 +136,31 @@ class RunState(_State):
     message: str = ""  # the terminal step's message
     exit_code: int = 0
     parent_run_id: str = ""  # set for call_workflow children
+    pid: int = 0  # the process running it, so `awf resume` can refuse a run still alive
+    host: str = ""
     storage_version: int = 1
 
     @property
     def duration(self) -> float:
         end = self.completed_at or now()
         return (end - self.started_at).total_seconds()
+
+    def is_alive_elsewhere(self) -> bool:
+        """Still running in another live process on this machine?"""
+        import os
+        import socket
+
+        if self.status != "running" or not self.pid or self.pid == os.getpid():
+            return False
+        if self.host and self.host != socket.gethostname():
+            return False  # cannot tell; let the user decide
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
     @property
     def total_tokens(self) -> int:

@@ -142,3 +142,21 @@ def test_kill_after_two_turns_then_resume_continues_conversation(awf, storage, t
         "third reply",
     ]
     assert conv["stopped_by"] == "user_exit"
+
+
+def test_resume_refuses_a_run_still_alive(awf, storage, tmp_path):
+    marker = tmp_path / "marker"
+    wf = tmp_path / "slow.yaml"
+    wf.write_text(
+        f"name: slow\nstates:\n  initial: a\n  a: {{type: step, command: 'touch {marker}; sleep 30', on_success: d}}\n"
+        "  d: {type: terminal}\n"
+    )
+    proc = spawn_awf("run", str(wf), storage=storage, cwd=tmp_path)
+    try:
+        wait_for(marker.exists)
+        result = awf("resume", only_run_id(storage))
+        assert result.returncode == 1
+        assert "is still running" in result.stderr
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)

@@ -140,7 +140,9 @@ def test_missing_workflow_and_invalid_yaml(awf, tmp_path):
 
 def test_failed_run_exit_code_and_hint(awf, tmp_path):
     wf = tmp_path / "wf.yaml"
-    wf.write_text("name: f\nstates:\n  initial: a\n  a: {type: step, command: 'exit 3', on_success: d}\n  d: {type: terminal}\n")
+    wf.write_text(
+        "name: f\nstates:\n  initial: a\n  a: {type: step, command: 'exit 3', on_success: d}\n  d: {type: terminal}\n"
+    )
     result = awf("run", str(wf))
     assert result.returncode == 3
     assert "error: step a: exit code 3" in result.stderr

@@ -226,3 +226,40 @@ async def test_conversation_with_continue_from(run_yaml):
     conv = result.steps["chat"].conversation
     assert conv.total_turns == 3
     assert [t.content for t in conv.turns if t.role == "assistant"] == ["ok", "42", "bye"]
+
+
+async def test_resume_reopens_the_start_step_once_only(store, workdir):
+    """In a resumed run, a conversation inside a loop re-opens in the first iteration only."""
+    from awf_nb.api import prepare_resume
+
+    text = """
+name: loop-chat
+states:
+  initial: each
+  each: {type: for_each, items: [1, 2], body: [chat], on_success: done}
+  chat:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "item {{.loop.Item}}"
+    options: {replies: ["r1", "r2", "r3", "r4"]}
+  done: {type: terminal}
+"""
+    first = prepare_run(load_text(text), reader=BlockingReader(), store=store, cwd=workdir)
+    task = asyncio.create_task(first.execute())
+    while not (
+        first.state.steps.get("chat")
+        and first.state.steps["chat"].conversation
+        and first.state.steps["chat"].conversation.total_turns
+    ):
+        await asyncio.sleep(0.01)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    resumed = prepare_resume(
+        first.run_id, store=store, from_step="each", reader=ScriptedReader([""] * 4), cwd=workdir
+    )
+    state = await resumed.execute()
+    assert state.status == "completed", state.error
+    conv = state.steps["chat"].conversation
+    assert [t.content for t in conv.turns if t.role == "user"] == ["item 2"]
