@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from awf_nb.engine.events import AgentText, RunWarning, TurnFinished
-from tests.support.events import Collect
+from tests.support.events import Collect, with_providers
 
 pytestmark = pytest.mark.asyncio
 
@@ -287,20 +287,19 @@ async def test_continue_from_no_turns_for_http_provider(run_yaml):
 
 
 async def test_continue_from_other_provider_is_refused(run_yaml, monkeypatch):
-    from awf_nb.providers import register_provider
     from awf_nb.providers.scripted import ScriptedProvider
 
     class Other(ScriptedProvider):
         pass
 
-    register_provider("other_scripted", Other)
     result = await run_yaml(
         SEED_RECALL.replace(
             "    conversation: {continue_from: seed}\n    options",
             "    conversation: {continue_from: seed}\n    provider: other_scripted\n    options",
         ).replace(
             "  recall:\n    type: agent\n    provider: scripted\n", "  recall:\n    type: agent\n"
-        )
+        ),
+        providers=with_providers(other_scripted=Other),
     )
     assert result.status == "failed"
     assert 'session of provider "scripted"' in result.error
@@ -308,13 +307,11 @@ async def test_continue_from_other_provider_is_refused(run_yaml, monkeypatch):
 
 
 async def test_session_id_provider_without_id_or_history(run_yaml):
-    from awf_nb.providers import register_provider
     from awf_nb.providers.scripted import ScriptedProvider
 
     class SessionScripted(ScriptedProvider):
         session_kind = "session_id"
 
-    register_provider("session_scripted", SessionScripted)
     sink = Collect()
     result = await run_yaml(
         """
@@ -331,6 +328,7 @@ async def test_session_id_provider_without_id_or_history(run_yaml):
           done: {type: terminal}
         """,
         sink=sink,
+        providers=with_providers(session_scripted=SessionScripted),
     )
     # No session id was reported but there are turns: replay them, with a warning.
     assert result.ok, result.error
@@ -338,13 +336,11 @@ async def test_session_id_provider_without_id_or_history(run_yaml):
 
 
 async def test_session_id_provider_with_neither_id_nor_history(run_yaml):
-    from awf_nb.providers import register_provider
     from awf_nb.providers.scripted import ScriptedProvider
 
     class SessionScripted(ScriptedProvider):
         session_kind = "session_id"
 
-    register_provider("session_scripted", SessionScripted)
     result = await run_yaml(
         """
         name: t
@@ -365,7 +361,8 @@ async def test_session_id_provider_with_neither_id_nor_history(run_yaml):
             conversation: {continue_from: seed}
             on_success: done
           done: {type: terminal}
-        """
+        """,
+        providers=with_providers(session_scripted=SessionScripted),
     )
     assert result.error == (
         'step recall: continue_from: step "seed" has no session ID or conversation history '

@@ -148,13 +148,12 @@ class ExecutableNotFound(ProviderError):
     """The CLI is not installed (or not on PATH); says how to install it."""
 
     def __init__(self, provider: str, binary: str, package: str) -> None:
-        super().__init__(provider, "", exit_code=EXIT_USER)
-        # The spec fixes this exact wording, which differs from ProviderError's "name: msg".
-        self.message = (
+        # The spec fixes this wording, which names the provider in its own way.
+        message = (
             f'provider "{provider}": executable "{binary}" not found on PATH '
             f"(npm install -g {package})"
         )
-        self.args = (self.message,)
+        super().__init__(provider, message, exit_code=EXIT_USER, prefixed=False)
 
 
 # --- the provider ---------------------------------------------------------------------------
@@ -183,6 +182,7 @@ class CliProvider(ABC):
     def __init__(self, name: str | None = None) -> None:
         self.name = name or self.default_name
         self._running: set[asyncio.subprocess.Process] = set()
+        self._closed = False
         self._noticed: set[str] = set()
 
     # -- what each CLI supplies
@@ -229,7 +229,11 @@ class CliProvider(ABC):
         yield Final(outcome.text)
 
     async def aclose(self) -> None:
-        """Kill whatever is still running (a run ended while a turn was in flight)."""
+        """Kill whatever is still running (a run ended while a turn was in flight).
+
+        A turn whose process starts after this is killed as soon as it starts.
+        """
+        self._closed = True
         await asyncio.gather(*(_terminate_group(p, self.kill_grace) for p in list(self._running)))
 
     # -- options and prompt
@@ -480,6 +484,7 @@ def _describe_status(returncode: int | None) -> str:
 
 
 _POLL_SECONDS = 0.1
+_REAP_TIMEOUT = 10.0
 
 
 class _Run:
@@ -499,6 +504,10 @@ class _Run:
     async def lines(self) -> AsyncIterator[str]:
         process = await self._spawn()
         self.provider._running.add(process)
+        if self.provider._closed:  # aclose() ran while the process was starting
+            await _terminate_group(process, self.provider.kill_grace)
+            self.provider._running.discard(process)
+            raise ProviderError(self.provider.name, "the provider was closed; turn not run")
         helpers = [asyncio.create_task(self._drain_stderr(process))]
         if self.command.stdin is not None:
             helpers.append(asyncio.create_task(_feed_stdin(process, self.command.stdin)))
@@ -646,7 +655,9 @@ async def _kill_and_reap(process: asyncio.subprocess.Process, grace: float) -> N
     while _group_alive(process.pid) and loop.time() < deadline:
         await asyncio.sleep(_POLL_SECONDS / 2)
     _signal_group(process.pid, signal.SIGKILL)
-    while process.returncode is None:
+    # SIGKILL cannot be ignored; the bound only guards against a lost exit notification.
+    deadline = loop.time() + _REAP_TIMEOUT
+    while process.returncode is None and loop.time() < deadline:
         await asyncio.sleep(_POLL_SECONDS / 2)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -56,8 +57,15 @@ class FakeCli:
         return path.exists() and json.loads(path.read_text())["passed"]
 
 
-async def collect(stream: AsyncIterator[ProviderEvent]) -> list[ProviderEvent]:
-    return [event async for event in stream]
+async def collect(
+    stream: AsyncIterator[ProviderEvent], timeout: float = 60.0
+) -> list[ProviderEvent]:
+    """All events of a turn; a turn that hangs fails the test instead of blocking it."""
+
+    async def gather() -> list[ProviderEvent]:
+        return [event async for event in stream]
+
+    return await asyncio.wait_for(gather(), timeout)
 
 
 def is_alive(pid: int | None) -> bool:

@@ -9,7 +9,6 @@ kill the whole process group.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -383,13 +382,23 @@ async def test_aclose_kills_a_turn_still_running(fake_cli: FakeCli) -> None:
     provider = CODEX.make()
     task = asyncio.create_task(collect(provider.stream(turn(fake_cli))))
     deadline = time.monotonic() + 10
-    while not fake_cli.records() and time.monotonic() < deadline:
+    while not (fake_cli.records() and provider._running) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     await provider.aclose()
     [record] = fake_cli.records()
     assert wait_until_gone([record["pid"]], 1.0) == []
-    with contextlib.suppress(ProviderError):
+    with pytest.raises(ProviderError, match="killed by SIGTERM"):
         await asyncio.wait_for(task, 5)
+
+
+async def test_a_turn_starting_after_aclose_is_killed_at_once(fake_cli: FakeCli) -> None:
+    fake_cli.install("codex")
+    fake_cli.plan({"sample": "codex-turn1.jsonl", "hang": True})
+    provider = CODEX.make()
+    await provider.aclose()
+    with pytest.raises(ProviderError, match="provider was closed"):
+        await asyncio.wait_for(collect(provider.stream(turn(fake_cli))), 5)
+    assert not provider._running
 
 
 async def test_a_child_holding_stdout_does_not_hang_the_turn(fake_cli: FakeCli) -> None:

@@ -1,0 +1,80 @@
+"""The notebook's `InputReader`: conversation messages typed into the run panel.
+
+Widget callbacks (Send, End conversation) may run on a thread other than the one running the
+run's event loop: ipykernel 7 can dispatch comm messages on a subshell thread. A future
+resolved there with a plain `set_result` does not wake the loop until something else does
+(measured: the run stalls until another cell executes). So everything that touches the
+pending read is handed to the loop captured at the start of the run with
+`loop.call_soon_threadsafe`, which also wakes it up.
+
+Messages submitted while no read is pending (a click that raced the reply) are queued and
+answer the next read, in order; `None` means "end of conversation", like an empty line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+
+
+class WidgetReader:
+    """An `InputReader` fed by `submit(text)` from widget callbacks on any thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._loop = loop
+        self._queued: deque[str | None] = deque()
+        self._pending: asyncio.Future[str | None] | None = None
+        self.prompts: list[str] = []  # what the run asked for, for tests and the panel
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loop
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Capture the run's loop (done at the start of the run, on that loop)."""
+        self._loop = loop
+
+    @property
+    def waiting(self) -> bool:
+        """True while the run waits for a message."""
+        return self._pending is not None and not self._pending.done()
+
+    async def read(self, prompt: str) -> str | None:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        self.prompts.append(prompt)
+        if self._queued:
+            await asyncio.sleep(0)  # a real suspension point, so cancellation can land here
+            return self._queued.popleft()
+        future: asyncio.Future[str | None] = self._loop.create_future()
+        self._pending = future
+        try:
+            return await future
+        finally:
+            if self._pending is future:
+                self._pending = None
+
+    def submit(self, text: str | None) -> None:
+        """Answer the pending read (or the next one) with `text`; None ends the conversation.
+
+        Safe to call from any thread.
+        """
+        loop = self._loop
+        if loop is None:  # no read has started yet: nothing can be waiting
+            self._queued.append(text)
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
+            loop.call_soon_threadsafe(self._deliver, text)
+
+    def end(self) -> None:
+        """End the conversation (the End conversation button)."""
+        self.submit(None)
+
+    def _deliver(self, text: str | None) -> None:
+        future = self._pending
+        if future is not None and not future.done():
+            self._pending = None
+            future.set_result(text)
+        else:
+            self._queued.append(text)

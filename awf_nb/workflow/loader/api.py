@@ -1,0 +1,147 @@
+"""The public entry points: load a workflow from YAML text, a file or a name, and list the
+workflows on the search path (`awf list`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from awf_nb.errors import DefinitionError, Problem, UserError
+from awf_nb.workflow import checks
+from awf_nb.workflow.loader.convert import _WorkflowBuilder
+from awf_nb.workflow.loader.document import _Document, _located
+from awf_nb.workflow.loader.search import WORKFLOW_SUFFIXES, _display, find_workflow, search_path
+from awf_nb.workflow.loader.yaml_source import _check_nesting, _Loader, _NestingTooDeep, _parse_yaml
+from awf_nb.workflow.model import Workflow
+
+
+def load_workflow(source: str | os.PathLike[str], *, cwd: Path | None = None) -> Workflow:
+    """Load and validate a workflow from a file path or a workflow name (spec §1).
+
+    An existing file is loaded directly; anything else is a name looked up on the search
+    path (`find_workflow`). Raises `UserError` when nothing is found or the file cannot be
+    read, `DefinitionError` (with every problem) when the workflow is invalid.
+    """
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    given = Path(os.fspath(source))
+    direct = given if given.is_absolute() else base / given
+    path = direct if direct.is_file() else find_workflow(os.fspath(source), cwd=base)
+    label = os.fspath(given) if path is direct else _display(path, base)
+    return load_text(_read_text(path, label), file=label, base_dir=path.parent, path=path)
+
+
+def load_text(
+    text: str,
+    *,
+    file: str = "<inline>",
+    base_dir: Path | None = None,
+    path: Path | None = None,
+) -> Workflow:
+    """Load and validate a workflow given as YAML text (a notebook cell, a test).
+
+    `file` names the text in messages; `base_dir` is where relative paths (`script_file`,
+    `prompt_file`, `call_workflow`) resolve; `path` is the file it was read from, if any.
+    """
+    doc = _Document(file=file)
+    parsed, root = _parse_yaml(text, doc)
+    workflow = _WorkflowBuilder(doc).build(root) if parsed else None
+    if workflow is not None:
+        workflow.source_text = text
+        workflow.source_path = path
+        workflow.source_dir = Path(base_dir) if base_dir is not None else None
+        workflow.locations = doc.locations
+        doc.problems.extend(_located(p, doc) for p in checks.check_workflow(workflow))
+    problems = sorted(doc.problems, key=lambda p: (p.line, p.column))
+    if workflow is None or any(p.severity == "error" for p in problems):
+        raise DefinitionError(problems or [doc.problem("invalid workflow", "")])
+    workflow.warnings = problems
+    return workflow
+
+
+@dataclass(frozen=True)
+class WorkflowInfo:
+    """One workflow found on the search path, as `awf list` shows it."""
+
+    name: str
+    path: Path
+    description: str = ""
+    version: str | None = None
+    error: str | None = None  # why it does not load; None when it is valid
+
+    @property
+    def valid(self) -> bool:
+        return self.error is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "description": self.description,
+            "version": self.version,
+            "valid": self.valid,
+            "error": self.error,
+        }
+
+
+def list_workflows(cwd: Path | None = None) -> list[WorkflowInfo]:
+    """Every workflow on the search path, the first of each name (as name lookup finds it).
+
+    Files that fail to load are listed with their error rather than skipped silently.
+    """
+    found: dict[str, WorkflowInfo] = {}
+    for directory in search_path(cwd):
+        try:
+            files = sorted(p for p in directory.iterdir() if p.suffix in WORKFLOW_SUFFIXES)
+        except OSError:  # missing or unreadable folders are simply not there
+            continue
+        for path in files:
+            if path.stem not in found and path.is_file():
+                found[path.stem] = _describe(path, cwd)
+    return sorted(found.values(), key=lambda info: info.name)
+
+
+def _read_text(path: Path, label: str) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read workflow {label}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        problem = Problem(
+            f"the file is not valid UTF-8 (byte 0x{data[exc.start]:02x})",
+            file=label,
+            line=line,
+            column=column,
+        )
+        raise DefinitionError([problem]) from None
+
+
+def _describe(path: Path, cwd: Path | None) -> WorkflowInfo:
+    label = _display(path, Path(cwd) if cwd else Path.cwd())
+    try:
+        wf = load_text(_read_text(path, label), file=label, base_dir=path.parent, path=path)
+    except DefinitionError as exc:
+        errors = [p for p in exc.problems if p.severity == "error"] or exc.problems
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return WorkflowInfo(path.stem, path, _peek_description(path), error=str(errors[0]) + more)
+    except UserError as exc:
+        return WorkflowInfo(path.stem, path, error=str(exc))
+    return WorkflowInfo(path.stem, path, wf.description, wf.version)
+
+
+def _peek_description(path: Path) -> str:
+    """Best-effort description of a file that does not load, for `awf list`."""
+    try:
+        _check_nesting(text := path.read_text(encoding="utf-8"))
+        data = yaml.load(text, Loader=_Loader)
+    except (OSError, UnicodeError, yaml.YAMLError, RecursionError, _NestingTooDeep):
+        return ""
+    description = data.get("description") if isinstance(data, dict) else None
+    return description if isinstance(description, str) else ""

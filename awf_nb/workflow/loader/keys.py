@@ -1,0 +1,101 @@
+"""The YAML keys each model accepts, and warnings (with a did-you-mean) for the keys it
+does not: AWF ignores unknown keys, so they are warnings, and they are dropped."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel
+
+from awf_nb.workflow.checks import did_you_mean, join_path
+from awf_nb.workflow.loader.document import _Document
+from awf_nb.workflow.model import Input, WorkflowHooks
+
+_TOP_LEVEL_KEYS = (
+    "name",
+    "version",
+    "description",
+    "author",
+    "tags",
+    "inputs",
+    "env",
+    "states",
+    "hooks",
+)
+
+
+class _UnknownKeys:
+    """Warn about (and drop) keys the models do not know, with a did-you-mean suggestion."""
+
+    def __init__(self, doc: _Document) -> None:
+        self.doc = doc
+
+    def check_top_level(self, data: dict[str, Any]) -> None:
+        for key in [k for k in data if k not in _TOP_LEVEL_KEYS]:
+            self._unknown(key, key, _TOP_LEVEL_KEYS)
+            del data[key]
+        if isinstance(data.get("inputs"), list):
+            for i, item in enumerate(data["inputs"]):
+                if isinstance(item, dict):
+                    self.check(item, Input, join_path("inputs", i))
+        if isinstance(data.get("hooks"), dict):
+            self.check(data["hooks"], WorkflowHooks, "hooks")
+
+    def check(
+        self, data: dict[str, Any], model: type[BaseModel], path: str, ignore: tuple[str, ...] = ()
+    ) -> None:
+        fields = _yaml_fields(model)
+        known = [k for k in fields if k not in ignore]
+        for key in list(data):
+            if key not in known:
+                self._unknown(key, join_path(path, key), known)
+                del data[key]
+                continue
+            nested, many = fields[key]
+            value = data[key]
+            if nested is None:
+                continue
+            if many and isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, dict):
+                        self.check(item, nested, join_path(join_path(path, key), i))
+            elif not many and isinstance(value, dict):
+                self.check(value, nested, join_path(path, key))
+
+    def _unknown(self, key: str, path: str, known: typing.Iterable[str]) -> None:
+        hint = did_you_mean(key, known)
+        if key == "initial" and "states" in known:
+            hint = "did you mean states.initial?"
+        self.doc.warn(f'unknown key "{key}"', path, hint=hint)
+
+
+_FIELD_CACHE: dict[type[BaseModel], dict[str, tuple[type[BaseModel] | None, bool]]] = {}
+
+
+def _yaml_fields(model: type[BaseModel]) -> dict[str, tuple[type[BaseModel] | None, bool]]:
+    """YAML key -> (nested model or None, whether it is a list of them), per model class."""
+    cached = _FIELD_CACHE.get(model)
+    if cached is None:
+        cached = {}
+        for name, info in model.model_fields.items():
+            cached[info.alias or name] = _nested_model(info.annotation)
+        _FIELD_CACHE[model] = cached
+    return cached
+
+
+def _nested_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    origin = typing.get_origin(annotation)
+    if origin is list:
+        inner, _ = _nested_model(typing.get_args(annotation)[0])
+        return inner, inner is not None
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            inner, many = _nested_model(arg)
+            if inner is not None:
+                return inner, many
+        return None, False
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    return None, False

@@ -1,0 +1,241 @@
+"""YAML text -> plain Python data, with the position of every YAML path.
+
+The text is composed (`yaml.compose`, safe) into a node graph so every node keeps its
+position, then turned into dicts, lists and scalars. What PyYAML would silently accept
+(duplicate keys) is reported, and what could hang or crash it (runaway nesting, alias bombs,
+recursive aliases) is refused before it can.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from awf_nb.errors import Problem
+from awf_nb.workflow.checks import join_path
+from awf_nb.workflow.loader.document import _at_mark, _Document
+
+# The C parser is ~10x faster; the pure-Python one is the fallback when libyaml is missing.
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+# A real workflow nests a handful of levels; these limits only stop hostile or broken input
+# before it can exhaust the stack (the C composer segfaults on very deep nesting) or memory.
+MAX_DEPTH = 100
+MAX_NODES = 200_000
+
+
+class _Abort(Exception):
+    """Stop reading the YAML: the problem is already recorded."""
+
+
+def _parse_yaml(text: str, doc: _Document) -> tuple[bool, Any]:
+    """YAML text -> (whether there is data, the data); problems go to `doc`.
+
+    Problems that still leave data (a duplicate key) do not stop the loading, so the rest
+    of the file is checked too.
+    """
+    try:
+        _check_nesting(text)
+        node = yaml.compose(text, Loader=_Loader)
+    except _NestingTooDeep as exc:
+        doc.problems.append(_at_mark(doc, exc.mark, f"nesting deeper than {MAX_DEPTH} levels"))
+        return False, None
+    except yaml.MarkedYAMLError as exc:
+        doc.problems.append(_yaml_error_problem(exc, doc))
+        return False, None
+    except yaml.YAMLError as exc:  # ReaderError: a character YAML does not allow
+        doc.problems.append(_reader_error_problem(exc, text, doc))
+        return False, None
+    except UnicodeEncodeError as exc:  # a lone surrogate: the C parser reads UTF-8
+        doc.problems.append(
+            _position_problem(
+                doc, text, exc.start, f"character #x{ord(text[exc.start]):04x}: {exc.reason}"
+            )
+        )
+        return False, None
+    except RecursionError:
+        doc.error(f"nesting deeper than {MAX_DEPTH} levels", "")
+        return False, None
+    if node is None:
+        doc.problems.append(_at_mark(doc, None, "the workflow file is empty"))
+        return False, None
+    try:
+        return True, _DataBuilder(doc).build(node, "", 0)
+    except _Abort:
+        return False, None
+
+
+class _NestingTooDeep(Exception):
+    def __init__(self, mark: Any) -> None:
+        self.mark = mark
+
+
+def _check_nesting(text: str) -> None:
+    """Refuse runaway nesting before the (recursive) composer sees it.
+
+    Each level of nesting needs one indicator character, so counting them bounds the depth
+    cheaply; only texts that could be too deep pay for a scan of the (iterative) event stream.
+    """
+    bound = sum(text.count(c) for c in "[{-:?")
+    if bound <= MAX_DEPTH:
+        return
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _NestingTooDeep(event.start_mark)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _yaml_error_problem(exc: yaml.MarkedYAMLError, doc: _Document) -> Problem:
+    mark = exc.problem_mark or exc.context_mark
+    message = exc.problem or exc.context or "invalid YAML"
+    hint = None
+    if exc.context and exc.problem:
+        hint = exc.context
+        if exc.context_mark is not None and exc.context_mark is not exc.problem_mark:
+            hint += f" at line {exc.context_mark.line + 1}, column {exc.context_mark.column + 1}"
+    return _at_mark(doc, mark, f"invalid YAML: {message}", hint)
+
+
+def _reader_error_problem(exc: yaml.YAMLError, text: str, doc: _Document) -> Problem:
+    reason = getattr(exc, "reason", None) or str(exc)
+    character = getattr(exc, "character", None)  # the C reader gives a code point
+    if isinstance(character, str) and len(character) == 1:
+        character = ord(character)
+    if isinstance(character, int):
+        reason = f"character #x{character:04x}: {reason}"
+    position = getattr(exc, "position", 0) or 0
+    if _Loader is not yaml.SafeLoader:  # libyaml counts bytes of the UTF-8 text
+        position = len(text.encode("utf-8", "surrogatepass")[:position].decode("utf-8", "ignore"))
+    return _position_problem(doc, text, position, reason)
+
+
+def _position_problem(doc: _Document, text: str, position: int, reason: str) -> Problem:
+    """A problem at a character offset of the text (errors raised before there are marks)."""
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    return Problem(f"invalid YAML: {reason}", file=doc.file, line=line, column=column)
+
+
+_TAG = "tag:yaml.org,2002:"
+_SAFE = yaml.constructor.SafeConstructor()
+_SCALARS: dict[str, Callable[[yaml.ScalarNode], Any]] = {
+    _TAG + "null": lambda node: None,
+    _TAG + "bool": _SAFE.construct_yaml_bool,
+    _TAG + "int": _SAFE.construct_yaml_int,
+    _TAG + "float": _SAFE.construct_yaml_float,
+}
+
+
+class _DataBuilder:
+    """Node graph -> plain dicts/lists/scalars, recording the position of every path."""
+
+    def __init__(self, doc: _Document) -> None:
+        self.doc = doc
+        self.nodes = 0
+        self.open: set[int] = set()  # collections being built: a repeat is a recursive alias
+
+    def build(self, node: yaml.Node, path: str, depth: int) -> Any:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            self.doc.problems.append(
+                _at_mark(self.doc, node.start_mark, f"more than {MAX_NODES} YAML values")
+            )
+            raise _Abort
+        if depth > MAX_DEPTH:
+            self.doc.problems.append(
+                _at_mark(self.doc, node.start_mark, f"nesting deeper than {MAX_DEPTH} levels")
+            )
+            raise _Abort
+        self.doc.locations.setdefault(path, _position(node))
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, path)
+        if id(node) in self.open:
+            self.doc.problems.append(
+                _at_mark(self.doc, node.start_mark, "a YAML alias must not refer to itself")
+            )
+            raise _Abort
+        self.open.add(id(node))
+        try:
+            if isinstance(node, yaml.SequenceNode):
+                return [
+                    self.build(item, join_path(path, i), depth + 1)
+                    for i, item in enumerate(node.value)
+                ]
+            return self._mapping(node, path, depth)
+        finally:
+            self.open.discard(id(node))
+
+    def _scalar(self, node: yaml.ScalarNode, path: str) -> Any:
+        construct = _SCALARS.get(node.tag)
+        if construct is None:
+            return node.value  # strings, timestamps and custom tags: the text as written
+        try:
+            value = construct(node)
+        except (ValueError, TypeError):
+            return node.value
+        if value is not None:
+            self.doc.scalar_text[path] = node.value
+        return value
+
+    def _mapping(self, node: yaml.MappingNode, path: str, depth: int) -> dict[str, Any]:
+        merges = [value for key, value in node.value if key.tag == _TAG + "merge"]
+        # Merged keys first, so the map's own keys (and their positions) override them.
+        result = self._merge(merges, path, depth) if merges else {}
+        first_seen: dict[str, yaml.Node] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _TAG + "merge":
+                continue
+            key = self._key(key_node)
+            if key is None:
+                continue
+            if key in first_seen:
+                line = first_seen[key].start_mark.line + 1
+                self.doc.problems.append(
+                    _at_mark(
+                        self.doc,
+                        key_node.start_mark,
+                        f'duplicate key "{key}" (first defined at line {line})',
+                    )
+                )
+                continue
+            first_seen[key] = key_node
+            child = join_path(path, key)
+            self.doc.locations[child] = _position(key_node)
+            result[key] = self.build(value_node, child, depth + 1)
+        return result
+
+    def _merge(self, merges: list[yaml.Node], path: str, depth: int) -> dict[str, Any]:
+        """`<<: *base` (or a list of them): the merged keys, the first map winning."""
+        merged: dict[str, Any] = {}
+        for value_node in merges:
+            sources = (
+                value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            )
+            for source in sources:
+                if not isinstance(source, yaml.MappingNode):
+                    self.doc.problems.append(
+                        _at_mark(self.doc, source.start_mark, "a merge key (<<) needs a map")
+                    )
+                    continue
+                for key, value in self.build(source, path, depth).items():
+                    merged.setdefault(key, value)
+        return merged
+
+    def _key(self, node: yaml.Node) -> str | None:
+        if isinstance(node, yaml.ScalarNode):
+            return node.value
+        self.doc.problems.append(
+            _at_mark(self.doc, node.start_mark, "a key must be a plain value, not a list or map")
+        )
+        return None
+
+
+def _position(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1

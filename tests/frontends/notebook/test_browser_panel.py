@@ -1,0 +1,198 @@
+"""The run panel in a real JupyterLab, driven by a real Chromium through Playwright.
+
+Level 6 of the spec's testing pyramid: a person's view. The test writes a notebook into
+the server's folder, opens it, runs the cells with Shift+Enter, types into the panel's text
+box and clicks its buttons, and reads the bubbles back from the DOM. The kernel is the
+JupyterLab venv's own (ipykernel 7.4: the cell awaits the conversation, spec mode 2).
+
+Test (a) also saves docs/img/panel.png (the panel mid-conversation) for docs/notebooks.md.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import time
+from typing import Any
+
+import pytest
+
+from tests.support.jupyterlab import JupyterLabServer, write_notebook
+from tests.support.kernels import REPO_ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+KERNEL_IDLE_MS = 60_000
+STEP_MS = 30_000
+PANEL_SCREENSHOT = REPO_ROOT / "docs" / "img" / "panel.png"
+
+CHAT_WORKFLOW = """
+name: garden-chat
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "Help me plan a small vegetable garden."
+    options:
+      delay_ms: 40
+      replies:
+        - "Happy to help! How much space do you have?"
+        - "A **raised bed** of 1.2 m x 2.4 m fits a balcony corner nicely."
+        - "Tomatoes and basil grow well together: water them every morning."
+    on_success: done
+  done: {type: terminal, message: "Garden planned."}
+"""
+
+LONG_REPLY = " ".join(f"word{n:02d}" for n in range(1, 81)) + " END-OF-LONG-REPLY"
+STOP_WORKFLOW = f"""
+name: long-story
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "Tell stories."
+    options:
+      delay_ms: 150
+      replies:
+        - "Ask me for a story."
+        - "{LONG_REPLY}"
+        - "Short answer after the stop."
+    on_success: done
+  done: {{type: terminal}}
+"""
+
+
+def awf_cell(workflow: str, flags: str = "--out chat") -> str:
+    return f"%%awf {flags}\n" + textwrap.dedent(workflow).lstrip()
+
+
+class NotebookPage:
+    """A notebook opened in JupyterLab and the run panel in it."""
+
+    def __init__(self, page: Any, lab: JupyterLabServer, name: str, cells: list[str]) -> None:
+        self.page = page
+        write_notebook(lab.root / name, cells)
+        self.cell_count = len(cells)
+        page.goto(lab.notebook_url(name))
+        page.locator(".jp-Notebook").first.wait_for(timeout=KERNEL_IDLE_MS)
+        self.wait_for_kernel_idle()
+
+    def wait_for_kernel_idle(self) -> None:
+        """The status bar reads 'Python 3 (ipykernel) | Idle'."""
+        idle = self.page.locator(".jp-StatusBar-Widget").get_by_text(re.compile(r"\|\s*Idle$"))
+        idle.first.wait_for(timeout=KERNEL_IDLE_MS)
+
+    def run_all_cells(self) -> None:
+        """Shift+Enter on every cell, starting in the first one's editor."""
+        self.page.locator(".jp-Cell .cm-content").first.click()
+        for _ in range(self.cell_count):
+            self.page.keyboard.press("Shift+Enter")
+
+    @property
+    def panel(self) -> Any:
+        return self.page.locator(".awf-panel").first
+
+    @property
+    def textarea(self) -> Any:
+        return self.panel.locator(".widget-textarea textarea")
+
+    def button(self, name: str) -> Any:
+        return self.panel.get_by_role("button", name=name, exact=True)
+
+    def assistant_bubbles(self) -> Any:
+        return self.panel.locator(".awf-assistant .widget-html-content")
+
+    def user_bubbles(self) -> Any:
+        return self.panel.locator(".awf-user .widget-html-content")
+
+    def wait_for_reply(self, text: str) -> Any:
+        bubble = self.assistant_bubbles().filter(has_text=text)
+        bubble.first.wait_for(timeout=STEP_MS)
+        return bubble.first
+
+    def wait_until_ready_for_input(self) -> None:
+        self.textarea.wait_for(timeout=STEP_MS)
+        expect_enabled(self.textarea)
+
+    def send(self, message: str) -> None:
+        self.wait_until_ready_for_input()
+        self.textarea.fill(message)
+        self.button("Send").click()
+        self.user_bubbles().filter(has_text=message).first.wait_for(timeout=STEP_MS)
+
+    def wait_for_status(self, word: str) -> None:
+        self.panel.locator(".awf-status").filter(has_text=word).first.wait_for(timeout=STEP_MS)
+
+
+def expect_enabled(locator: Any) -> None:
+    from playwright.sync_api import expect
+
+    expect(locator).to_be_enabled(timeout=STEP_MS)
+
+
+def test_conversation_typed_into_the_panel(page: Any, jupyterlab: JupyterLabServer) -> None:
+    started = time.monotonic()
+    notebook = NotebookPage(
+        page, jupyterlab, "conversation.ipynb", ["%load_ext awf_nb", awf_cell(CHAT_WORKFLOW)]
+    )
+    notebook.run_all_cells()
+    notebook.wait_for_reply("How much space do you have?")
+
+    notebook.send("I have a sunny balcony corner.")
+    raised_bed = notebook.wait_for_reply("fits a balcony corner nicely")
+    # Markdown rendered on the kernel side: **raised bed** arrives as <strong>.
+    assert raised_bed.locator("strong").inner_text() == "raised bed"
+
+    notebook.send("Which plants should I start with?")
+    notebook.wait_for_reply("water them every morning")
+    notebook.wait_until_ready_for_input()
+    PANEL_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    notebook.panel.screenshot(path=str(PANEL_SCREENSHOT))
+
+    notebook.button("End conversation").click()
+    notebook.wait_for_status("completed")
+    notebook.wait_for_kernel_idle()
+
+    replies = notebook.assistant_bubbles().all_inner_texts()
+    assert any("fits a balcony corner nicely" in text for text in replies), replies
+    assert any("water them every morning" in text for text in replies), replies
+    users = notebook.user_bubbles().all_inner_texts()
+    assert [u.strip() for u in users][-2:] == [
+        "I have a sunny balcony corner.",
+        "Which plants should I start with?",
+    ], users
+    assert time.monotonic() - started < 120
+
+
+def test_stop_during_a_streaming_reply_returns_to_input(
+    page: Any, jupyterlab: JupyterLabServer
+) -> None:
+    notebook = NotebookPage(
+        page, jupyterlab, "stop.ipynb", ["%load_ext awf_nb", awf_cell(STOP_WORKFLOW)]
+    )
+    notebook.run_all_cells()
+    notebook.wait_for_reply("Ask me for a story.")
+
+    notebook.send("Tell me a long one.")
+    streaming = notebook.wait_for_reply("word03")
+    notebook.button("Stop").click()
+
+    notebook.wait_until_ready_for_input()
+    cut = streaming.inner_text()
+    page.wait_for_timeout(1000)  # a reply still streaming would grow in this second
+    assert streaming.inner_text() == cut, "the reply kept streaming after Stop"
+    assert "END-OF-LONG-REPLY" not in cut
+    assert "word80" not in cut
+    notebook.panel.get_by_text(re.compile("interrupted", re.IGNORECASE)).first.wait_for(
+        timeout=STEP_MS
+    )
+
+    notebook.send("And now a short one?")
+    notebook.wait_for_reply("Short answer after the stop.")
+    notebook.button("End conversation").click()
+    notebook.wait_for_status("completed")
+    notebook.wait_for_kernel_idle()

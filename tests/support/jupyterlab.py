@@ -1,0 +1,179 @@
+"""A real JupyterLab server and notebook files for the browser tests.
+
+`JupyterLabServer(root)` starts `jupyter lab` on 127.0.0.1 (a free port, no token, no
+password, as in spec/notebook.md), isolated from the user's Jupyter config, settings,
+workspaces and kernelspecs, with JupyterLab's news and update checks off so no
+notification covers the page. `write_notebook` writes an .ipynb of code cells.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+READY_SECONDS = 90.0
+STOP_SECONDS = 15.0
+
+# JupyterLab settings for a quiet page: no news toast, no update check, no "kernel
+# subshell" or autosave surprises while the test drives it.
+LAB_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class JupyterLabServer:
+    """`jupyter lab` serving `root` on a free loopback port (a context manager)."""
+
+    def __init__(self, root: Path, home: Path, env: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = home / "jupyterlab.log"
+        self._extra_env = env or {}
+        self._process: subprocess.Popen[bytes] | None = None
+        self.start_seconds = 0.0
+
+    def __enter__(self) -> JupyterLabServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        started = time.monotonic()
+        self._write_settings()
+        command = [
+            sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+            "--IdentityProvider.token=", "--ServerApp.password=", "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.root_dir={self.root}", f"--port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--LabApp.user_settings_dir={self.home / 'lab-settings'}",
+            f"--LabApp.workspaces_dir={self.home / 'lab-workspaces'}",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]  # fmt: skip
+        with self.log_path.open("wb") as log:
+            # Own process group: stopping the server also stops the kernels it started.
+            self._process = subprocess.Popen(
+                command, cwd=self.root, env=self._env(), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        self._wait_until_ready()
+        self.start_seconds = time.monotonic() - started
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWF_", "JPY_"))}
+        env.pop("VIRTUAL_ENV", None)
+        env.pop("PYTHONPATH", None)
+        env.update(
+            JUPYTER_CONFIG_DIR=str(self.home / "config"),
+            JUPYTER_DATA_DIR=str(self.home / "data"),
+            JUPYTER_RUNTIME_DIR=str(self.home / "runtime"),
+            IPYTHONDIR=str(self.home / "ipython"),
+            JUPYTER_PLATFORM_DIRS="1",
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(self._extra_env)
+        return env
+
+    def _write_settings(self) -> None:
+        for name, values in LAB_SETTINGS.items():
+            plugin, file = name.rsplit("/", 1)
+            folder = self.home / "lab-settings" / plugin
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / file).write_text(json.dumps(values))
+        config = self.home / "config"
+        config.mkdir(parents=True, exist_ok=True)
+        (config / "jupyter_server_config.json").write_text(
+            json.dumps({"LabApp": {"news_url": None}})
+        )
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + READY_SECONDS
+        assert self._process is not None
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(
+                    f"jupyter lab exited with code {self._process.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                if httpx.get(f"{self.url}/api/status", timeout=2.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"jupyter lab not ready after {READY_SECONDS:g}s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        # SIGINT twice is jupyter's own clean shutdown (kernels included); then force.
+        for sig, wait in ((signal.SIGINT, 0.5), (signal.SIGINT, STOP_SECONDS)):
+            try:
+                os.killpg(process.pid, sig)
+                process.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+            except ProcessLookupError:
+                return
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        process.wait(timeout=STOP_SECONDS)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def notebook_url(self, name: str) -> str:
+        return f"{self.url}/lab/tree/{name}"
+
+
+def write_notebook(path: Path, cells: list[str]) -> Path:
+    """An nbformat-4 notebook of code cells, using the default python3 kernel."""
+    notebook = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+        "cells": [
+            {
+                "cell_type": "code",
+                "id": f"cell-{index}",
+                "metadata": {},
+                "execution_count": None,
+                "outputs": [],
+                "source": source,
+            }
+            for index, source in enumerate(cells)
+        ],
+    }
+    path.write_text(json.dumps(notebook, indent=1))
+    return path
