@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from awf_nb.engine.ports import Message, TurnRequest
+from awf_nb.engine.ports import Message, Notice, TurnRequest
 
 
 def build_messages(turn: TurnRequest) -> list[Message]:
@@ -26,6 +26,18 @@ def build_messages(turn: TurnRequest) -> list[Message]:
 def estimate_tokens(text: str) -> int:
     """The len/4 estimate used when a provider reports no usage."""
     return max(1, (len(text) + 3) // 4) if text else 0
+
+
+def estimate_message_tokens(messages: list[Message]) -> int:
+    """The len/4 estimate of a message list (for providers that cannot count tokens)."""
+    return sum(estimate_tokens(m.content) for m in messages)
+
+
+def truncation_notice(dropped: int, window: int) -> Notice:
+    """The notice a provider yields after dropping `dropped` exchanges to fit `window`."""
+    noun = "exchange" if dropped == 1 else "exchanges"
+    message = f"dropped the {dropped} oldest {noun} to fit the context window ({window} tokens)"
+    return Notice(message, truncated_turns=dropped)
 
 
 def fit_to_window(

@@ -33,7 +33,6 @@ from httpx_sse import EventSource, SSEError
 from awf_nb.engine.ports import (
     Final,
     Message,
-    Notice,
     ProviderEvent,
     TextDelta,
     ToolUse,
@@ -41,7 +40,13 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.errors import ProviderError
-from awf_nb.providers.history import build_messages, estimate_tokens, fit_to_window
+from awf_nb.providers.history import (
+    build_messages,
+    estimate_message_tokens,
+    estimate_tokens,
+    fit_to_window,
+    truncation_notice,
+)
 
 CONNECT_TIMEOUT = 10.0
 DEFAULT_READ_TIMEOUT = 300.0
@@ -103,7 +108,7 @@ class OpenAICompatibleProvider:
             await response.aclose()
         yield reader.usage(messages)
         if dropped:
-            yield Notice(_truncation_message(dropped, settings.context_window), dropped)
+            yield truncation_notice(dropped, settings.context_window)
         yield Final(reader.text)
 
     async def aclose(self) -> None:
@@ -196,7 +201,7 @@ class OpenAICompatibleProvider:
             return messages, 0
         # Leave room for the answer, but never more than half the window.
         reserve = min(settings.max_tokens or 0, window // 2)
-        return fit_to_window(messages, window - reserve, _estimate_message_tokens)
+        return fit_to_window(messages, window - reserve, estimate_message_tokens)
 
     # --- options -----------------------------------------------------------------------------
 
@@ -337,7 +342,7 @@ class _StreamReader:
         if self.reported_usage is not None:
             return self.reported_usage
         return Usage(
-            input_tokens=_estimate_message_tokens(messages),
+            input_tokens=estimate_message_tokens(messages),
             output_tokens=estimate_tokens(self.text),
             estimated=True,
         )
@@ -646,15 +651,6 @@ def _usage(usage: dict[str, Any]) -> Usage:
         return int(value) if _is_number(value) else 0
 
     return Usage(input_tokens=count("prompt_tokens"), output_tokens=count("completion_tokens"))
-
-
-def _estimate_message_tokens(messages: list[Message]) -> int:
-    return sum(estimate_tokens(m.content) for m in messages)
-
-
-def _truncation_message(dropped: int, window: int) -> str:
-    noun = "exchange" if dropped == 1 else "exchanges"
-    return f"dropped the {dropped} oldest {noun} to fit the context window ({window} tokens)"
 
 
 def _text(value: Any) -> str:

@@ -27,7 +27,6 @@ from typing import Any, Literal
 from awf_nb.engine.ports import (
     Final,
     Message,
-    Notice,
     ProviderEvent,
     TextDelta,
     ToolUse,
@@ -35,7 +34,13 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.errors import ProviderError
-from awf_nb.providers.history import build_messages, estimate_tokens, fit_to_window
+from awf_nb.providers.history import (
+    build_messages,
+    estimate_message_tokens,
+    estimate_tokens,
+    fit_to_window,
+    truncation_notice,
+)
 
 CHUNK_CHARS = 8
 
@@ -82,7 +87,7 @@ class ScriptedProvider:
             estimated=True,
         )
         if dropped:
-            yield Notice(_truncation_message(dropped, script.context_window), dropped)
+            yield truncation_notice(dropped, script.context_window)
         yield Final(reply)
 
     async def aclose(self) -> None:
@@ -184,16 +189,6 @@ def split_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
 
 def _fit(messages: list[Message], window: int) -> tuple[list[Message], int]:
     return fit_to_window(messages, window, estimate_message_tokens) if window else (messages, 0)
-
-
-def estimate_message_tokens(messages: list[Message]) -> int:
-    """The len/4 estimate of a message list (what the context window is checked against)."""
-    return sum(estimate_tokens(m.content) for m in messages)
-
-
-def _truncation_message(dropped: int, window: int) -> str:
-    noun = "exchange" if dropped == 1 else "exchanges"
-    return f"dropped the {dropped} oldest {noun} to fit the context window ({window} tokens)"
 
 
 def _argument_text(value: Any) -> str:

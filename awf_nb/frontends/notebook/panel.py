@@ -1,0 +1,676 @@
+"""The live run panel: one ipywidgets panel per run, fed by the run's events.
+
+Layout (top to bottom): the status line (workflow, state, running step, elapsed time,
+tokens); one collapsible section per executed step (command output, agent replies rendered
+as Markdown, chat bubbles, tool uses, warnings, errors in red); the conversation controls
+(a text box with Send / End conversation, and Stop); the summary when the run ends.
+
+Streaming without flooding the kernel: `emit` only buffers text; a flush at most every
+`FLUSH_INTERVAL` seconds (10 Hz) sends each changed widget once, and turn/step/run
+boundaries flush at once. Every assistant reply is its own HTML widget, so a finished reply
+is never sent again; the status line's clock only ticks in a flush that has nothing else to
+send. Model output is untrusted: Markdown is rendered with raw HTML escaped.
+
+Widget callbacks can arrive on another thread (ipykernel 7 subshells), so button handlers
+only hand work to the run's loop with `call_soon_threadsafe`; widgets are changed on that
+loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+from markdown_it import MarkdownIt
+
+from awf_nb.engine import events as ev
+from awf_nb.frontends.notebook.summary import (
+    STATUS_MARKS,
+    StepLine,
+    Summary,
+    esc,
+    format_duration,
+    format_elapsed,
+)
+
+if TYPE_CHECKING:
+    from awf_nb.frontends.notebook.reader import WidgetReader
+
+FLUSH_INTERVAL = 0.1  # seconds between flushes of streamed text: 10 Hz
+STATUS_INTERVAL = 1.0  # the status line's clock
+OUTPUT_CHUNK_CHARS = 8_000  # a command's output is split into widgets of this size…
+MAX_OUTPUT_CHUNKS = 32  # …and only the newest ones are kept in the panel
+TOOL_ARGUMENT_CHARS = 200
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+_markdown = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(
+    ["table", "strikethrough"]
+)
+
+PANEL_CSS = """<style>
+.awf-panel { border: 1px solid var(--jp-border-color2, #ddd); border-radius: 6px;
+  padding: 4px 10px 8px 10px; }
+.awf-panel .widget-html > .widget-html-content { line-height: 1.45; white-space: normal; }
+.awf-panel .awf-user { align-self: flex-end; max-width: 85%; }
+.awf-panel .awf-user > .widget-html-content { background: var(--jp-brand-color3, #dbeafe);
+  border-radius: 12px; padding: 4px 12px; white-space: pre-wrap; }
+.awf-panel .awf-assistant { align-self: flex-start; max-width: 85%; }
+.awf-panel .awf-assistant > .widget-html-content { background: var(--jp-layout-color2, #f2f2f2);
+  border-radius: 12px; padding: 2px 12px; }
+.awf-panel .awf-assistant p { margin: 6px 0; }
+.awf-panel .awf-error > .widget-html-content, .awf-panel .awf-error-text {
+  color: var(--jp-error-color1, #c62828); }
+.awf-panel .awf-warning > .widget-html-content { color: var(--jp-warn-color1, #b26a00); }
+.awf-panel .awf-note, .awf-panel .awf-tool > .widget-html-content,
+.awf-panel .awf-log > .widget-html-content { color: var(--jp-ui-font-color2, #777);
+  font-size: 0.92em; }
+.awf-panel .awf-output pre { margin: 0; white-space: pre-wrap; word-break: break-all;
+  font-size: var(--jp-code-font-size, 12px); }
+.awf-panel .awf-stderr { color: var(--jp-warn-color1, #b26a00); }
+.awf-panel .awf-input textarea { min-height: 3em; }
+.awf-panel .awf-steps-table td { padding: 0 8px 0 0; text-align: left; }
+</style>"""
+
+# Enter sends, Shift+Enter inserts a new line: ipywidgets' Textarea has no key events on
+# the kernel side, so a page-wide listener (installed once) does it in the browser. The
+# `change` event first syncs the box's value, then the Send click follows it over the same
+# connection, so the kernel sees the text before the click.
+ENTER_TO_SEND_JS = """
+(function () {
+  if (window.__awfEnterToSend) { return; }
+  window.__awfEnterToSend = true;
+  document.addEventListener('keydown', function (e) {
+    if (e.key !== 'Enter' || e.shiftKey || e.altKey || e.ctrlKey || e.metaKey || e.isComposing) {
+      return;
+    }
+    var box = e.target;
+    if (!box || box.tagName !== 'TEXTAREA' || !box.closest) { return; }
+    var panel = box.closest('.awf-panel');
+    var send = panel && panel.querySelector('button.awf-send');
+    if (!send || send.disabled) { return; }
+    e.preventDefault();
+    e.stopPropagation();
+    box.dispatchEvent(new Event('change', { bubbles: true }));
+    send.click();
+  }, true);
+})();
+"""
+
+
+def render_markdown(text: str) -> str:
+    """Markdown to HTML with raw HTML escaped (model output is untrusted)."""
+    return _markdown.render(text)
+
+
+def clean_output(text: str) -> str:
+    """Terminal output for an HTML <pre>: no ANSI escapes, `\\r` progress lines collapsed."""
+    text = _ANSI.sub("", text).replace("\r\n", "\n")
+    if "\r" in text:
+        text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+    return text
+
+
+class PanelBox(widgets.VBox):
+    """The panel's root widget; its text form (shown by text-only frontends) stays short."""
+
+    def __init__(self, title: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._awf_title = title
+
+    def __repr__(self) -> str:
+        return f"awf run panel: {self._awf_title}"
+
+
+@dataclass
+class PanelStats:
+    """What the panel sent, for tests and benchmarks."""
+
+    flushes: int = 0  # flushes that sent at least one update
+    updates: int = 0  # widget value updates sent by flushes
+
+
+class _Streamed:
+    """Something whose text grows by small pieces and is sent at flush time."""
+
+    def flush(self) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class _Reply(_Streamed):
+    """One assistant reply: one HTML widget, re-rendered at each flush until finished."""
+
+    def __init__(self, widget: widgets.HTML) -> None:
+        self.widget = widget
+        self.parts: list[str] = []
+        self.finished = False
+        self._sent = ""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def flush(self) -> bool:
+        text = self.text
+        value = render_markdown(text) if text else '<p class="awf-note">…</p>'
+        if value == self._sent:
+            return False
+        self._sent = self.widget.value = value
+        return True
+
+    def finish(self, text: str, interrupted: bool) -> None:
+        if text:
+            self.parts = [text]
+        self.finished = True
+        value = render_markdown(self.text) if self.text else ""
+        if interrupted:
+            value += '<p class="awf-note">⏹ reply interrupted</p>'
+        if not value:
+            value = '<p class="awf-note">(empty reply)</p>'
+        if value != self._sent:
+            self._sent = self.widget.value = value
+
+
+class _Output(_Streamed):
+    """A command's output: `<pre>` widgets of at most OUTPUT_CHUNK_CHARS; only the last one
+    changes, so long outputs are not resent at every flush."""
+
+    def __init__(self, section: _Section) -> None:
+        self.section = section
+        self.chunks: list[widgets.HTML] = []
+        self.tail: list[tuple[str, str]] = []  # (stream, text) of the last chunk
+        self.tail_chars = 0
+        self.dropped = 0
+        self._sent = ""
+
+    def append(self, text: str, stream: str) -> None:
+        if self.tail and self.tail[-1][0] == stream:
+            self.tail[-1] = (stream, self.tail[-1][1] + text)
+        else:
+            self.tail.append((stream, text))
+        self.tail_chars += len(text)
+
+    def flush(self) -> bool:
+        if not self.chunks:
+            self.chunks.append(self.section.add_html("", "awf-output"))
+        value = "<pre>" + "".join(_pre_piece(stream, text) for stream, text in self.tail)
+        value += "</pre>"
+        changed = value != self._sent
+        if changed:
+            self._sent = self.chunks[-1].value = value
+        if self.tail_chars >= OUTPUT_CHUNK_CHARS:
+            self._roll()
+        return changed
+
+    def _roll(self) -> None:
+        self.tail, self.tail_chars, self._sent = [], 0, ""
+        self.chunks.append(self.section.add_html("", "awf-output"))
+        if len(self.chunks) > MAX_OUTPUT_CHUNKS:
+            oldest = self.chunks.pop(0)
+            self.dropped += 1
+            self.section.remove(oldest)
+            oldest.close()
+            self.section.set_output_note(
+                f"… {self.dropped * OUTPUT_CHUNK_CHARS // 1000}k+ characters of earlier output "
+                "not shown (the full output is in the run's state)"
+            )
+
+
+def _pre_piece(stream: str, text: str) -> str:
+    shown = esc(clean_output(text))
+    return f'<span class="awf-stderr">{shown}</span>' if stream == "stderr" else shown
+
+
+class _Section:
+    """The collapsible section of one step execution."""
+
+    def __init__(self, panel: RunPanel, event: ev.StepStarted) -> None:
+        self.panel = panel
+        self.name = event.step
+        self.kind = event.kind
+        self.started = time.monotonic()
+        self.status = "running"
+        self.duration = 0.0
+        self.tokens = 0
+        self.reply: _Reply | None = None
+        self.output: _Output | None = None
+        self._output_note: widgets.HTML | None = None
+        what = event.kind if event.mode in ("", "single") else f"{event.kind}, {event.mode}"
+        self.what = f"{what}, {event.detail}" if event.detail else what
+        self.body = widgets.VBox(layout=panel.shared_layout)
+        self.body.add_class("awf-step-body")
+        self.widget = widgets.Accordion(children=[self.body], selected_index=0)
+        self.widget.add_class("awf-step")
+        self.widget.set_title(0, f"▶ {self.name} · {self.what}")
+
+    def add_html(self, value: str, css_class: str) -> widgets.HTML:
+        item = widgets.HTML(value, layout=self.panel.shared_layout, style=self.panel.html_style)
+        item.add_class(css_class)
+        self.body.children = (*self.body.children, item)
+        return item
+
+    def remove(self, item: widgets.Widget) -> None:
+        self.body.children = tuple(c for c in self.body.children if c is not item)
+
+    def set_output_note(self, text: str) -> None:
+        if self._output_note is None:
+            self._output_note = widgets.HTML(
+                layout=self.panel.shared_layout, style=self.panel.html_style
+            )
+            self._output_note.add_class("awf-log")
+            self.body.children = (self._output_note, *self.body.children)
+        self._output_note.value = esc(text)
+
+    def new_reply(self) -> _Reply:
+        self.reply = _Reply(self.add_html('<p class="awf-note">…</p>', "awf-assistant"))
+        return self.reply
+
+    def finish(self, event: ev.StepFinished) -> None:
+        self.status, self.duration, self.tokens = event.status, event.duration, event.tokens
+        extra = f" · {event.tokens} tokens" if event.tokens else ""
+        mark = STATUS_MARKS.get(event.status, "·")
+        word = "" if event.status == "completed" else f" · {event.status}"
+        self.widget.set_title(
+            0, f"{mark} {self.name} · {self.what} · {format_duration(event.duration)}{extra}{word}"
+        )
+
+
+class RunPanel:
+    """An `EventSink` that draws a run as widgets. `widget` is what to display."""
+
+    def __init__(
+        self,
+        title: str,
+        *,
+        interactive: bool = False,
+        flush_interval: float = FLUSH_INTERVAL,
+        status_interval: float = STATUS_INTERVAL,
+    ) -> None:
+        self.title = title
+        self.interactive = interactive
+        self.flush_interval = flush_interval
+        self.status_interval = status_interval
+        self.stats = PanelStats()
+        self.run_id = ""
+        self.finished = False
+        self.summary: Summary | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reader: WidgetReader | None = None
+        self._stop: Callable[[], str] | None = None
+        self._sections: dict[str, _Section] = {}
+        self._order: list[_Section] = []
+        self._dirty: dict[_Streamed, None] = {}  # insertion-ordered set
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._last_flush = float("-inf")
+        self._started = time.monotonic()
+        self._tokens = 0
+        self._activity = "starting"
+        self._status_sent = ""
+        self._awaiting = False
+        self._build()
+
+    # --- building ---------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.shared_layout = widgets.Layout()
+        self.html_style = widgets.HTMLStyle()
+        css = widgets.HTML(PANEL_CSS, layout=widgets.Layout(display="none"))
+        self.status = widgets.HTML(style=self.html_style)
+        self.status.add_class("awf-status")
+        self.notes = widgets.VBox(layout=self.shared_layout)
+        self.steps = widgets.VBox(layout=self.shared_layout)
+        self.steps.add_class("awf-steps")
+        self.text = widgets.Textarea(
+            placeholder="Your message (Enter sends, Shift+Enter adds a line)",
+            continuous_update=False,
+            rows=2,
+            layout=widgets.Layout(width="100%"),
+        )
+        self.text.add_class("awf-input")
+        self.send_button = widgets.Button(description="Send", button_style="primary")
+        self.send_button.add_class("awf-send")
+        self.end_button = widgets.Button(description="End conversation")
+        self.end_button.add_class("awf-end")
+        self.stop_button = widgets.Button(description="Stop", button_style="warning")
+        self.stop_button.add_class("awf-stop")
+        self.send_button.on_click(lambda _: self._on_loop(self._send))
+        self.end_button.on_click(lambda _: self._on_loop(self._end))
+        self.stop_button.on_click(lambda _: self._on_loop(self._stop_clicked))
+        self._set_input_enabled(False)
+        if self.interactive:
+            buttons = widgets.HBox([self.send_button, self.end_button, self.stop_button])
+            self.controls = widgets.VBox([self.text, buttons])
+        else:
+            self.controls = widgets.VBox([widgets.HBox([self.stop_button])])
+        self.controls.add_class("awf-controls")
+        self.widget = PanelBox(
+            self.title, children=[css, self.status, self.notes, self.steps, self.controls]
+        )
+        self.widget.add_class("awf-panel")
+        self._update_status(force=True)
+
+    def attach(
+        self,
+        *,
+        reader: WidgetReader | None = None,
+        stop: Callable[[], str] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        """Connect the buttons: Send/End to `reader`, Stop to `stop` (`Runner.interrupt`)."""
+        self._reader = reader
+        self._stop = stop
+        if loop is not None:
+            self._loop = loop
+
+    # --- button handlers (any thread in, the loop's thread out) -------------------------------
+
+    def _on_loop(self, action: Callable[[], None]) -> None:
+        loop = self._loop
+        if loop is None:
+            action()
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the run is long over
+            loop.call_soon_threadsafe(action)
+
+    def _send(self) -> None:
+        if self.finished or self._reader is None:
+            return
+        message = self.text.value
+        if not message.strip():
+            self.note("Type a message first, or click End conversation to finish.")
+            return
+        self.text.value = ""
+        self._set_input_enabled(False)
+        self._reader.submit(message)
+
+    def _end(self) -> None:
+        if self.finished or self._reader is None:
+            return
+        self._set_input_enabled(False)
+        self._reader.end()
+
+    def _stop_clicked(self) -> None:
+        if self.finished or self._stop is None:
+            return
+        if self._stop() == "run":
+            self._activity = "cancelling"
+            self._set_input_enabled(False)
+            self._update_status(force=True)
+
+    def _set_input_enabled(self, enabled: bool) -> None:
+        self._awaiting = enabled
+        self.send_button.disabled = not enabled
+        self.end_button.disabled = not enabled
+
+    # --- public helpers for the magic -------------------------------------------------------
+
+    def note(self, text: str) -> None:
+        """A grey line under the status line (e.g. how to get the result of a background run)."""
+        item = widgets.HTML(
+            f'<span class="awf-note">{esc(text)}</span>', style=self.html_style
+        )
+        self.notes.children = (*self.notes.children, item)
+
+    def show_error(self, message: str) -> None:
+        """An error in red, one paragraph, outside any step (e.g. an internal error)."""
+        item = widgets.HTML(_error_html(message), style=self.html_style)
+        item.add_class("awf-error")
+        self.notes.children = (*self.notes.children, item)
+
+    def close_controls(self) -> None:
+        self._set_input_enabled(False)
+        self.widget.children = tuple(c for c in self.widget.children if c is not self.controls)
+
+    # --- events -----------------------------------------------------------------------------
+
+    def emit(self, event: ev.RunEvent) -> None:
+        if type(event) is ev.AgentText:  # the hot path: once per streamed token
+            section = self._sections.get(event.step)
+            if section is None:
+                return
+            reply = section.reply if section.reply is not None else section.new_reply()
+            reply.parts.append(event.text)
+            self._mark_dirty(reply)
+            return
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def _on_run_started(self, event: ev.RunStarted) -> None:
+        self._capture_loop()
+        self.run_id = event.run_id
+        self._started = time.monotonic()
+        self._activity = "resuming" if event.resumed else "running"
+        self._update_status(force=True)
+        self._schedule_tick()
+
+    def _on_step_started(self, event: ev.StepStarted) -> None:
+        section = self._sections.get(event.step)
+        if event.attempt > 1 and section is not None:
+            section.add_html(f"attempt {event.attempt}", "awf-log")
+        else:
+            section = _Section(self, event)
+            self._sections[event.step] = section
+            self._order.append(section)
+            self.steps.children = (*self.steps.children, section.widget)
+        self._activity = f"running {event.step}"
+        self._update_status(force=True)
+
+    def _on_step_output(self, event: ev.StepOutput) -> None:
+        section = self._sections.get(event.step)
+        if section is None:
+            return
+        if section.output is None:
+            section.output = _Output(section)
+        section.output.append(event.text, event.stream)
+        self._mark_dirty(section.output)
+
+    def _on_turn_started(self, event: ev.TurnStarted) -> None:
+        section = self._sections.get(event.step)
+        if section is not None:
+            self._finish_reply(section)
+            section.new_reply()
+            self._activity = f"{event.step}: reply {event.turn}"
+            self._update_status(force=True)
+
+    def _on_tool_use(self, event: ev.AgentToolUse) -> None:
+        section = self._sections.get(event.step)
+        if section is None:
+            return
+        argument = event.argument
+        if len(argument) > TOOL_ARGUMENT_CHARS:
+            argument = argument[: TOOL_ARGUMENT_CHARS - 1] + "…"
+        self.flush()
+        section.add_html(f"🔧 <code>{esc(event.name)}({esc(argument)})</code>", "awf-tool")
+        if section.reply is not None and not section.reply.finished:
+            # Text after a tool call continues in a new bubble below the tool line.
+            self._finish_reply(section)
+
+    def _on_user_message(self, event: ev.UserMessage) -> None:
+        section = self._sections.get(event.step)
+        if section is None:
+            return
+        self._set_input_enabled(False)
+        section.add_html(esc(event.text), "awf-user")
+
+    def _on_turn_finished(self, event: ev.TurnFinished) -> None:
+        self._tokens += event.tokens
+        section = self._sections.get(event.step)
+        if section is not None:
+            reply = section.reply or section.new_reply()
+            self._dirty.pop(reply, None)
+            reply.finish(event.text, event.interrupted)
+            section.reply = None
+        self._update_status(force=True)
+
+    def _finish_reply(self, section: _Section) -> None:
+        reply = section.reply
+        if reply is not None and not reply.finished:
+            self._dirty.pop(reply, None)
+            reply.finish("", interrupted=False)
+        section.reply = None
+
+    def _on_awaiting_input(self, event: ev.AwaitingInput) -> None:
+        self.flush()
+        self._activity = f"{event.step}: waiting for your message"
+        if self.interactive:
+            self._set_input_enabled(True)
+        self._update_status(force=True)
+
+    def _on_log(self, event: ev.LogMessage) -> None:
+        self._line(event.step, esc(event.message), "awf-log")
+
+    def _on_warning(self, event: ev.RunWarning) -> None:
+        self._line(event.step, "⚠ " + esc(event.message), "awf-warning")
+
+    def _on_error(self, event: ev.RunError) -> None:
+        self._line(event.step, _error_html(event.message), "awf-error")
+
+    def _line(self, step: str, value: str, css_class: str) -> None:
+        self.flush()
+        section = self._sections.get(step)
+        if section is not None:
+            section.add_html(value, css_class)
+            return
+        item = widgets.HTML(value, style=self.html_style)
+        item.add_class(css_class)
+        self.notes.children = (*self.notes.children, item)
+
+    def _on_step_finished(self, event: ev.StepFinished) -> None:
+        section = self._sections.get(event.step)
+        if section is None:
+            return
+        self.flush()
+        self._finish_reply(section)
+        if event.error and event.status == "failed":
+            section.add_html(_error_html(event.error), "awf-error")
+        section.finish(event)
+        self._update_status(force=True)
+
+    def _on_run_finished(self, event: ev.RunFinished) -> None:
+        self.flush()
+        for section in self._order:
+            self._finish_reply(section)
+        self.finished = True
+        self._cancel_timers()
+        self._tokens = event.tokens or self._tokens
+        self.summary = Summary(
+            workflow=self.title,
+            status=event.status,
+            duration=event.duration,
+            tokens=self._tokens,
+            run_id=event.run_id,
+            error=event.error,
+            message=event.message,
+            steps=[StepLine(s.name, s.status, s.duration, s.tokens) for s in self._order],
+        )
+        self._activity = event.status
+        self._update_status(force=True)
+        summary = widgets.HTML(self.summary.to_html(), style=self.html_style)
+        summary.add_class("awf-summary")
+        if event.status == "failed":
+            summary.add_class("awf-failed")
+        kept = tuple(c for c in self.widget.children if c is not self.controls)
+        self.widget.children = (*kept, summary)
+
+    # --- flushing -----------------------------------------------------------------------------
+
+    def _capture_loop(self) -> None:
+        if self._loop is None:
+            with contextlib.suppress(RuntimeError):
+                self._loop = asyncio.get_running_loop()
+
+    def _mark_dirty(self, item: _Streamed) -> None:
+        self._dirty[item] = None
+        if self._flush_handle is not None:
+            return
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self.flush()
+            return
+        delay = max(0.0, self._last_flush + self.flush_interval - time.monotonic())
+        self._flush_handle = loop.call_later(delay, self.flush)
+
+    def flush(self) -> None:
+        """Send every buffered change now (one update per changed widget)."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, {}
+        self._last_flush = time.monotonic()
+        sent = sum(1 for item in dirty if item.flush())
+        if sent:
+            self.stats.flushes += 1
+            self.stats.updates += sent
+
+    def _schedule_tick(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and not self.finished:
+            self._tick_handle = loop.call_later(self.status_interval, self._tick)
+
+    def _tick(self) -> None:
+        self._tick_handle = None
+        if self.finished:
+            return
+        # At most one message per flush: while text streams, the clock waits.
+        if not self._dirty and self._flush_handle is None:
+            self._update_status()
+        self._schedule_tick()
+
+    def _cancel_timers(self) -> None:
+        for handle in (self._flush_handle, self._tick_handle):
+            if handle is not None:
+                handle.cancel()
+        self._flush_handle = self._tick_handle = None
+
+    # --- the status line ----------------------------------------------------------------------
+
+    def _update_status(self, *, force: bool = False) -> None:
+        value = self._status_html()
+        if value != self._status_sent or force:
+            if value != self._status_sent:
+                self._status_sent = self.status.value = value
+
+    def _status_html(self) -> str:
+        title = f"<b>{esc(self.title)}</b>"
+        if self.finished and self.summary is not None:
+            s = self.summary
+            color = {"completed": "#2e7d32", "failed": "#c62828"}.get(s.status, "#b26a00")
+            return (
+                f'{title} · <b style="color:var(--awf-{s.status}, {color})">{esc(s.status)}</b>'
+                f" · {format_duration(s.duration)}"
+                + (f" · {s.tokens} tokens" if s.tokens else "")
+            )
+        parts = [title, esc(self._activity), format_elapsed(time.monotonic() - self._started)]
+        if self._tokens:
+            parts.append(f"{self._tokens} tokens")
+        return " · ".join(parts)
+
+
+def _error_html(message: str) -> str:
+    return "<p>" + esc(message).replace("\n", "<br>") + "</p>"
+
+
+_HANDLERS: dict[type, Callable[[RunPanel, Any], None]] = {
+    ev.RunStarted: RunPanel._on_run_started,
+    ev.StepStarted: RunPanel._on_step_started,
+    ev.StepOutput: RunPanel._on_step_output,
+    ev.TurnStarted: RunPanel._on_turn_started,
+    ev.AgentToolUse: RunPanel._on_tool_use,
+    ev.UserMessage: RunPanel._on_user_message,
+    ev.TurnFinished: RunPanel._on_turn_finished,
+    ev.AwaitingInput: RunPanel._on_awaiting_input,
+    ev.LogMessage: RunPanel._on_log,
+    ev.RunWarning: RunPanel._on_warning,
+    ev.RunError: RunPanel._on_error,
+    ev.StepFinished: RunPanel._on_step_finished,
+    ev.RunFinished: RunPanel._on_run_finished,
+}
