@@ -3,7 +3,7 @@
 These models validate one step or one workflow in isolation (field types, enums, mutually
 exclusive fields). Cross-step checks (references, reachability, template references) live
 in `checks.py`; turning YAML text into these models, with file:line:col on every error,
-lives in `loader.py`. Field names follow the YAML keys; `while` is `while_` in Python.
+lives in the `loader` package. Field names follow the YAML keys; `while` is `while_` in Python.
 
 Models allow extra keys (`extra="allow"`) so the loader can report each unknown key as a
 warning with a did-you-mean suggestion instead of failing, as AWF ignores them.

@@ -1,4 +1,4 @@
-"""Tests for the Go text/template interpreter (awf_nb/workflow/template.py, spec §6).
+"""Tests for the Go text/template interpreter (awf_nb/workflow/template/, spec §6).
 
 Syntax, fields and namespaces, control flow, variables, named templates, error messages,
 references(), caching, and property tests. The functions and value formatting are in

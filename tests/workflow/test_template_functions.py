@@ -1,4 +1,4 @@
-"""Tests for template functions and Go value formatting (awf_nb/workflow/template.py).
+"""Tests for template functions and Go value formatting (awf_nb/workflow/template/).
 
 Every builtin (`and or not len index slice print printf println eq ne lt le gt ge html
 urlquery js`) and AWF function (`escape json split join trimSpace readFile`), with their

@@ -31,6 +31,7 @@ from markdown_it import MarkdownIt
 
 from awf_nb.engine import events as ev
 from awf_nb.frontends.notebook.summary import (
+    STATUS_COLORS,
     STATUS_MARKS,
     StepLine,
     Summary,
@@ -244,9 +245,10 @@ class _Section:
         self.what = f"{what}, {event.detail}" if event.detail else what
         self.body = widgets.VBox(layout=panel.shared_layout)
         self.body.add_class("awf-step-body")
-        self.widget = widgets.Accordion(children=[self.body], selected_index=0)
+        self.widget = widgets.Accordion(
+            children=[self.body], titles=(f"▶ {self.name} · {self.what}",), selected_index=0
+        )
         self.widget.add_class("awf-step")
-        self.widget.set_title(0, f"▶ {self.name} · {self.what}")
 
     def add_html(self, value: str, css_class: str) -> widgets.HTML:
         item = widgets.HTML(value, layout=self.panel.shared_layout, style=self.panel.html_style)
@@ -321,7 +323,7 @@ class RunPanel:
         self.shared_layout = widgets.Layout()
         self.html_style = widgets.HTMLStyle()
         css = widgets.HTML(PANEL_CSS, layout=widgets.Layout(display="none"))
-        self.status = widgets.HTML(style=self.html_style)
+        self.status = widgets.HTML(layout=self.shared_layout, style=self.html_style)
         self.status.add_class("awf-status")
         self.notes = widgets.VBox(layout=self.shared_layout)
         self.steps = widgets.VBox(layout=self.shared_layout)
@@ -353,7 +355,7 @@ class RunPanel:
             self.title, children=[css, self.status, self.notes, self.steps, self.controls]
         )
         self.widget.add_class("awf-panel")
-        self._update_status(force=True)
+        self._update_status()
 
     def attach(
         self,
@@ -401,7 +403,7 @@ class RunPanel:
         if self._stop() == "run":
             self._activity = "cancelling"
             self._set_input_enabled(False)
-            self._update_status(force=True)
+            self._update_status()
 
     def _set_input_enabled(self, enabled: bool) -> None:
         self._awaiting = enabled
@@ -413,19 +415,33 @@ class RunPanel:
     def note(self, text: str) -> None:
         """A grey line under the status line (e.g. how to get the result of a background run)."""
         item = widgets.HTML(
-            f'<span class="awf-note">{esc(text)}</span>', style=self.html_style
+            f'<span class="awf-note">{esc(text)}</span>',
+            layout=self.shared_layout,
+            style=self.html_style,
         )
         self.notes.children = (*self.notes.children, item)
 
     def show_error(self, message: str) -> None:
         """An error in red, one paragraph, outside any step (e.g. an internal error)."""
-        item = widgets.HTML(_error_html(message), style=self.html_style)
+        item = widgets.HTML(_error_html(message), layout=self.shared_layout, style=self.html_style)
         item.add_class("awf-error")
         self.notes.children = (*self.notes.children, item)
 
     def close_controls(self) -> None:
         self._set_input_enabled(False)
         self.widget.children = tuple(c for c in self.widget.children if c is not self.controls)
+
+    def abort(self, message: str) -> None:
+        """The run ended without a RunFinished event (it could not start, or a bug): say so."""
+        if self.finished:
+            return
+        self.flush()
+        self.finished = True
+        self._cancel_timers()
+        self._activity = "failed"
+        self.show_error(message)
+        self.close_controls()
+        self._update_status()
 
     # --- events -----------------------------------------------------------------------------
 
@@ -447,7 +463,7 @@ class RunPanel:
         self.run_id = event.run_id
         self._started = time.monotonic()
         self._activity = "resuming" if event.resumed else "running"
-        self._update_status(force=True)
+        self._update_status()
         self._schedule_tick()
 
     def _on_step_started(self, event: ev.StepStarted) -> None:
@@ -460,7 +476,7 @@ class RunPanel:
             self._order.append(section)
             self.steps.children = (*self.steps.children, section.widget)
         self._activity = f"running {event.step}"
-        self._update_status(force=True)
+        self._update_status()
 
     def _on_step_output(self, event: ev.StepOutput) -> None:
         section = self._sections.get(event.step)
@@ -477,7 +493,7 @@ class RunPanel:
             self._finish_reply(section)
             section.new_reply()
             self._activity = f"{event.step}: reply {event.turn}"
-            self._update_status(force=True)
+            self._update_status()
 
     def _on_tool_use(self, event: ev.AgentToolUse) -> None:
         section = self._sections.get(event.step)
@@ -507,7 +523,7 @@ class RunPanel:
             self._dirty.pop(reply, None)
             reply.finish(event.text, event.interrupted)
             section.reply = None
-        self._update_status(force=True)
+        self._update_status()
 
     def _finish_reply(self, section: _Section) -> None:
         reply = section.reply
@@ -521,7 +537,7 @@ class RunPanel:
         self._activity = f"{event.step}: waiting for your message"
         if self.interactive:
             self._set_input_enabled(True)
-        self._update_status(force=True)
+        self._update_status()
 
     def _on_log(self, event: ev.LogMessage) -> None:
         self._line(event.step, esc(event.message), "awf-log")
@@ -538,7 +554,7 @@ class RunPanel:
         if section is not None:
             section.add_html(value, css_class)
             return
-        item = widgets.HTML(value, style=self.html_style)
+        item = widgets.HTML(value, layout=self.shared_layout, style=self.html_style)
         item.add_class(css_class)
         self.notes.children = (*self.notes.children, item)
 
@@ -551,7 +567,7 @@ class RunPanel:
         if event.error and event.status == "failed":
             section.add_html(_error_html(event.error), "awf-error")
         section.finish(event)
-        self._update_status(force=True)
+        self._update_status()
 
     def _on_run_finished(self, event: ev.RunFinished) -> None:
         self.flush()
@@ -571,8 +587,10 @@ class RunPanel:
             steps=[StepLine(s.name, s.status, s.duration, s.tokens) for s in self._order],
         )
         self._activity = event.status
-        self._update_status(force=True)
-        summary = widgets.HTML(self.summary.to_html(), style=self.html_style)
+        self._update_status()
+        summary = widgets.HTML(
+            self.summary.to_html(), layout=self.shared_layout, style=self.html_style
+        )
         summary.add_class("awf-summary")
         if event.status == "failed":
             summary.add_class("awf-failed")
@@ -633,21 +651,19 @@ class RunPanel:
 
     # --- the status line ----------------------------------------------------------------------
 
-    def _update_status(self, *, force: bool = False) -> None:
+    def _update_status(self) -> None:
         value = self._status_html()
-        if value != self._status_sent or force:
-            if value != self._status_sent:
-                self._status_sent = self.status.value = value
+        if value != self._status_sent:
+            self._status_sent = self.status.value = value
 
     def _status_html(self) -> str:
         title = f"<b>{esc(self.title)}</b>"
         if self.finished and self.summary is not None:
             s = self.summary
-            color = {"completed": "#2e7d32", "failed": "#c62828"}.get(s.status, "#b26a00")
+            color = STATUS_COLORS.get(s.status, "inherit")
             return (
-                f'{title} · <b style="color:var(--awf-{s.status}, {color})">{esc(s.status)}</b>'
-                f" · {format_duration(s.duration)}"
-                + (f" · {s.tokens} tokens" if s.tokens else "")
+                f'{title} · <b style="color:{color}">{esc(s.status)}</b>'
+                f" · {format_duration(s.duration)}" + (f" · {s.tokens} tokens" if s.tokens else "")
             )
         parts = [title, esc(self._activity), format_elapsed(time.monotonic() - self._started)]
         if self._tokens:

@@ -52,7 +52,9 @@ class Summary:
         return ""
 
     def to_text(self) -> str:
-        lines = [f"{self.workflow}: {self.headline()}" + (f" (run {self.run_id})" if self.run_id else "")]
+        lines = [
+            f"{self.workflow}: {self.headline()}" + (f" (run {self.run_id})" if self.run_id else "")
+        ]
         if self.message:
             lines.append(self.message)
         if self.error:

@@ -23,6 +23,7 @@ from awf_nb.workflow.template.values import (
     _go_type,
     _kind,
     _truth,
+    _value_kind,
 )
 
 if TYPE_CHECKING:
@@ -237,18 +238,13 @@ def _urlquery(st: _Exec, args: list[Any]) -> str:
 _NUMERIC_KINDS = ("int", "float")
 
 
+_SCALAR_KINDS = frozenset({"nil", "bool", "int", "float", "string"})
+
+
 def _basic_kind(value: Any) -> str:
-    if value is None:
-        return "nil"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    return "other"
+    """The kind comparisons go by: a scalar's kind (see `_value_kind`), else "other"."""
+    kind = _value_kind(value)
+    return kind if kind in _SCALAR_KINDS else "other"
 
 
 def _equal(left: Any, right: Any) -> bool:

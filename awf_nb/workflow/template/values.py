@@ -25,42 +25,48 @@ def _truth(value: Any) -> bool:
     return True
 
 
+# The kinds of value templates deal in, tested in this order (a bool is also an int).
+_KIND_CLASSES: tuple[tuple[Any, str], ...] = (
+    (bool, "bool"),
+    (int, "int"),
+    (float, "float"),
+    (str, "string"),
+    (list | tuple, "list"),
+    (Mapping, "map"),
+)
+# How fmt names those kinds (`%T`, `%!d(string=x)`) where it differs from the kind.
+_GO_TYPE_NAMES = {
+    "nil": "<nil>",
+    "float": "float64",
+    "list": "[]interface {}",
+    "map": "map[string]interface {}",
+}
+
+
+def _value_kind(value: Any) -> str | None:
+    """`nil`, `bool`, `int`, `float`, `string`, `list` or `map`; None for anything else."""
+    if value is None:
+        return "nil"
+    for classes, kind in _KIND_CLASSES:
+        if isinstance(value, classes):
+            return kind
+    return None
+
+
 def _kind(value: Any) -> str:
     """A friendly type name for error messages."""
-    if value is None:
-        return "nil value"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "list"
-    if isinstance(value, Mapping):
-        return "map"
-    return type(value).__name__
+    kind = _value_kind(value)
+    if kind is None:
+        return type(value).__name__
+    return "nil value" if kind == "nil" else kind
 
 
 def _go_type(value: Any) -> str:
     """The Go type name that fmt shows for a value (`%T`, `%!d(string=x)`)."""
-    if value is None:
-        return "<nil>"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float64"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "[]interface {}"
-    if isinstance(value, Mapping):
-        return "map[string]interface {}"
-    return type(value).__name__
+    kind = _value_kind(value)
+    if kind is None:
+        return type(value).__name__
+    return _GO_TYPE_NAMES.get(kind, kind)
 
 
 def _sorted_keys(mapping: Mapping[Any, Any]) -> list[Any]:
