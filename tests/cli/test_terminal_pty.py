@@ -106,3 +106,27 @@ def test_ctrl_c_at_the_prompt_cancels_the_run(tmp_path: Path):
     assert state["status"] == "cancelled"
     assert state["steps"]["chat"]["conversation"]["stopped_by"] == "cancelled"
     assert f"awf resume {run_id}" in child.before
+
+
+def test_missing_required_input_is_asked_for_on_a_terminal(tmp_path: Path):
+    storage = tmp_path / "storage"
+    (tmp_path / "greet.yaml").write_text(
+        """
+name: greet
+inputs:
+  - {name: who, required: true, description: whom to greet}
+states:
+  initial: hello
+  hello: {type: step, command: 'echo "hello $who"', on_success: done}
+  done: {type: terminal}
+"""
+    )
+    child = spawn(tmp_path, storage, "run", "greet.yaml")
+    try:
+        child.expect_exact("who (whom to greet): ")
+        child.sendline("Ada")
+        child.expect_exact("hello Ada")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
+from ipywidgets.widgets.widget_string import HTMLStyle
 from markdown_it import MarkdownIt
 
 from awf_nb.engine import events as ev
@@ -321,7 +322,7 @@ class RunPanel:
 
     def _build(self) -> None:
         self.shared_layout = widgets.Layout()
-        self.html_style = widgets.HTMLStyle()
+        self.html_style = HTMLStyle()
         css = widgets.HTML(PANEL_CSS, layout=widgets.Layout(display="none"))
         self.status = widgets.HTML(layout=self.shared_layout, style=self.html_style)
         self.status.add_class("awf-status")
