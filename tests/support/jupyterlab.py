@@ -10,26 +10,28 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 READY_SECONDS = 90.0
 STOP_SECONDS = 15.0
 
-# JupyterLab settings for a quiet page: no news toast, no update check, no "kernel
-# subshell" or autosave surprises while the test drives it.
-LAB_SETTINGS = {
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+# JupyterLab settings for a quiet page: no news toast, no update check, no autosave
+# surprises while the test drives it. Keys are plugin ids.
+LAB_SETTINGS: dict[str, dict[str, Any]] = {
+    "@jupyterlab/apputils-extension:notification": {
         "fetchNews": "false",
         "checkForUpdates": False,
     },
-    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
 }
 
 
@@ -96,11 +98,7 @@ class JupyterLabServer:
         return env
 
     def _write_settings(self) -> None:
-        for name, values in LAB_SETTINGS.items():
-            plugin, file = name.rsplit("/", 1)
-            folder = self.home / "lab-settings" / plugin
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / file).write_text(json.dumps(values))
+        self.reset_lab_settings()
         config = self.home / "config"
         config.mkdir(parents=True, exist_ok=True)
         (config / "jupyter_server_config.json").write_text(
@@ -150,8 +148,30 @@ class JupyterLabServer:
         except OSError:
             return "(no log)"
 
-    def notebook_url(self, name: str) -> str:
-        return f"{self.url}/lab/tree/{name}"
+    def notebook_url(self, name: str, workspace: str | None = None) -> str:
+        """The notebook in JupyterLab; a named workspace opens it alone (no earlier tabs)."""
+        if workspace is None:
+            return f"{self.url}/lab/tree/{name}"
+        return f"{self.url}/lab/workspaces/{workspace}/tree/{name}?reset"
+
+    def set_lab_setting(self, plugin_id: str, values: dict[str, Any]) -> None:
+        """A user setting (`@scope/package:plugin`), read by pages opened from now on."""
+        package, plugin = plugin_id.split(":", 1)
+        folder = self.home / "lab-settings" / package
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{plugin}.jupyterlab-settings").write_text(json.dumps(values))
+
+    def reset_lab_settings(self) -> None:
+        """Back to the quiet defaults of LAB_SETTINGS (nothing a test changed survives)."""
+        shutil.rmtree(self.home / "lab-settings", ignore_errors=True)
+        for plugin_id, values in LAB_SETTINGS.items():
+            self.set_lab_setting(plugin_id, values)
+
+    def shut_down_kernels(self) -> None:
+        """End every kernel session the server has (between tests; bounded by timeouts)."""
+        sessions = httpx.get(f"{self.url}/api/sessions", timeout=10.0).json()
+        for session in sessions:
+            httpx.delete(f"{self.url}/api/sessions/{session['id']}", timeout=30.0)
 
 
 def write_notebook(path: Path, cells: list[str]) -> Path:

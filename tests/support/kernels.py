@@ -241,6 +241,10 @@ class KernelSession:
         self.iopub: list[Message] = []
         self._idle_parents: set[str] = set()
         self._replies: dict[str, Message] = {}
+        # ipywidgets' browser-side sync throttle, emulated (see `set_value`).
+        self._sync_pending: dict[str, int] = {}  # comm_id -> updates awaiting their idle
+        self._sync_buffer: dict[str, tuple[dict[str, Any], str | None]] = {}
+        self._sync_parents: dict[str, str] = {}  # msg_id of an update -> comm_id
 
     # -- executing cells
 
@@ -304,7 +308,10 @@ class KernelSession:
         self.iopub.append(message)
         kind, content = message["msg_type"], message["content"]
         if kind == "status" and content.get("execution_state") == "idle":
-            self._idle_parents.add(message["parent_header"].get("msg_id", ""))
+            parent = message["parent_header"].get("msg_id", "")
+            self._idle_parents.add(parent)
+            if parent in self._sync_parents:
+                self._sync_done(self._sync_parents.pop(parent))
         elif kind == "comm_open" and content.get("target_name") == "jupyter.widget":
             data = content.get("data", {})
             self.widgets[content["comm_id"]] = WidgetModel(
@@ -354,13 +361,28 @@ class KernelSession:
         )
 
     def wait_for_input_box(self, timeout: float = 30.0) -> WidgetModel:
-        """The Textarea once it exists and is enabled (the run waits for the user)."""
-        self.pump_until(
-            lambda: any(not w.state.get("disabled") for w in self.find_widgets("TextareaModel")),
-            timeout,
-            "an enabled Textarea",
-        )
+        """The Textarea once the run waits for the user (its Send button is enabled)."""
+
+        def ready() -> bool:
+            sends = self.find_widgets("ButtonModel", description="Send")
+            boxes = self.find_widgets("TextareaModel")
+            return bool(boxes) and any(not send.state.get("disabled") for send in sends)
+
+        self.pump_until(ready, timeout, "the message box (an enabled Send button)")
         return self.textarea()
+
+    def descendants(self, root: WidgetModel) -> list[WidgetModel]:
+        """Every widget displayed inside `root` (following `children` references)."""
+        found: dict[str, WidgetModel] = {}
+        pending = [root]
+        while pending:
+            widget = pending.pop()
+            for reference in widget.state.get("children", ()):
+                child = self.widgets.get(str(reference).removeprefix("IPY_MODEL_"))
+                if child is not None and child.comm_id not in found:
+                    found[child.comm_id] = child
+                    pending.append(child)
+        return list(found.values())
 
     # -- sending widget events, like a browser
 
@@ -384,19 +406,46 @@ class KernelSession:
                 return reply
         raise KernelTestError(f"no control reply for {msg_id} within {timeout:g}s")
 
-    def send_comm(self, comm_id: str, data: dict[str, Any], subshell_id: str | None = None) -> None:
+    def send_comm(self, comm_id: str, data: dict[str, Any], subshell_id: str | None = None) -> str:
+        """Send a comm_msg (on a subshell when `subshell_id` is given); returns its msg_id."""
         message = self.client.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
         if subshell_id is not None:
             message["header"]["subshell_id"] = subshell_id
         self.client.shell_channel.send(message)
+        return str(message["header"]["msg_id"])
 
     def set_value(self, widget: WidgetModel, value: Any, subshell_id: str | None = None) -> None:
-        """What a browser sends when the user types into a text widget."""
-        self.send_comm(
-            widget.comm_id,
-            {"method": "update", "state": {"value": value}, "buffer_paths": []},
-            subshell_id,
+        """What a browser sends when the user types into a text widget.
+
+        Exactly as ipywidgets' JavaScript does it (WidgetModel.sync / _handle_status): while
+        an earlier update of the same model has not been answered by an iopub `idle` status
+        whose parent is that update, the new state is held back in a buffer and sent only
+        when that idle arrives. A kernel that never reports idle for an update therefore
+        loses every later update of that model, in a browser and here alike.
+        """
+        comm_id = widget.comm_id
+        if self._sync_pending.get(comm_id, 0) >= 1:
+            state, _ = self._sync_buffer.get(comm_id, ({}, None))
+            self._sync_buffer[comm_id] = ({**state, "value": value}, subshell_id)
+            return
+        self._send_sync(comm_id, {"value": value}, subshell_id)
+
+    def _send_sync(self, comm_id: str, state: dict[str, Any], subshell_id: str | None) -> None:
+        msg_id = self.send_comm(
+            comm_id, {"method": "update", "state": state, "buffer_paths": []}, subshell_id
         )
+        self._sync_pending[comm_id] = self._sync_pending.get(comm_id, 0) + 1
+        self._sync_parents[msg_id] = comm_id
+
+    def _sync_done(self, comm_id: str) -> None:
+        self._sync_pending[comm_id] = max(self._sync_pending.get(comm_id, 0) - 1, 0)
+        if self._sync_pending[comm_id] < 1 and comm_id in self._sync_buffer:
+            state, subshell_id = self._sync_buffer.pop(comm_id)
+            self._send_sync(comm_id, state, subshell_id)
+
+    def held_back_updates(self) -> dict[str, dict[str, Any]]:
+        """Widget updates the emulated browser has not sent yet (waiting for an idle)."""
+        return {comm_id: state for comm_id, (state, _) in self._sync_buffer.items()}
 
     def click(self, widget: WidgetModel, subshell_id: str | None = None) -> None:
         """What a browser sends when the user clicks a Button."""
@@ -417,6 +466,11 @@ class KernelSession:
         for widget in self.widgets.values():
             if isinstance(widget.value, str) and widget.value:
                 lines.append(f"  {widget.model_name} {widget.classes}: {widget.value[:200]!r}")
+        if self._sync_buffer:
+            lines.append(
+                "widget updates held back (no idle status for the previous update of the same"
+                f" model, as ipywidgets' browser throttle does): {self.held_back_updates()}"
+            )
         lines.append("kernel log (tail):")
         lines.extend(f"  {line}" for line in self._log_tail())
         return "\n".join(lines)

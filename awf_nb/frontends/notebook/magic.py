@@ -8,10 +8,10 @@
 
 `%%awf [WORKFLOW_NAME] [flags]` runs the YAML in the cell body; `%awf run NAME_OR_FILE`,
 `%awf resume RUN_ID`, `%awf validate FILE…`, `%awf list`, `%awf history`, `%awf status RUN_ID`
-mirror the CLI. Flags: `-i/--input k=v` (repeatable; `{name}` in a value is replaced by the
-Python variable `name`), `--reply TEXT` (repeatable: answers conversation turns, headless),
-`--out NAME` (bind the run handle, default `_awf`), `--storage DIR`, `--dry-run`,
-`--no-interactive`, `--wait`/`--no-wait`.
+mirror the CLI. Flags: `-i/--input k=v` (repeatable; `{name}` in a value — and in a RUN_ID —
+is replaced by the Python variable `name`), `--reply TEXT` (repeatable: answers conversation
+turns, headless), `--out NAME` (bind the run handle, default `_awf`), `--storage DIR`,
+`--dry-run`, `--no-interactive`, `--wait`/`--no-wait`.
 
 Run modes (spec/notebook.md, measured on real kernels). Magics cannot be async, so an input
 transformer rewrites a `%%awf` cell (and a cell that is a single `%awf run|resume` line)
@@ -461,6 +461,9 @@ def build_cell_parser() -> MagicArgumentParser:
     return parser
 
 
+RUN_ID_HELP = "the run (a unique prefix is enough; {handle.run_id} inserts a Python value)"
+
+
 def build_line_parser() -> MagicArgumentParser:
     parser = _parser("%awf", "Run, validate and list workflows; see past runs.")
     commands = parser.add_subparsers(
@@ -476,7 +479,7 @@ def build_line_parser() -> MagicArgumentParser:
     run.add_argument("workflow", metavar="NAME_OR_FILE")
     _add_run_flags(run)
     resume = command("resume", "continue a failed or cancelled run")
-    resume.add_argument("run_id", metavar="RUN_ID")
+    resume.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
     resume.add_argument("--from", dest="from_step", metavar="STEP", help="start at this step")
     _add_run_flags(resume, dry_run=False)
     validate = command("validate", "check workflow files without running them")
@@ -489,7 +492,7 @@ def build_line_parser() -> MagicArgumentParser:
     history.add_argument("-n", type=int, default=20, metavar="N", help="how many (default 20)")
     history.add_argument("--storage", metavar="DIR", help="where runs are stored")
     status = command("status", "show one run: steps, outputs, conversations")
-    status.add_argument("run_id", metavar="RUN_ID")
+    status.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
     status.add_argument("--storage", metavar="DIR", help="where runs are stored")
     return parser
 
@@ -644,7 +647,8 @@ class AwfMagics(Magics):
         options = run_options(args, self.shell.user_ns)
         try:
             if args.command == "resume":
-                return self._prepare(options, resume=(args.run_id, args.from_step))
+                run_id = expand_braces(args.run_id, self.shell.user_ns)
+                return self._prepare(options, resume=(run_id, args.from_step))
             workflow = load_workflow(args.workflow, cwd=Path.cwd())
             if args.dry_run:
                 self._dry_run(workflow, options)
@@ -736,11 +740,15 @@ class AwfMagics(Magics):
         try:
             await asyncio.wait({handle.task})
         except (asyncio.CancelledError, KeyboardInterrupt):
-            # The kernel interrupted this cell: stop the run too, and let it record that.
+            # The kernel interrupted this cell (ipykernel cancels an awaiting cell on SIGINT):
+            # cancel the run too, let it record that, and fail the cell in one paragraph.
             handle.cancel()
             with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
                 await asyncio.wait({handle.task}, timeout=CANCEL_GRACE_SECONDS)
-            raise
+            raise AwfCellError(
+                f"interrupted: run {handle.run_id} of {handle.workflow} was cancelled; "
+                f"continue it with %awf resume {handle.run_id}"
+            ) from None
         finally:
             if stop_on_sigint:
                 _remove_sigint()
@@ -789,6 +797,8 @@ class AwfMagics(Magics):
         from awf_nb import cli
 
         namespace = argparse.Namespace(**vars(args), json=False)
+        if args.command == "status":
+            namespace.run_id = expand_braces(args.run_id, self.shell.user_ns)
         handlers: dict[str, Callable[[argparse.Namespace], int]] = {
             "validate": cli.cmd_validate,
             "list": cli.cmd_list,
@@ -875,7 +885,7 @@ def make_transformer(shell: Any) -> Callable[[list[str]], list[str]]:
             line = first[len("%%awf") :].strip()
             body = "".join(lines[1:])
             return [f"await {_ENTRY}.run_cell({line!r}, {body!r})\n"]
-        code = [text for text in lines if text.strip()]
+        code = [text for text in lines if text.strip() and not text.lstrip().startswith("#")]
         if len(code) == 1 and _RUN_LINE.match(code[0].strip()):
             line = code[0].strip()[len("%awf") :].strip()
             return [f"await {_ENTRY}.run_line({line!r})\n"]

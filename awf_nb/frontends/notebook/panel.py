@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import ipywidgets as widgets
 from ipywidgets.widgets.widget_string import HTMLStyle
@@ -49,6 +49,8 @@ STATUS_INTERVAL = 1.0  # the status line's clock
 OUTPUT_CHUNK_CHARS = 8_000  # a command's output is split into widgets of this size…
 MAX_OUTPUT_CHUNKS = 32  # …and only the newest ones are kept in the panel
 TOOL_ARGUMENT_CHARS = 200
+SEND_SETTLE = 0.1  # seconds from a Send click to reading the text box (see `_send`)
+SEND_PATIENCE = 1.0  # how long an empty box is looked at again before saying it is empty
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 _markdown = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(
@@ -82,11 +84,23 @@ PANEL_CSS = """<style>
 # Enter sends, Shift+Enter inserts a new line: ipywidgets' Textarea has no key events on
 # the kernel side, so a page-wide listener (installed once) does it in the browser. The
 # `change` event first syncs the box's value, then the Send click follows it over the same
-# connection, so the kernel sees the text before the click.
+# connection, so the kernel sees the text before the click. After a send the kernel puts a
+# fresh text box in place (see `RunPanel._renew_text_box`); the listener focuses it.
 ENTER_TO_SEND_JS = """
 (function () {
-  if (window.__awfEnterToSend) { return; }
-  window.__awfEnterToSend = true;
+  if (window.__awfPanelKeys) { return; }
+  window.__awfPanelKeys = true;
+  function focusNextBox(panel, old) {
+    var tries = 0;
+    var timer = setInterval(function () {
+      var box = panel.querySelector('.awf-input textarea');
+      var fresh = box && box !== old && box.value === '';
+      if (fresh || ++tries > 40) {
+        clearInterval(timer);
+        if (fresh) { box.focus(); }
+      }
+    }, 50);
+  }
   document.addEventListener('keydown', function (e) {
     if (e.key !== 'Enter' || e.shiftKey || e.altKey || e.ctrlKey || e.metaKey || e.isComposing) {
       return;
@@ -100,6 +114,14 @@ ENTER_TO_SEND_JS = """
     e.stopPropagation();
     box.dispatchEvent(new Event('change', { bubbles: true }));
     send.click();
+    focusNextBox(panel, box);
+  }, true);
+  document.addEventListener('click', function (e) {
+    var send = e.target && e.target.closest && e.target.closest('button.awf-send');
+    var panel = send && send.closest('.awf-panel');
+    if (panel && e.isTrusted) {
+      focusNextBox(panel, panel.querySelector('.awf-input textarea'));
+    }
   }, true);
 })();
 """
@@ -137,14 +159,15 @@ class PanelStats:
     updates: int = 0  # widget value updates sent by flushes
 
 
-class _Streamed:
+class _Streamed(Protocol):
     """Something whose text grows by small pieces and is sent at flush time."""
 
-    def flush(self) -> bool:  # pragma: no cover - interface
-        raise NotImplementedError
+    def flush(self) -> bool:
+        """Send the widget's new value if it changed; return whether it did."""
+        ...
 
 
-class _Reply(_Streamed):
+class _Reply:
     """One assistant reply: one HTML widget, re-rendered at each flush until finished."""
 
     def __init__(self, widget: widgets.HTML) -> None:
@@ -171,14 +194,14 @@ class _Reply(_Streamed):
         self.finished = True
         value = render_markdown(self.text) if self.text else ""
         if interrupted:
-            value += '<p class="awf-note">⏹ reply interrupted</p>'
+            value += '<p class="awf-note">■ reply interrupted</p>'
         if not value:
             value = '<p class="awf-note">(empty reply)</p>'
         if value != self._sent:
             self._sent = self.widget.value = value
 
 
-class _Output(_Streamed):
+class _Output:
     """A command's output: `<pre>` widgets of at most OUTPUT_CHUNK_CHARS; only the last one
     changes, so long outputs are not resent at every flush."""
 
@@ -234,8 +257,6 @@ class _Section:
     def __init__(self, panel: RunPanel, event: ev.StepStarted) -> None:
         self.panel = panel
         self.name = event.step
-        self.kind = event.kind
-        self.started = time.monotonic()
         self.status = "running"
         self.duration = 0.0
         self.tokens = 0
@@ -244,16 +265,17 @@ class _Section:
         self._output_note: widgets.HTML | None = None
         what = event.kind if event.mode in ("", "single") else f"{event.kind}, {event.mode}"
         self.what = f"{what}, {event.detail}" if event.detail else what
-        self.body = widgets.VBox(layout=panel.shared_layout)
-        self.body.add_class("awf-step-body")
+        self.body = widgets.VBox(layout=panel.shared_layout, _dom_classes=("awf-step-body",))
         self.widget = widgets.Accordion(
-            children=[self.body], titles=(f"▶ {self.name} · {self.what}",), selected_index=0
+            children=[self.body],
+            titles=(f"● {self.name} · {self.what}",),
+            selected_index=0,
+            layout=panel.shared_layout,
+            _dom_classes=("awf-step",),
         )
-        self.widget.add_class("awf-step")
 
     def add_html(self, value: str, css_class: str) -> widgets.HTML:
-        item = widgets.HTML(value, layout=self.panel.shared_layout, style=self.panel.html_style)
-        item.add_class(css_class)
+        item = self.panel.html(value, css_class)
         self.body.children = (*self.body.children, item)
         return item
 
@@ -262,10 +284,7 @@ class _Section:
 
     def set_output_note(self, text: str) -> None:
         if self._output_note is None:
-            self._output_note = widgets.HTML(
-                layout=self.panel.shared_layout, style=self.panel.html_style
-            )
-            self._output_note.add_class("awf-log")
+            self._output_note = self.panel.html("", "awf-log")
             self.body.children = (self._output_note, *self.body.children)
         self._output_note.value = esc(text)
 
@@ -324,39 +343,68 @@ class RunPanel:
         self.shared_layout = widgets.Layout()
         self.html_style = HTMLStyle()
         css = widgets.HTML(PANEL_CSS, layout=widgets.Layout(display="none"))
-        self.status = widgets.HTML(layout=self.shared_layout, style=self.html_style)
-        self.status.add_class("awf-status")
-        self.notes = widgets.VBox(layout=self.shared_layout)
-        self.steps = widgets.VBox(layout=self.shared_layout)
-        self.steps.add_class("awf-steps")
-        self.text = widgets.Textarea(
-            placeholder="Your message (Enter sends, Shift+Enter adds a line)",
-            continuous_update=False,
-            rows=2,
-            layout=widgets.Layout(width="100%"),
+        self.status = self.html("", "awf-status")
+        self.notes = widgets.VBox(layout=self.shared_layout, _dom_classes=("awf-notes",))
+        self.steps = widgets.VBox(layout=self.shared_layout, _dom_classes=("awf-steps",))
+        self._text_layout = widgets.Layout(width="100%")
+        self.text = self._new_text_box()
+        self.send_button = widgets.Button(
+            description="Send", button_style="primary", _dom_classes=("awf-send",)
         )
-        self.text.add_class("awf-input")
-        self.send_button = widgets.Button(description="Send", button_style="primary")
-        self.send_button.add_class("awf-send")
-        self.end_button = widgets.Button(description="End conversation")
-        self.end_button.add_class("awf-end")
-        self.stop_button = widgets.Button(description="Stop", button_style="warning")
-        self.stop_button.add_class("awf-stop")
+        self.end_button = widgets.Button(description="End conversation", _dom_classes=("awf-end",))
+        self.stop_button = widgets.Button(
+            description="Stop", button_style="warning", _dom_classes=("awf-stop",)
+        )
         self.send_button.on_click(lambda _: self._on_loop(self._send))
         self.end_button.on_click(lambda _: self._on_loop(self._end))
         self.stop_button.on_click(lambda _: self._on_loop(self._stop_clicked))
         self._set_input_enabled(False)
         if self.interactive:
             buttons = widgets.HBox([self.send_button, self.end_button, self.stop_button])
-            self.controls = widgets.VBox([self.text, buttons])
         else:
-            self.controls = widgets.VBox([widgets.HBox([self.stop_button])])
-        self.controls.add_class("awf-controls")
-        self.widget = PanelBox(
-            self.title, children=[css, self.status, self.notes, self.steps, self.controls]
+            buttons = widgets.HBox([self.stop_button])
+        self.controls = widgets.VBox(
+            [self.text, buttons] if self.interactive else [buttons], _dom_classes=("awf-controls",)
         )
-        self.widget.add_class("awf-panel")
+        self.widget = PanelBox(
+            self.title,
+            children=[css, self.status, self.notes, self.steps, self.controls],
+            _dom_classes=("awf-panel",),
+        )
         self._update_status()
+
+    def _new_text_box(self, value: str = "") -> widgets.Textarea:
+        box = widgets.Textarea(
+            value=value,
+            placeholder="Your message (Enter sends, Shift+Enter adds a line)",
+            continuous_update=False,  # one sync when the box loses focus (or Enter), not per key
+            rows=2,
+            layout=self._text_layout,
+            _dom_classes=("awf-input",),
+        )
+        box.observe(self._on_text_synced, names="value")
+        return box
+
+    def _on_text_synced(self, change: dict[str, Any]) -> None:
+        box = change["owner"]
+        self._on_loop(lambda: self._renew_text_box(box))
+
+    def _renew_text_box(self, box: widgets.Textarea, value: str | None = None) -> None:
+        """Put a fresh text box (holding `value`, default the old box's text) in its place.
+
+        In the browser, ipywidgets sends a widget's next change only once the kernel has
+        reported idle for its previous one; ipykernel >= 7.4 handles the comm messages of an
+        awaiting cell without reporting busy/idle, so a text box would reach the kernel once
+        and never again while the cell runs. A box that has synced is therefore replaced by
+        a new one (a new widget model), and every box syncs at most once.
+        """
+        if box is not self.text or self.finished:
+            return
+        fresh = self._new_text_box(box.value if value is None else value)
+        self.text = fresh
+        self.controls.children = (fresh, *self.controls.children[1:])
+        box.unobserve(self._on_text_synced, names="value")
+        box.close()
 
     def attach(
         self,
@@ -371,6 +419,12 @@ class RunPanel:
         if loop is not None:
             self._loop = loop
 
+    def html(self, value: str, *css_classes: str) -> widgets.HTML:
+        """An HTML item; classes given at creation (`add_class` later costs a message)."""
+        return widgets.HTML(
+            value, layout=self.shared_layout, style=self.html_style, _dom_classes=css_classes
+        )
+
     # --- button handlers (any thread in, the loop's thread out) -------------------------------
 
     def _on_loop(self, action: Callable[[], None]) -> None:
@@ -382,18 +436,38 @@ class RunPanel:
             loop.call_soon_threadsafe(action)
 
     def _send(self) -> None:
+        """Send the text box's message, read a moment after the click: ipykernel 7 may
+        handle the box's update and the click on different threads, so the text can arrive
+        just after the click."""
+        if self.finished or self._reader is None or not self._awaiting:
+            return  # a click on a disabled button (what a browser would not even send)
+        self._set_input_enabled(False)  # also stops a double click from sending twice
+        deadline = time.monotonic() + SEND_PATIENCE
+        self._later(SEND_SETTLE, lambda: self._send_text(deadline))
+
+    def _send_text(self, deadline: float) -> None:
         if self.finished or self._reader is None:
             return
         message = self.text.value
         if not message.strip():
+            if time.monotonic() < deadline:
+                self._later(SEND_SETTLE, lambda: self._send_text(deadline))
+                return
+            self._set_input_enabled(True)
             self.note("Type a message first, or click End conversation to finish.")
             return
-        self.text.value = ""
-        self._set_input_enabled(False)
+        self._renew_text_box(self.text, "")
         self._reader.submit(message)
 
+    def _later(self, delay: float, action: Callable[[], None]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            action()
+        else:
+            loop.call_later(delay, action)
+
     def _end(self) -> None:
-        if self.finished or self._reader is None:
+        if self.finished or self._reader is None or not self._awaiting:
             return
         self._set_input_enabled(False)
         self._reader.end()
@@ -415,17 +489,12 @@ class RunPanel:
 
     def note(self, text: str) -> None:
         """A grey line under the status line (e.g. how to get the result of a background run)."""
-        item = widgets.HTML(
-            f'<span class="awf-note">{esc(text)}</span>',
-            layout=self.shared_layout,
-            style=self.html_style,
-        )
+        item = self.html(f'<span class="awf-note">{esc(text)}</span>', "awf-note-line")
         self.notes.children = (*self.notes.children, item)
 
     def show_error(self, message: str) -> None:
         """An error in red, one paragraph, outside any step (e.g. an internal error)."""
-        item = widgets.HTML(_error_html(message), layout=self.shared_layout, style=self.html_style)
-        item.add_class("awf-error")
+        item = self.html(_error_html(message), "awf-error")
         self.notes.children = (*self.notes.children, item)
 
     def close_controls(self) -> None:
@@ -493,8 +562,8 @@ class RunPanel:
         if section is not None:
             self._finish_reply(section)
             section.new_reply()
-            self._activity = f"{event.step}: reply {event.turn}"
-            self._update_status()
+            # The status line is left alone here: the new bubble shows that a reply comes.
+            self._activity = f"running {event.step}"
 
     def _on_tool_use(self, event: ev.AgentToolUse) -> None:
         section = self._sections.get(event.step)
@@ -555,8 +624,7 @@ class RunPanel:
         if section is not None:
             section.add_html(value, css_class)
             return
-        item = widgets.HTML(value, layout=self.shared_layout, style=self.html_style)
-        item.add_class(css_class)
+        item = self.html(value, css_class)
         self.notes.children = (*self.notes.children, item)
 
     def _on_step_finished(self, event: ev.StepFinished) -> None:
@@ -589,12 +657,8 @@ class RunPanel:
         )
         self._activity = event.status
         self._update_status()
-        summary = widgets.HTML(
-            self.summary.to_html(), layout=self.shared_layout, style=self.html_style
-        )
-        summary.add_class("awf-summary")
-        if event.status == "failed":
-            summary.add_class("awf-failed")
+        classes = ("awf-summary", "awf-failed") if event.status == "failed" else ("awf-summary",)
+        summary = self.html(self.summary.to_html(), *classes)
         kept = tuple(c for c in self.widget.children if c is not self.controls)
         self.widget.children = (*kept, summary)
 
@@ -640,7 +704,8 @@ class RunPanel:
         if self.finished:
             return
         # At most one message per flush: while text streams, the clock waits.
-        if not self._dirty and self._flush_handle is None:
+        streaming = time.monotonic() - self._last_flush < 2 * self.flush_interval
+        if not streaming and not self._dirty and self._flush_handle is None:
             self._update_status()
         self._schedule_tick()
 

@@ -8,11 +8,12 @@ Kernel tests (marker `kernel`):
 - `awf_kernel`: a fresh kernel on that venv with `%load_ext awf_nb` done (shut down after).
 
 Browser tests (marker `browser`):
-- `jupyterlab`: a JupyterLab server on 127.0.0.1 serving a temp folder (one per module).
+- `jupyterlab`: a JupyterLab server on 127.0.0.1 serving a temp folder (one per module);
+  `lab`: the same, shutting down the test's kernels and undoing its settings afterwards.
 - `chromium`: Debian's /usr/bin/chromium driven headless by Playwright (one per module; the
   tests skip with a reason only when that binary is missing).
-- `page`: a fresh browser page; when the test fails, a screenshot and the page's console go
-  to `test-artifacts/`.
+- `page`: a fresh browser page; when the test fails, a screenshot, the page's console and
+  its widget traffic (`page.kernel_frames`) go to `test-artifacts/`.
 
 Heavy imports (jupyter_client, playwright) happen inside the fixtures, so tests in this
 folder that use none of them do not need those packages.
@@ -21,6 +22,7 @@ folder that use none of them do not need those packages.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +106,14 @@ def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLabS
         yield server
 
 
+@pytest.fixture
+def lab(jupyterlab: JupyterLabServer) -> Iterator[JupyterLabServer]:
+    """The module's JupyterLab; the kernels a test started are shut down after it."""
+    yield jupyterlab
+    jupyterlab.shut_down_kernels()
+    jupyterlab.reset_lab_settings()
+
+
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
     """A headless Playwright `Browser` on Debian's chromium (never Playwright's download)."""
@@ -121,27 +131,69 @@ def chromium() -> Iterator[Any]:
             browser.close()
 
 
+class KernelFrames:
+    """The kernel websocket frames of a page that concern widgets (comm messages), with the
+    time and direction of each: what reached the kernel, and when."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.frames: list[tuple[float, str, str]] = []
+
+    def watch(self, socket: Any) -> None:
+        socket.on("framesent", lambda payload: self._record("sent", payload))
+        socket.on("framereceived", lambda payload: self._record("received", payload))
+
+    def _record(self, direction: str, payload: str | bytes) -> None:
+        text = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+        if '"comm_' in text or (direction == "sent" and "subshell" in text):
+            self.frames.append((time.monotonic() - self.started, direction, text))
+
+    def sent_comm_messages(self) -> list[str]:
+        return [text for _, direction, text in self.frames if direction == "sent"]
+
+    def dump(self) -> str:
+        return "\n".join(
+            f"{at:8.3f} {direction:8} {_frame_summary(text)}" for at, direction, text in self.frames
+        )
+
+
+def _frame_summary(text: str) -> str:
+    fields = []
+    for name in ("msg_type", "subshell_id", "method", "event", "value", "execution_state"):
+        found = re.search(rf'"{name}"\s*:\s*("(?:[^"\\]|\\.)*"|null|true|false)', text)
+        if found:
+            fields.append(f"{name}={found.group(1)[:60]}")
+    return " ".join(fields) or text[:120]
+
+
 @pytest.fixture
 def page(chromium: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh page; `page.kernel_frames` logs its widget traffic (a `KernelFrames`)."""
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     console: list[str] = []
+    frames = KernelFrames()
+    page.kernel_frames = frames
     page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
     page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
+    page.on("websocket", frames.watch)
     try:
         yield page
     finally:
         report = getattr(request.node, "report_call", None)
         if report is None or report.failed:
-            _save_failure_artifacts(page, request.node.name, console)
+            _save_failure_artifacts(page, request.node.name, console, frames)
         context.close()
 
 
-def _save_failure_artifacts(page: Any, test_name: str, console: list[str]) -> None:
+def _save_failure_artifacts(
+    page: Any, test_name: str, console: list[str], frames: KernelFrames
+) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     stem = re.sub(r"[^\w.-]+", "_", test_name)
     try:
         page.screenshot(path=str(ARTIFACTS / f"{stem}.png"), full_page=True)
-    except Exception as error:  # the page may be gone; the console log is still useful
+    except Exception as error:  # the page may be gone; the logs are still useful
         console.append(f"(no screenshot: {error})")
     (ARTIFACTS / f"{stem}.console.txt").write_text("\n".join(console))
+    (ARTIFACTS / f"{stem}.frames.txt").write_text(frames.dump())

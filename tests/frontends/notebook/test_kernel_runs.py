@@ -48,14 +48,18 @@ states:
     provider: scripted
     mode: conversation
     prompt: "Plan a garden"
-    options: {replies: ["What size is the garden?", "Then plant tomatoes first."], delay_ms: 10}
+    options:
+      delay_ms: 10
+      replies: ["What size is the garden?", "Then plant tomatoes first.", "Water them every morning."]
     on_success: done
   done: {type: terminal}
 """
 
 FIRST_REPLY = "What size is the garden?"
 SECOND_REPLY = "Then plant tomatoes first."
+THIRD_REPLY = "Water them every morning."
 USER_MESSAGE = "About ten square metres"
+SECOND_USER_MESSAGE = "And how often do I water?"
 
 
 def awf_cell(workflow: str, flags: str = "") -> str:
@@ -164,11 +168,14 @@ def test_conversation_driven_by_comm_clicks(
         # Mode 2: the cell awaits the conversation and stays busy until it ends.
         assert not awf_kernel.is_idle(cell), "the cell returned while the conversation waits"
 
-    awf_kernel.set_value(textarea, USER_MESSAGE, subshell)
-    awf_kernel.click(awf_kernel.button("Send"), subshell)
-    awf_kernel.wait_for_text("awf-user", USER_MESSAGE, STEP_SECONDS)
-    awf_kernel.wait_for_text("awf-assistant", SECOND_REPLY, STEP_SECONDS)
-    awf_kernel.wait_for_input_box(STEP_SECONDS)
+    # Two messages, as a person types them: the second one also shows that the kernel
+    # answered the first value update with an idle status (else the browser holds it back).
+    for message, reply in ((USER_MESSAGE, SECOND_REPLY), (SECOND_USER_MESSAGE, THIRD_REPLY)):
+        awf_kernel.set_value(textarea, message, subshell)
+        awf_kernel.click(awf_kernel.button("Send"), subshell)
+        awf_kernel.wait_for_text("awf-user", message, STEP_SECONDS)
+        awf_kernel.wait_for_text("awf-assistant", reply, STEP_SECONDS)
+        textarea = awf_kernel.wait_for_input_box(STEP_SECONDS)
     awf_kernel.click(awf_kernel.button("End conversation"), subshell)
 
     outcome = awf_kernel.wait_for_cell(cell, CELL_SECONDS)
@@ -180,8 +187,8 @@ def test_conversation_driven_by_comm_clicks(
     )
     summary = run_summary(awf_kernel, "chat")
     assert summary["status"] == "completed"
-    assert user_turns(summary) == ["Plan a garden", USER_MESSAGE]
-    assert assistant_turns(summary) == [FIRST_REPLY, SECOND_REPLY]
+    assert user_turns(summary) == ["Plan a garden", USER_MESSAGE, SECOND_USER_MESSAGE]
+    assert assistant_turns(summary) == [FIRST_REPLY, SECOND_REPLY, THIRD_REPLY]
 
 
 STOP_WORKFLOW = """
@@ -301,7 +308,10 @@ def test_headless_conversation_does_not_wait(awf_kernel: KernelSession, headless
     outcome = awf_kernel.execute(awf_cell(CONVERSATION_WORKFLOW, flags), timeout=CELL_SECONDS)
 
     assert outcome.status == "ok", failure(awf_kernel, outcome)
-    assert not awf_kernel.find_widgets("TextareaModel"), "headless runs show no text box"
+    (panel,) = awf_kernel.find_widgets(css_class="awf-panel")
+    shown = {w.model_name for w in awf_kernel.descendants(panel)}
+    assert "HTMLModel" in shown, shown
+    assert "TextareaModel" not in shown, "headless runs show no text box"
     summary = run_summary(awf_kernel, "chat")
     assert summary["status"] == "completed"
     assert assistant_turns(summary) == [FIRST_REPLY]

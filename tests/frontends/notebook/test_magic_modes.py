@@ -1,0 +1,365 @@
+"""Run modes: the cell transformer, the mode choice, and the panel driven through the magic.
+
+A kernel is emulated where it matters: `uses_panel` and `kernel_version` are patched so the
+magic draws the widget panel and decides as it would on ipykernel 6.29 or 7.4. Clicks come
+from another thread, as ipykernel 7 subshells deliver them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+
+from awf_nb.api import load
+from awf_nb.frontends.notebook import magic
+from awf_nb.frontends.notebook.magic import (
+    choose_run_mode,
+    is_headless,
+    make_transformer,
+    parse_version,
+    workflow_needs_input,
+)
+
+CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
+WAIT_SECONDS = 20.0
+
+CHAT = """\
+name: chat
+states:
+  initial: talk
+  talk:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "Let's talk."
+    options:
+      replies: ["First answer.", "Second answer."]
+    on_success: done
+  done: {type: terminal}
+"""
+
+SINGLE = """\
+name: single
+states:
+  initial: ask
+  ask: {type: agent, provider: scripted, prompt: "hi", on_success: done}
+  done: {type: terminal}
+"""
+
+
+# --- the pure decision ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("needs_input", "version", "wait", "expected"),
+    [
+        (False, (6, 29, 5), None, "await"),  # no input: always await (Run All order, nbval)
+        (False, (7, 3, 0), None, "await"),
+        (True, (7, 4, 0), None, "await"),  # widget events reach an awaiting cell
+        (True, (7, 10), None, "await"),
+        (True, (8, 0), None, "await"),
+        (True, (7, 3, 2), None, "background"),  # would deadlock waiting for a click
+        (True, (6, 29, 5), None, "background"),
+        (True, (0,), None, "background"),  # unknown kernel version: be safe
+        (True, None, None, "await"),  # no kernel (terminal IPython): stdin works
+        (True, (6, 29), True, "await"),  # --wait forces it
+        (False, (7, 4), False, "background"),  # --no-wait forces it
+    ],
+)
+def test_choose_run_mode(needs_input, version, wait, expected) -> None:
+    assert choose_run_mode(needs_input=needs_input, kernel_version=version, wait=wait) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("7.4.0", (7, 4, 0)), ("6.29.5", (6, 29, 5)), ("7.0.0a1", (7, 0, 0)), ("dev", ())],
+)
+def test_parse_version(text: str, expected: tuple[int, ...]) -> None:
+    assert parse_version(text) == expected
+
+
+def test_is_headless() -> None:
+    assert is_headless(True, {})
+    assert is_headless(False, {"AWF_NO_INTERACTIVE": "1"})
+    assert is_headless(False, {"AWF_NO_INTERACTIVE": "true"})
+    assert not is_headless(False, {"AWF_NO_INTERACTIVE": "0"})
+    assert not is_headless(False, {})
+
+
+def test_workflow_needs_input(tmp_path: Path) -> None:
+    assert workflow_needs_input(load(CHAT))
+    assert not workflow_needs_input(load(SINGLE))
+    (tmp_path / "chat.yaml").write_text(CHAT)
+    parent = f"""\
+name: parent
+states:
+  initial: sub
+  sub: {{type: call_workflow, workflow: {tmp_path / "chat.yaml"}, on_success: done}}
+  done: {{type: terminal}}
+"""
+    assert workflow_needs_input(load(parent, cwd=tmp_path))
+    assert not workflow_needs_input(load(parent.replace("chat.yaml", "nothing.yaml")))
+
+
+# --- the cell transformer -------------------------------------------------------------------
+
+
+class FakeShell:
+    autoawait = True
+
+    def __init__(self) -> None:
+        from IPython.core.async_helpers import _asyncio_runner
+
+        self.loop_runner = _asyncio_runner
+
+
+def test_the_transformer_rewrites_awf_cells_into_one_await() -> None:
+    transform = make_transformer(FakeShell())
+
+    rewritten = transform(["%%awf -i a='x y' --out h\n", "name: x\n", "k: '{{.a}}'\n"])
+    assert len(rewritten) == 1
+    code = rewritten[0]
+    assert code.startswith("await __import__(")
+    assert ".run_cell(\"-i a='x y' --out h\", \"name: x\\nk: '{{.a}}'\\n\")" in code
+    compile(code, "<cell>", "exec", flags=0x2000)  # PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+    assert transform(["%awf run hello -i a=1\n"]) == [
+        'await __import__("awf_nb.frontends.notebook.magic", fromlist=["run_cell"])'
+        ".run_line('run hello -i a=1')\n"
+    ]
+    assert transform(["# a comment\n", "%awf resume 2026-abc\n", "\n"])[0].endswith(
+        ".run_line('resume 2026-abc')\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["x = 1\n"],
+        ["%awf list\n"],
+        ["%awf run a\n", "print(1)\n"],  # more than the magic: left to the line magic
+        ["%%awfully\n", "x\n"],
+        ["%%awf?\n"],
+        ["%%time\n", "%%awf\n"],
+        [],
+    ],
+)
+def test_the_transformer_leaves_other_cells_alone(lines: list[str]) -> None:
+    assert make_transformer(FakeShell())(lines) == lines
+
+
+def test_no_rewrite_without_asyncio_autoawait() -> None:
+    shell = FakeShell()
+    shell.autoawait = False
+    assert make_transformer(shell)(["%%awf\n", "name: x\n"]) == ["%%awf\n", "name: x\n"]
+    shell.autoawait = True
+    shell.loop_runner = object()  # e.g. %autoawait trio
+    assert make_transformer(shell)(["%%awf\n", "name: x\n"]) == ["%%awf\n", "name: x\n"]
+
+
+# --- through a shell --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shell() -> Iterator[InteractiveShell]:
+    ip = InteractiveShell.instance()
+    ip.extension_manager.load_extension("awf_nb")
+    yield ip
+
+
+@pytest.fixture
+def ip(
+    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[InteractiveShell]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWF_STORAGE", str(tmp_path / "storage"))
+    monkeypatch.delenv("AWF_NO_INTERACTIVE", raising=False)
+    for name in ("_awf", "chat", "result"):
+        shell.user_ns.pop(name, None)
+    yield shell
+    shell.autoawait = True
+
+
+def as_kernel(monkeypatch: pytest.MonkeyPatch, version: tuple[int, ...]) -> None:
+    monkeypatch.setattr(magic, "uses_panel", lambda shell: True)
+    monkeypatch.setattr(magic, "kernel_version", lambda shell: version)
+
+
+def cell(ip: InteractiveShell, text: str) -> ExecutionResult:
+    return ip.run_cell(text, store_history=False)
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def person_in_another_thread(ip: InteractiveShell, messages: list[str]) -> threading.Thread:
+    """Types and sends `messages` into the panel of the run bound to `chat`, then ends."""
+    errors: list[BaseException] = []
+
+    def act() -> None:
+        try:
+            wait_for(lambda: "chat" in ip.user_ns, "the handle")
+            panel = ip.user_ns["chat"].panel
+            section = panel._sections["talk"]
+            for message in messages:
+                wait_for(lambda: not panel.send_button.disabled, "the prompt")
+                panel.text.value = message
+                panel.send_button._handle_msg(CLICK)
+                wait_for(lambda: any(c.value == message for c in section.body.children), "it")
+            wait_for(lambda: not panel.end_button.disabled, "the last prompt")
+            panel.end_button._handle_msg(CLICK)
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=act, daemon=True)
+    thread.errors = errors  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+def test_on_ipykernel_7_4_the_cell_awaits_a_conversation_driven_by_clicks(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_kernel(monkeypatch, (7, 4, 0))
+    person = person_in_another_thread(ip, ["Hello from a thread"])
+
+    outcome = cell(ip, "%%awf --out chat\n" + CHAT)
+    person.join(timeout=WAIT_SECONDS)
+
+    assert not person.errors, person.errors  # type: ignore[attr-defined]
+    assert outcome.success, outcome.error_in_exec
+    handle = ip.user_ns["chat"]
+    assert handle.done()  # the cell waited for the end of the run
+    turns = handle.result().steps["talk"].conversation.turns
+    assert [t.content for t in turns][2:] == ["Hello from a thread", "Second answer."]
+    assert "completed" in handle.panel.status.value
+
+
+def test_on_ipykernel_6_a_conversation_runs_in_the_background(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_kernel(monkeypatch, (6, 29, 5))
+
+    outcome = cell(ip, "%%awf --out chat\n" + CHAT)
+
+    assert outcome.success, outcome.error_in_exec
+    handle = ip.user_ns["chat"]
+    assert not handle.done()  # the cell returned at once
+    assert any("await chat" in w.value for w in handle.panel.notes.children)
+    assert handle.task in magic._RUNNING  # a strong reference keeps it alive
+    person = person_in_another_thread(ip, ["more"])
+    outcome = cell(ip, "result = await chat")
+    person.join(timeout=WAIT_SECONDS)
+
+    assert not person.errors, person.errors  # type: ignore[attr-defined]
+    assert outcome.success, outcome.error_in_exec
+    assert ip.user_ns["result"].steps["talk"].conversation.total_turns == 2
+    assert handle.task not in magic._RUNNING
+
+
+@pytest.mark.parametrize("line", ["--reply ''", "--no-interactive"])
+def test_on_ipykernel_6_a_run_without_input_still_awaits(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, line: str
+) -> None:
+    as_kernel(monkeypatch, (6, 29, 5))
+
+    outcome = cell(ip, f"%%awf --out chat {line}\n" + CHAT)
+
+    assert outcome.success, outcome.error_in_exec
+    handle = ip.user_ns["chat"]
+    assert handle.done()
+    assert handle.panel.summary is not None and handle.panel.summary.status == "completed"
+    assert not handle.panel.interactive  # no text box without a person to type
+
+
+def test_no_wait_forces_the_background(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_kernel(monkeypatch, (7, 4, 0))
+
+    assert cell(ip, "%%awf --no-wait --no-interactive --out chat\n" + CHAT).success
+    handle = ip.user_ns["chat"]
+    assert not handle.done()
+    assert cell(ip, "result = await chat").success
+    assert ip.user_ns["result"].ok
+
+
+def test_stop_at_the_prompt_cancels_an_awaiting_run(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_kernel(monkeypatch, (7, 4, 0))
+
+    def stop() -> None:
+        wait_for(lambda: "chat" in ip.user_ns, "the handle")
+        panel = ip.user_ns["chat"].panel
+        wait_for(lambda: not panel.send_button.disabled, "the prompt")
+        panel.stop_button._handle_msg(CLICK)
+
+    thread = threading.Thread(target=stop, daemon=True)
+    thread.start()
+    outcome = cell(ip, "%%awf --out chat\n" + CHAT)
+    thread.join(timeout=WAIT_SECONDS)
+
+    assert isinstance(outcome.error_in_exec, magic.AwfCellError)
+    assert "was cancelled" in str(outcome.error_in_exec)
+    handle = ip.user_ns["chat"]
+    assert handle.state.status == "cancelled"
+    assert "cancelled" in handle.panel.status.value
+
+
+def test_without_autoawait_the_magic_itself_runs_the_workflow(ip: InteractiveShell) -> None:
+    ip.autoawait = False
+
+    outcome = cell(ip, "%%awf --reply '' --out chat\n" + CHAT)
+
+    assert outcome.success, outcome.error_in_exec
+    assert ip.user_ns["chat"].result().ok
+
+
+def test_headless_panel_runs_show_the_summary(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    as_kernel(monkeypatch, (7, 4, 0))
+    monkeypatch.setenv("AWF_NO_INTERACTIVE", "1")
+
+    outcome = cell(ip, "%%awf --out chat\n" + CHAT)
+
+    assert outcome.success, outcome.error_in_exec
+    panel = ip.user_ns["chat"].panel
+    assert "awf run panel: chat" in capsys.readouterr().out  # the panel's text form
+    assert panel.summary is not None and panel.summary.status == "completed"
+    assert panel.controls not in panel.widget.children
+
+
+async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveShell) -> None:
+    from awf_nb.api import prepare_run
+    from awf_nb.frontends.notebook.panel import RunPanel
+    from awf_nb.frontends.notebook.reader import WidgetReader
+
+    workflow = load(CHAT)
+    panel = RunPanel(workflow.name, interactive=True)
+    runner = prepare_run(workflow, {}, reader=WidgetReader(), sink=panel, store=None)
+    handle = magic.RunHandle(runner, panel=panel, name="chat")
+    magics = magic.AwfMagics(shell)
+    cell_task = asyncio.create_task(magics._run_async(handle, "await"))
+    async with asyncio.timeout(WAIT_SECONDS):
+        while panel.send_button.disabled:
+            await asyncio.sleep(0.01)
+
+    cell_task.cancel()  # what ipykernel does to an awaiting cell on an interrupt
+    with pytest.raises(magic.AwfCellError, match=r"interrupted: run .* was cancelled"):
+        await cell_task
+
+    assert handle.state.status == "cancelled"
+    assert "cancelled" in panel.status.value

@@ -1,0 +1,356 @@
+"""The run panel without a frontend: widgets fall back to a dummy comm, and clicks and
+typing are delivered exactly as the browser sends them (`_handle_msg` with `buffers`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+import pytest
+
+from awf_nb.api import load, prepare_run
+from awf_nb.engine import events as ev
+from awf_nb.frontends.notebook.magic import AwfCellError, RunHandle
+from awf_nb.frontends.notebook.panel import RunPanel, clean_output, render_markdown
+from awf_nb.frontends.notebook.reader import WidgetReader
+
+CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
+WAIT_SECONDS = 20.0
+
+
+def click(button: widgets.Button) -> None:
+    button._handle_msg(CLICK)
+
+
+def type_into(box: widgets.Textarea, text: str) -> None:
+    """What the browser sends when the text box changes."""
+    box._handle_msg(
+        {
+            "content": {"data": {"method": "update", "state": {"value": text}, "buffer_paths": []}},
+            "buffers": [],
+        }
+    )
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    async with asyncio.timeout(WAIT_SECONDS):
+        while not condition():
+            await asyncio.sleep(0.005)
+
+
+def conversation(replies: list[str], delay_ms: int = 0) -> str:
+    quoted = ", ".join(f'"{r}"' for r in replies)
+    return f"""
+name: chat
+states:
+  initial: talk
+  talk:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "Hello agent"
+    options:
+      replies: [{quoted}]
+      delay_ms: {delay_ms}
+    on_success: done
+  done:
+    type: terminal
+    message: "{{{{.states.talk.Conversation.TotalTurns}}}} replies"
+"""
+
+
+def start(yaml_text: str, *, interactive: bool = True) -> tuple[RunPanel, RunHandle]:
+    workflow = load(yaml_text)
+    panel = RunPanel(workflow.name, interactive=interactive)
+    reader = WidgetReader() if interactive else None
+    runner = prepare_run(workflow, {}, reader=reader, sink=panel, store=None)
+    handle = RunHandle(runner, panel=panel, name="chat")
+    handle.start()
+    return panel, handle
+
+
+def bubbles(panel: RunPanel, step: str = "talk") -> list[tuple[str, str]]:
+    section = panel._sections[step]
+    return [
+        (child._dom_classes[0], child.value)
+        for child in section.body.children
+        if isinstance(child, widgets.HTML)
+    ]
+
+
+def find(widget: widgets.Widget, kind: type) -> list[Any]:
+    found = [widget] if isinstance(widget, kind) else []
+    for child in getattr(widget, "children", ()):
+        found.extend(find(child, kind))
+    return found
+
+
+async def test_a_conversation_driven_only_by_clicks_completes() -> None:
+    panel, handle = start(conversation(["Hi! What next?", "Noted: *two*.", "unused"]))
+
+    await until(lambda: not panel.send_button.disabled, "the first prompt")
+    type_into(panel.text, "Remember two things")
+    assert panel.text.value == "Remember two things"
+    click(panel.send_button)
+    await until(lambda: len(bubbles(panel)) == 4, "the message and its reply")
+    assert panel.text.value == ""
+    await until(lambda: not panel.send_button.disabled, "the second prompt")
+    click(panel.end_button)
+    result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+
+    assert result.ok and result.state.message == "2 replies"
+    shown = bubbles(panel)
+    assert [kind for kind, _ in shown] == ["awf-user", "awf-assistant"] * 2
+    assert shown[0][1] == "Hello agent"
+    assert shown[2][1] == "Remember two things"
+    assert shown[3][1] == "<p>Noted: <em>two</em>.</p>\n"
+    assert "completed" in panel.status.value
+    assert panel.controls not in panel.widget.children
+    summary = panel.widget.children[-1]
+    assert "awf-summary" in summary._dom_classes and "2 replies" in summary.value
+
+
+async def test_the_panel_has_the_widgets_the_browser_tests_rely_on() -> None:
+    panel, handle = start(conversation(["a"]))
+
+    assert "awf-panel" in panel.widget._dom_classes
+    assert "awf-status" in panel.status._dom_classes
+    textareas = find(panel.widget, widgets.Textarea)
+    assert textareas == [panel.text]
+    assert [b.description for b in find(panel.widget, widgets.Button)] == [
+        "Send",
+        "End conversation",
+        "Stop",
+    ]
+    assert repr(panel.widget) == "awf run panel: chat"
+    handle.cancel()
+    await asyncio.wait({handle.task})
+
+
+async def test_send_with_an_empty_box_sends_nothing() -> None:
+    panel, handle = start(conversation(["a", "b"]))
+    await until(lambda: not panel.send_button.disabled, "the prompt")
+
+    type_into(panel.text, "   ")
+    click(panel.send_button)
+    await until(lambda: any("Type a message" in n.value for n in panel.notes.children), "hint")
+
+    assert not panel.send_button.disabled  # still waiting for a message
+    assert handle.state.steps["talk"].conversation.total_turns == 1
+    click(panel.end_button)
+    assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
+
+
+async def test_stop_during_a_reply_interrupts_it_and_returns_to_the_prompt() -> None:
+    long_reply = " ".join(["streaming"] * 200)
+    panel, handle = start(conversation(["short", long_reply, "after the stop"], delay_ms=10))
+    await until(lambda: not panel.send_button.disabled, "the first prompt")
+    type_into(panel.text, "go on")
+    click(panel.send_button)
+    await until(lambda: "streaming" in panel._sections["talk"].body.children[-1].value, "text")
+
+    click(panel.stop_button)
+    await until(lambda: not panel.send_button.disabled, "the prompt after the stop")
+
+    assert not handle.done()
+    last = bubbles(panel)[-1]
+    assert last[0] == "awf-assistant" and "reply interrupted" in last[1]
+    assert last[1].count("streaming") < 200
+    type_into(panel.text, "and now?")
+    click(panel.send_button)
+    await until(lambda: "after the stop" in bubbles(panel)[-1][1], "the next reply")
+    click(panel.end_button)
+    result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+    turns = result.steps["talk"].conversation.turns
+    assert [t.interrupted for t in turns if t.role == "assistant"] == [False, True, False]
+
+
+async def test_stop_at_the_prompt_cancels_the_run() -> None:
+    panel, handle = start(conversation(["a", "b"]))
+    await until(lambda: not panel.send_button.disabled, "the prompt")
+
+    click(panel.stop_button)
+    await asyncio.wait_for(asyncio.wait({handle.task}), WAIT_SECONDS)
+
+    assert handle.state.status == "cancelled"
+    with pytest.raises(AwfCellError, match="was cancelled; continue it with %awf resume"):
+        handle.result()
+    assert "cancelled" in panel.status.value
+    assert panel.controls not in panel.widget.children
+    # A late click does nothing.
+    click(panel.send_button)
+    await asyncio.sleep(0.01)
+
+
+async def test_clicks_from_another_thread_reach_the_run() -> None:
+    panel, handle = start(conversation(["a", "b"]))
+    await until(lambda: not panel.send_button.disabled, "the prompt")
+
+    def person() -> None:
+        panel.text.value = "from a thread"
+        click(panel.send_button)
+
+    await asyncio.to_thread(person)
+    await until(lambda: bubbles(panel)[-1][1] == "<p>b</p>\n", "the reply")
+    await asyncio.to_thread(click, panel.end_button)
+    assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
+
+
+async def test_a_headless_panel_has_no_text_box() -> None:
+    panel, handle = start(conversation(["only reply"]), interactive=False)
+
+    assert find(panel.widget, widgets.Textarea) == []
+    assert [b.description for b in find(panel.widget, widgets.Button)] == ["Stop"]
+    result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+    assert result.steps["talk"].conversation.total_turns == 1
+
+
+async def test_command_output_and_errors_show_in_their_step() -> None:
+    text = r"""
+name: build
+states:
+  initial: compile
+  compile:
+    type: command
+    command: |
+      printf '\033[32mok\033[0m <b>\n'; echo 'warning: x' >&2; exit 2
+    on_success: done
+  done: {type: terminal}
+"""
+    panel, handle = start(text, interactive=False)
+    await asyncio.wait({handle.task})
+
+    assert handle.state.status == "failed"
+    shown = bubbles(panel, "compile")
+    outputs = [value for kind, value in shown if kind == "awf-output"]
+    assert len(outputs) == 1
+    assert "ok &lt;b&gt;" in outputs[0] and "\x1b" not in outputs[0]
+    assert '<span class="awf-stderr">warning: x\n</span>' in outputs[0]
+    errors = [value for kind, value in shown if kind == "awf-error"]
+    assert errors and "exit" in errors[0]
+    section = panel._sections["compile"]
+    assert section.widget.titles[0].startswith("✗ compile")
+    assert "failed" in panel.status.value
+    summary = panel.widget.children[-1]
+    assert "awf-failed" in summary._dom_classes and "%awf resume" in summary.value
+
+
+async def test_long_command_output_is_split_and_the_oldest_parts_dropped(monkeypatch) -> None:
+    from awf_nb.frontends.notebook import panel as panel_module
+
+    monkeypatch.setattr(panel_module, "OUTPUT_CHUNK_CHARS", 100)
+    monkeypatch.setattr(panel_module, "MAX_OUTPUT_CHUNKS", 3)
+    panel = RunPanel("big")
+    panel.emit(ev.RunStarted("r", "big"))
+    panel.emit(ev.StepStarted("r", "out", "command"))
+    for index in range(20):
+        panel.emit(ev.StepOutput("r", "out", f"line {index:03d} " + "x" * 40 + "\n"))
+        panel.flush()
+    section = panel._sections["out"]
+
+    assert section.output is not None and len(section.output.chunks) == 3
+    assert section.output.dropped > 0
+    assert "earlier output not shown" in section.body.children[0].value.replace("k+ ", "")
+    assert "line 019" in section.output.chunks[-1].value or "line 019" in (
+        section.output.chunks[-2].value
+    )
+
+
+async def test_streamed_text_is_sent_at_flushes_not_per_token() -> None:
+    panel = RunPanel("t", flush_interval=0.05)
+    panel.emit(ev.RunStarted("r", "t"))
+    panel.emit(ev.StepStarted("r", "a", "agent"))
+    panel.emit(ev.TurnStarted("r", "a", 1))
+    sent: list[str] = []
+    reply = panel._sections["a"].reply
+    assert reply is not None
+    reply.widget.observe(lambda change: sent.append(change["new"]), names="value")
+
+    for _ in range(100):
+        panel.emit(ev.AgentText("r", "a", "tok "))
+    await asyncio.sleep(0.12)
+    panel.emit(ev.TurnFinished("r", "a", 1, tokens=100, duration=0.1, text="tok " * 100))
+
+    assert 1 <= len(sent) <= 3
+    assert sent[-1].count("tok") == 100
+
+
+async def test_tool_uses_warnings_and_logs_are_shown() -> None:
+    panel = RunPanel("t")
+    panel.emit(ev.RunStarted("r", "t"))
+    panel.emit(ev.StepStarted("r", "a", "agent", detail="scripted"))
+    panel.emit(ev.TurnStarted("r", "a", 1))
+    panel.emit(ev.AgentText("r", "a", "Looking"))
+    panel.emit(ev.AgentToolUse("r", "a", "read_file", "x" * 500))
+    panel.emit(ev.AgentText("r", "a", "Done."))
+    panel.emit(ev.RunWarning("r", "slow down", "a"))
+    panel.emit(ev.LogMessage("r", "a note"))
+    panel.emit(ev.RunError("r", "it <broke>", "a"))
+    panel.emit(ev.TurnFinished("r", "a", 1, tokens=3, duration=0.1, text="Looking Done."))
+    kinds = [kind for kind, _ in bubbles(panel, "a")]
+
+    assert kinds[:3] == ["awf-assistant", "awf-tool", "awf-assistant"]
+    tool = bubbles(panel, "a")[1][1]
+    assert "read_file(" in tool and "…" in tool and len(tool) < 300
+    assert ("awf-warning", "⚠ slow down") in bubbles(panel, "a")
+    assert ("awf-error", "<p>it &lt;broke&gt;</p>") in bubbles(panel, "a")
+    assert any("a note" in n.value for n in panel.notes.children)
+
+
+def test_markdown_is_rendered_with_raw_html_escaped() -> None:
+    rendered = render_markdown(
+        "# Title\n\n**bold** <script>alert(1)</script> <img src=x onerror=alert(1)>\n\n"
+        "[link](javascript:alert(1)) | a |\n|---|\n| b |\n\n```python\nx = 1\n```"
+    )
+
+    assert "<h1>Title</h1>" in rendered and "<strong>bold</strong>" in rendered
+    assert "<script>" not in rendered and "&lt;script&gt;" in rendered
+    assert "<img" not in rendered
+    assert 'href="javascript:' not in rendered
+    assert '<code class="language-python">' in rendered
+
+
+def test_clean_output() -> None:
+    assert clean_output("\x1b[1;31mred\x1b[0m\r\nnext") == "red\nnext"
+    assert clean_output("10%\r50%\r100%\ndone") == "100%\ndone"
+
+
+async def test_text_arriving_just_after_the_click_is_still_sent() -> None:
+    # ipykernel 7 may handle the box's update and the click on different threads.
+    panel, handle = start(conversation(["a", "b"]))
+    await until(lambda: not panel.send_button.disabled, "the prompt")
+
+    click(panel.send_button)
+    await asyncio.sleep(0.02)
+    assert panel.send_button.disabled  # no second click while it is being sent
+    click(panel.end_button)  # ignored: the button is disabled
+    type_into(panel.text, "late text")
+    await until(lambda: "late text" in [v for _, v in bubbles(panel)], "the late message")
+
+    click(panel.end_button)
+    assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
+
+
+async def test_a_text_box_reaches_the_kernel_once_then_a_fresh_one_takes_its_place() -> None:
+    # The browser sends a widget's next change only after an idle status for the previous
+    # one, which ipykernel 7.4 does not send while a cell awaits: so every box syncs once.
+    panel, handle = start(conversation(["a", "b"]))
+    await until(lambda: not panel.send_button.disabled, "the prompt")
+    first = panel.text
+
+    type_into(first, "half a thought")
+    await until(lambda: panel.text is not first, "a fresh box")
+
+    assert panel.text.value == "half a thought"
+    assert first.comm is None  # closed: its view goes away
+    assert panel.controls.children[0] is panel.text
+    second = panel.text
+    type_into(second, "half a thought, finished")
+    await until(lambda: panel.text is not second, "another fresh box")
+    click(panel.send_button)
+    await until(lambda: "half a thought, finished" in [v for _, v in bubbles(panel)], "sent")
+    assert panel.text.value == ""
+    click(panel.end_button)
+    assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok

@@ -1,0 +1,100 @@
+"""The widget `InputReader`: answers from any thread wake the run's loop at once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from awf_nb.engine.ports import InputReader
+from awf_nb.frontends.notebook.reader import WidgetReader
+
+
+def test_it_is_an_input_reader() -> None:
+    assert isinstance(WidgetReader(), InputReader)
+
+
+async def test_submit_answers_the_pending_read() -> None:
+    reader = WidgetReader()
+    read = asyncio.create_task(reader.read("> "))
+    await asyncio.sleep(0)
+    assert reader.waiting
+
+    reader.submit("hello")
+
+    assert await asyncio.wait_for(read, 1) == "hello"
+    assert not reader.waiting
+    assert reader.prompts == ["> "]
+
+
+async def test_a_submit_from_another_thread_wakes_the_idle_loop_promptly() -> None:
+    reader = WidgetReader()
+    read = asyncio.create_task(reader.read("> "))
+    await asyncio.sleep(0)
+    submitted = []
+
+    def click() -> None:
+        time.sleep(0.05)  # the loop is idle, blocked in select(), when the answer comes
+        submitted.append(time.monotonic())
+        reader.submit("from a subshell thread")
+
+    threading.Thread(target=click, daemon=True).start()
+    text = await asyncio.wait_for(read, 5)
+
+    assert text == "from a subshell thread"
+    assert time.monotonic() - submitted[0] < 0.5
+
+
+async def test_messages_sent_before_the_read_are_kept_in_order() -> None:
+    reader = WidgetReader(asyncio.get_running_loop())
+    reader.submit("one")
+    reader.submit("two")
+    await asyncio.sleep(0)
+
+    assert await reader.read("> ") == "one"
+    assert await reader.read("> ") == "two"
+
+
+async def test_end_is_end_of_input() -> None:
+    reader = WidgetReader()
+    read = asyncio.create_task(reader.read("> "))
+    await asyncio.sleep(0)
+
+    reader.end()
+
+    assert await asyncio.wait_for(read, 1) is None
+
+
+async def test_a_cancelled_read_is_abandoned_and_the_next_answer_kept() -> None:
+    reader = WidgetReader()
+    read = asyncio.create_task(reader.read("> "))
+    await asyncio.sleep(0)
+
+    started = time.monotonic()
+    read.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await read
+    assert time.monotonic() - started < 0.1
+    assert not reader.waiting
+
+    reader.submit("later")
+    await asyncio.sleep(0)
+    assert await asyncio.wait_for(reader.read("> "), 1) == "later"
+
+
+def test_submit_after_the_loop_closed_is_harmless() -> None:
+    reader = WidgetReader()
+    loop = asyncio.new_event_loop()
+    reader.bind(loop)
+    loop.close()
+
+    reader.submit("too late")  # no exception: the run is over
+
+
+def test_submit_before_any_loop_is_queued() -> None:
+    reader = WidgetReader()
+    reader.submit("early")
+
+    assert asyncio.run(reader.read("> ")) == "early"
