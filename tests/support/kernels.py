@@ -2,8 +2,8 @@
 
 Two pieces:
 
-- `ensure_kernel_venv(spec)`: a venv with one ipykernel series (e.g. "6.29"), ipywidgets,
-  markdown-it-py and awf-nb (editable), built once under a cache folder and reused while its
+- `ensure_kernel_venv(series)`: a venv with one ipykernel series (e.g. "6.29"), awf-nb's
+  `notebook` extra (ipywidgets, markdown-it-py) and awf-nb itself (editable), built once under a cache folder and reused while its
   stamp matches. The notebook frontend picks its run mode by ipykernel version, so the tests
   need each version for real, not a mock.
 - `KernelSession`: a kernel started through `jupyter_client` from a kernelspec pointing at
@@ -36,8 +36,6 @@ DEFAULT_VENV_ROOT = REPO_ROOT / ".kernel-venvs"
 VENV_ROOT_ENV = "AWF_KERNEL_VENVS"
 PIP_TIMEOUT_SECONDS = 900.0
 KERNEL_READY_SECONDS = 90.0
-# What a kernel needs besides ipykernel: the notebook extra of awf-nb.
-KERNEL_EXTRAS = ("ipywidgets>=8.1", "markdown-it-py>=3.0")
 
 Message = dict[str, Any]
 
@@ -53,10 +51,11 @@ def venv_root() -> Path:
     return Path(os.environ.get(VENV_ROOT_ENV) or DEFAULT_VENV_ROOT)
 
 
-def _core_dependencies() -> list[str]:
-    """awf-nb's own runtime dependencies, read from pyproject.toml so they never drift."""
+def _kernel_requirements() -> list[str]:
+    """What a kernel needs besides ipykernel: awf-nb's runtime dependencies and its
+    `notebook` extra, read from pyproject.toml so they never drift."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    return list(project["dependencies"])
+    return [*project["dependencies"], *project["optional-dependencies"]["notebook"]]
 
 
 def _venv_python(venv: Path) -> Path:
@@ -66,8 +65,7 @@ def _venv_python(venv: Path) -> Path:
 def _stamp(series: str) -> dict[str, Any]:
     return {
         "ipykernel": f"{series}.*",
-        "extras": list(KERNEL_EXTRAS),
-        "core": _core_dependencies(),
+        "requirements": _kernel_requirements(),
         "repo": str(REPO_ROOT),
         "base_python": sys.version.split()[0],
     }
@@ -118,7 +116,7 @@ def _build_venv(venv: Path, series: str) -> None:
     # One resolver pass for everything but awf-nb itself, then awf-nb without deps so the
     # resolver cannot swap the ipykernel series under test.
     _run(
-        [*pip, f"ipykernel=={series}.*", *KERNEL_EXTRAS, *_core_dependencies()],
+        [*pip, f"ipykernel=={series}.*", *_kernel_requirements()],
         f"install ipykernel {series}.*",
     )
     _run([*pip, "--no-deps", "-e", str(REPO_ROOT)], "install awf-nb (editable)")

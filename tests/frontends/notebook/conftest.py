@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,10 +69,18 @@ class KernelPython:
         return int(self.ipykernel.split(".")[0]) >= 7
 
 
+@pytest.fixture(scope="session")
+def kernel_venvs() -> dict[str, Path]:
+    """The python of every kernel venv; missing ones are built side by side (pip mostly
+    waits on the network, so two builds take about as long as one)."""
+    with ThreadPoolExecutor(max_workers=len(KERNEL_SERIES)) as pool:
+        return dict(zip(KERNEL_SERIES, pool.map(ensure_kernel_venv, KERNEL_SERIES), strict=True))
+
+
 @pytest.fixture(scope="session", params=KERNEL_SERIES, ids=lambda s: f"ipykernel-{s}")
-def kernel_python(request: pytest.FixtureRequest) -> KernelPython:
+def kernel_python(request: pytest.FixtureRequest, kernel_venvs: dict[str, Path]) -> KernelPython:
     series = str(request.param)
-    python = ensure_kernel_venv(series)
+    python = kernel_venvs[series]
     version = installed_version(python, "ipykernel")
     assert version.startswith(f"{series}."), f"{python} has ipykernel {version}, not {series}.*"
     return KernelPython(series, python, version)

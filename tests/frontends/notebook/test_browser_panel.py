@@ -3,7 +3,8 @@
 Level 6 of the spec's testing pyramid: a person's view. The test writes a notebook into
 the server's folder, opens it, runs the cells with Shift+Enter, types into the panel's text
 box and clicks its buttons, and reads the bubbles back from the DOM. The kernel is the
-JupyterLab venv's own (ipykernel 7.4: the cell awaits the conversation, spec mode 2).
+test venv's own python3 kernel (with ipykernel >= 7.4 the cell awaits the conversation,
+spec mode 2; the ipykernel matrix is covered at kernel level, test_kernel_runs.py).
 
 Test (a) also saves docs/img/panel.png (the panel mid-conversation) for docs/notebooks.md.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import re
 import textwrap
-import time
 from typing import Any
 
 import pytest
@@ -23,6 +23,9 @@ from tests.support.kernels import REPO_ROOT
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 KERNEL_IDLE_MS = 60_000
+# A person's click: ~0.1 s between mouse down and up. Playwright's default (no pause)
+# would hide a panel that re-renders its buttons while the mouse is down.
+CLICK_HOLD_MS = 120
 STEP_MS = 30_000
 PANEL_SCREENSHOT = REPO_ROOT / "docs" / "img" / "panel.png"
 
@@ -130,10 +133,13 @@ class NotebookPage:
         expect(self.button("Send")).to_be_enabled(timeout=STEP_MS)
         expect(self.textarea).to_be_editable(timeout=STEP_MS)
 
+    def click(self, button: str) -> None:
+        self.button(button).click(delay=CLICK_HOLD_MS)
+
     def send(self, message: str) -> None:
         self.wait_until_ready_for_input()
         self.textarea.fill(message)
-        self.button("Send").click()
+        self.click("Send")
         self.user_bubbles().filter(has_text=message).first.wait_for(timeout=STEP_MS)
 
     def wait_for_status(self, word: str) -> None:
@@ -148,7 +154,6 @@ def test_conversation_typed_into_the_panel(page: Any, lab: JupyterLabServer, com
     lab.set_lab_setting(
         "@jupyterlab/apputils-extension:kernels-settings", {"commsOverSubshells": comms}
     )
-    started = time.monotonic()
     notebook = NotebookPage(
         page, lab, "conversation.ipynb", ["%load_ext awf_nb", awf_cell(CHAT_WORKFLOW)]
     )
@@ -167,7 +172,7 @@ def test_conversation_typed_into_the_panel(page: Any, lab: JupyterLabServer, com
         PANEL_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         notebook.panel.screenshot(path=str(PANEL_SCREENSHOT))
 
-    notebook.button("End conversation").click()
+    notebook.click("End conversation")
     notebook.wait_for_status("completed")
     notebook.wait_for_kernel_idle()
 
@@ -179,7 +184,6 @@ def test_conversation_typed_into_the_panel(page: Any, lab: JupyterLabServer, com
         "I have a sunny balcony corner.",
         "Which plants should I start with?",
     ], users
-    assert time.monotonic() - started < 120
     # The path under test really was taken.
     assert bool(notebook.comm_subshells()) == (comms != "disabled"), notebook.comm_subshells()
 
@@ -191,7 +195,7 @@ def test_stop_during_a_streaming_reply_returns_to_input(page: Any, lab: JupyterL
 
     notebook.send("Tell me a long one.")
     streaming = notebook.wait_for_reply("word03")
-    notebook.button("Stop").click()
+    notebook.click("Stop")
 
     notebook.panel.get_by_text(re.compile("interrupted", re.IGNORECASE)).first.wait_for(
         timeout=STEP_MS
@@ -205,6 +209,6 @@ def test_stop_during_a_streaming_reply_returns_to_input(page: Any, lab: JupyterL
 
     notebook.send("And now a short one?")
     notebook.wait_for_reply("Short answer after the stop.")
-    notebook.button("End conversation").click()
+    notebook.click("End conversation")
     notebook.wait_for_status("completed")
     notebook.wait_for_kernel_idle()

@@ -271,7 +271,7 @@ def test_background_run_binds_the_handle_and_a_later_cell_awaits_it(
     assert final.stdout.split() == ["True", "completed"]
 
 
-@pytest.mark.parametrize("kernel_python", ["6.29"], indirect=True)
+@pytest.mark.parametrize("kernel_python", ["6.29"], indirect=True, ids=["ipykernel-6.29"])
 def test_cancel_a_background_run(awf_kernel: KernelSession) -> None:
     outcome = awf_kernel.execute(awf_cell(CONVERSATION_WORKFLOW, "--out chat"), CELL_SECONDS)
     assert outcome.status == "ok", failure(awf_kernel, outcome)

@@ -203,6 +203,13 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.01)
 
 
+def give_up(ip: InteractiveShell) -> None:
+    """Never leave a cell waiting for a simulated person who failed: cancel the run."""
+    handle = ip.user_ns.get("chat")
+    if handle is not None and handle.task is not None:
+        handle.task.get_loop().call_soon_threadsafe(handle.cancel)
+
+
 def person_in_another_thread(ip: InteractiveShell, messages: list[str]) -> threading.Thread:
     """Types and sends `messages` into the panel of the run bound to `chat`, then ends."""
     errors: list[BaseException] = []
@@ -211,16 +218,19 @@ def person_in_another_thread(ip: InteractiveShell, messages: list[str]) -> threa
         try:
             wait_for(lambda: "chat" in ip.user_ns, "the handle")
             panel = ip.user_ns["chat"].panel
+            wait_for(lambda: "talk" in panel._sections, "the step to start")
             section = panel._sections["talk"]
             for message in messages:
                 wait_for(lambda: not panel.send_button.disabled, "the prompt")
                 panel.text.value = message
                 panel.send_button._handle_msg(CLICK)
-                wait_for(lambda: any(c.value == message for c in section.body.children), "it")
+                shown = lambda m=message: any(c.value == m for c in section.body.children)  # noqa: E731
+                wait_for(shown, "the message in the chat")
             wait_for(lambda: not panel.end_button.disabled, "the last prompt")
             panel.end_button._handle_msg(CLICK)
         except BaseException as exc:  # reported by the test
             errors.append(exc)
+            give_up(ip)
 
     thread = threading.Thread(target=act, daemon=True)
     thread.errors = errors  # type: ignore[attr-defined]
@@ -301,10 +311,13 @@ def test_stop_at_the_prompt_cancels_an_awaiting_run(
     as_kernel(monkeypatch, (7, 4, 0))
 
     def stop() -> None:
-        wait_for(lambda: "chat" in ip.user_ns, "the handle")
-        panel = ip.user_ns["chat"].panel
-        wait_for(lambda: not panel.send_button.disabled, "the prompt")
-        panel.stop_button._handle_msg(CLICK)
+        try:
+            wait_for(lambda: "chat" in ip.user_ns, "the handle")
+            panel = ip.user_ns["chat"].panel
+            wait_for(lambda: not panel.send_button.disabled, "the prompt")
+            panel.stop_button._handle_msg(CLICK)
+        except AssertionError:
+            give_up(ip)  # the assertions below then report what went wrong
 
     thread = threading.Thread(target=stop, daemon=True)
     thread.start()
