@@ -363,8 +363,13 @@ class RunPanel:
             buttons = widgets.HBox([self.send_button, self.end_button, self.stop_button])
         else:
             buttons = widgets.HBox([self.stop_button])
+        # The text box lives in a box of its own, so replacing it (see `_renew_text_box`)
+        # changes only that box's children: replacing a child of `controls` would make the
+        # browser rebuild the button row after it, losing a click in progress.
+        self.text_holder = widgets.Box([self.text], layout=widgets.Layout(width="100%"))
         self.controls = widgets.VBox(
-            [self.text, buttons] if self.interactive else [buttons], _dom_classes=("awf-controls",)
+            [self.text_holder, buttons] if self.interactive else [buttons],
+            _dom_classes=("awf-controls",),
         )
         self.widget = PanelBox(
             self.title,
@@ -402,7 +407,7 @@ class RunPanel:
             return
         fresh = self._new_text_box(box.value if value is None else value)
         self.text = fresh
-        self.controls.children = (fresh, *self.controls.children[1:])
+        self.text_holder.children = (fresh,)
         box.unobserve(self._on_text_synced, names="value")
         box.close()
 

@@ -345,7 +345,8 @@ async def test_a_text_box_reaches_the_kernel_once_then_a_fresh_one_takes_its_pla
 
     assert panel.text.value == "half a thought"
     assert first.comm is None  # closed: its view goes away
-    assert panel.controls.children[0] is panel.text
+    assert panel.text_holder.children == (panel.text,)
+    assert panel.controls.children[0] is panel.text_holder  # the button row is untouched
     second = panel.text
     type_into(second, "half a thought, finished")
     await until(lambda: panel.text is not second, "another fresh box")
