@@ -30,10 +30,15 @@ class RecordingProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 proxy.requests.append(json.loads(body or b"{}"))
                 headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
-                with httpx.Client(timeout=120) as client, client.stream(
-                    "POST", proxy.upstream + self.path.removeprefix("/v1"), content=body,
-                    headers=headers,
-                ) as response:
+                with (
+                    httpx.Client(timeout=120) as client,
+                    client.stream(
+                        "POST",
+                        proxy.upstream + self.path.removeprefix("/v1"),
+                        content=body,
+                        headers=headers,
+                    ) as response,
+                ):
                     self.send_response(response.status_code)
                     for key, value in response.headers.items():
                         if key.lower() not in _HOP_BY_HOP:
