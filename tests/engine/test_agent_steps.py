@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from awf_nb.engine.events import AgentText, RunWarning, TurnFinished
+from awf_nb.engine.ports import TurnRequest
+from awf_nb.providers.scripted import ScriptedProvider
 from tests.support.events import Collect, with_providers
 
 pytestmark = pytest.mark.asyncio
@@ -40,17 +42,40 @@ async def test_single_turn_streams_and_sets_output(run_yaml):
     assert finished.tokens == step.tokens_used
 
 
+class RecordingScripted(ScriptedProvider):
+    """The scripted provider, keeping every TurnRequest it was given."""
+
+    def __init__(self, name: str = "scripted") -> None:
+        super().__init__(name)
+        self.requests: list[TurnRequest] = []
+
+    def stream(self, turn: TurnRequest):  # type: ignore[override]
+        self.requests.append(turn)
+        return super().stream(turn)
+
+
 async def test_echo_mode_and_system_prompt(run_yaml):
+    made: list[RecordingScripted] = []
+
+    def recording(name: str) -> RecordingScripted:
+        made.append(RecordingScripted(name))
+        return made[-1]
+
     result = await run_yaml(
         """
         name: t
         states:
           initial: ask
-          ask: {type: agent, provider: scripted, prompt: "ping", system_prompt: "be brief", on_success: done}
+          ask: {type: agent, provider: recording, prompt: "ping", system_prompt: "be brief", on_success: done}
           done: {type: terminal}
-        """
+        """,
+        providers=with_providers(recording=recording),
     )
-    assert result.outputs["ask"] == "ping"
+    assert result.outputs["ask"] == "ping"  # no replies scripted: the prompt is echoed
+    (provider,) = made
+    (request,) = provider.requests
+    assert request.prompt == "ping"
+    assert request.system_prompt == "be brief"
 
 
 async def test_output_format_json(run_yaml):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
@@ -263,7 +264,22 @@ async def test_timeout_kills_the_whole_process_group(run_yaml, tmp_path):
         pytest.fail("the grandchild sleep survived the timeout")
 
 
-async def test_retry_with_backoff_until_success(run_yaml, tmp_path):
+@pytest.mark.parametrize(
+    ("jitter", "bounds"),
+    [(0, [(1.0, 1.0), (2.0, 2.0)]), (0.5, [(0.5, 1.5), (1.0, 3.0)])],
+    ids=["exact", "jittered"],
+)
+async def test_retry_with_backoff_until_success(run_yaml, tmp_path, monkeypatch, jitter, bounds):
+    # A fake clock: every sleep returns at once and is recorded. Retry delays are whole
+    # seconds here, far above any pause the engine takes for itself.
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def fake_sleep(delay: float, *args, **kwargs):
+        slept.append(delay)
+        return await real_sleep(0, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
     counter = tmp_path / "count"
     result = await run_yaml(
         f"""
@@ -273,13 +289,17 @@ async def test_retry_with_backoff_until_success(run_yaml, tmp_path):
           a:
             type: step
             command: 'n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; [ $n -ge 3 ]'
-            retry: {{max_attempts: 5, initial_delay: 10ms, backoff: exponential, jitter: 0.5}}
+            retry: {{max_attempts: 5, initial_delay: 1s, backoff: exponential, jitter: {jitter}}}
             on_success: ok
           ok: {{type: terminal}}
         """
     )
     assert result.ok
     assert result.steps["a"].attempt == 3
+    retry_delays = [delay for delay in slept if delay >= 0.5]
+    assert len(retry_delays) == 2, slept
+    for delay, (low, high) in zip(retry_delays, bounds, strict=True):
+        assert low <= delay <= high, retry_delays
 
 
 async def test_retry_only_for_retryable_exit_codes(run_yaml, tmp_path):

@@ -17,6 +17,7 @@ import pytest
 from awf_nb.engine.ports import Final, Message, TextDelta, TurnRequest, Usage
 from awf_nb.providers.openai_compatible import OpenAICompatibleProvider
 from tests.support import collect, of_type
+from tests.support.recording_proxy import RecordingProxy
 
 pytestmark = pytest.mark.real_server
 
@@ -64,22 +65,28 @@ async def test_a_real_server_streams_a_reply(
 async def test_a_real_server_receives_the_history(
     llama_server: str, provider: OpenAICompatibleProvider
 ) -> None:
-    alone = TurnRequest(prompt="And what is its capital?", options=options(llama_server))
-    with_history = TurnRequest(
-        prompt="And what is its capital?",
-        system_prompt="You are a concise geography tutor.",
-        history=[
-            Message("user", "Which country is shaped like a boot?"),
-            Message("assistant", "Italy is shaped like a boot."),
-        ],
-        options=options(llama_server),
-    )
-    first = await collect(provider.stream(alone))
-    second = await collect(provider.stream(with_history))
-    reply = second[-1]
+    history = [
+        Message("user", "Which country is shaped like a boot?"),
+        Message("assistant", "Italy is shaped like a boot."),
+    ]
+    with RecordingProxy(llama_server) as proxy:
+        turn = TurnRequest(
+            prompt="And what is its capital?",
+            system_prompt="You are a concise geography tutor.",
+            history=history,
+            options=options(proxy.base_url),
+        )
+        events = await collect(provider.stream(turn))
+    reply = events[-1]
     assert isinstance(reply, Final)
-    assert reply.text.strip()
-    assert of_type(second, Usage)[0].input_tokens > of_type(first, Usage)[0].input_tokens
+    assert reply.text.strip(), "the real server answered"
+    (sent,) = proxy.requests
+    assert [(m["role"], m["content"]) for m in sent["messages"]] == [
+        ("system", "You are a concise geography tutor."),
+        ("user", "Which country is shaped like a boot?"),
+        ("assistant", "Italy is shaped like a boot."),
+        ("user", "And what is its capital?"),
+    ]
 
 
 async def test_cancelling_frees_the_real_server(

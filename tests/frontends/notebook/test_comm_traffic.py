@@ -31,6 +31,7 @@ TARGET_MESSAGES = 60
 @dataclass
 class Traffic:
     messages: list[tuple[str, int]] = field(default_factory=list)  # (msg_type, bytes)
+    comm_ids: list[str] = field(default_factory=list)  # the comm of each message
 
     def mark(self) -> int:
         return len(self.messages)
@@ -48,6 +49,7 @@ class CountingComm(BaseComm):
                     buffers: Any = None, **keys: Any) -> None:  # fmt: skip
         size = len(json.dumps(data or {}, default=str)) + sum(len(b) for b in buffers or [])
         self.traffic.messages.append((msg_type, size))
+        self.traffic.comm_ids.append(self.comm_id)
 
 
 @pytest.fixture
@@ -155,8 +157,7 @@ states:
     workflow = load(text)
     panel = RunPanel(workflow.name)
     runner = prepare_run(workflow, {}, sink=panel, store=None)
-    sent_values: dict[int, list[str]] = {}
-    first_reply: list[Any] = []
+    first_reply: list[tuple[Any, int]] = []  # (the reply widget, traffic mark when finished)
 
     original = RunPanel.emit
 
@@ -164,13 +165,14 @@ states:
         original(panel, event)
         if isinstance(event, ev.TurnFinished) and event.step == "first":
             widget = panel._sections["first"].body.children[-1]
-            first_reply.append(widget)
-            widget.observe(lambda change: sent_values.setdefault(id(widget), []).append(
-                change["new"]), names="value")  # fmt: skip
+            first_reply.append((widget, traffic.mark()))
 
     panel.emit = spy  # type: ignore[method-assign]
     state = await asyncio.wait_for(runner.execute(), timeout=30)
 
     assert state.status == "completed"
-    assert first_reply and "finished early" in first_reply[0].value
-    assert sent_values == {}
+    ((widget, finished_at),) = first_reply
+    assert "finished early" in widget.value
+    later = traffic.comm_ids[finished_at:]
+    assert len(later) > 0, "the second reply streamed through the comm"
+    assert widget.comm.comm_id not in later, "the finished reply was sent again"

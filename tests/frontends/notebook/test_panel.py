@@ -179,9 +179,14 @@ async def test_stop_at_the_prompt_cancels_the_run() -> None:
         handle.result()
     assert "cancelled" in panel.status.value
     assert panel.controls not in panel.widget.children
-    # A late click does nothing.
+    # A late click does nothing: no message is taken, nothing on the panel changes.
+    shown = (panel.status.value, tuple(panel.widget.children))
+    transcript = [t.content for t in handle.state.steps["talk"].conversation.turns]
     click(panel.send_button)
     await asyncio.sleep(0.01)
+    assert (panel.status.value, tuple(panel.widget.children)) == shown
+    assert [t.content for t in handle.state.steps["talk"].conversation.turns] == transcript
+    assert handle.state.status == "cancelled"
 
 
 async def test_clicks_from_another_thread_reach_the_run() -> None:

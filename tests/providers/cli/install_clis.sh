@@ -5,6 +5,8 @@
 # (shared/agent-clis/README.md). claude-code later than 2.1.197 needs Node >= 22.
 # Usage: tests/providers/cli/install_clis.sh [PREFIX]   (default: $AWF_NPM_PREFIX or
 # <repo>/.npm-cli). Idempotent: an already installed set is left alone.
+# With AWF_REQUIRE_PEERS set (CI), a missing npm or a CLI missing after the install is an
+# error (exit 1) instead of a warning, so the real_cli tests can never be skipped silently.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
@@ -19,7 +21,14 @@ packages=(
 )
 binaries=(claude gemini codex opencode copilot)
 
+required=0
+case "${AWF_REQUIRE_PEERS:-}" in ""|0|false|no) ;; *) required=1 ;; esac
+
 if ! command -v npm >/dev/null 2>&1; then
+  if [[ $required == 1 ]]; then
+    echo "install_clis: npm not found, and AWF_REQUIRE_PEERS is set" >&2
+    exit 1
+  fi
   echo "install_clis: npm not found; the real_cli tests will be skipped" >&2
   exit 0
 fi
@@ -37,10 +46,16 @@ mkdir -p "$prefix"
 # --no-fund/--no-audit: no extra registry round trips; the CLIs' own postinstall
 # scripts only pick the native binary shipped in an optional dependency.
 npm install --prefix "$prefix" --no-fund --no-audit --loglevel=error "${packages[@]}"
+missing=0
 for bin in "${binaries[@]}"; do
   if [[ -x "$prefix/node_modules/.bin/$bin" ]]; then
     echo "install_clis: $bin -> $prefix/node_modules/.bin/$bin"
   else
     echo "install_clis: $bin missing after install" >&2
+    missing=1
   fi
 done
+if [[ $missing == 1 && $required == 1 ]]; then
+  echo "install_clis: AWF_REQUIRE_PEERS is set and a CLI is missing" >&2
+  exit 1
+fi
