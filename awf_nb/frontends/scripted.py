@@ -28,15 +28,3 @@ class ScriptedReader:
         else:
             await asyncio.sleep(0)  # a real suspension point, so cancellation can land here
         return self._replies.pop(0) if self._replies else None
-
-
-class BlockingReader:
-    """Never answers until cancelled: stands in for a person who has not typed yet."""
-
-    def __init__(self) -> None:
-        self.waiting = asyncio.Event()
-
-    async def read(self, prompt: str) -> str | None:
-        self.waiting.set()
-        await asyncio.Future()  # cancelled by the run's cancellation
-        return None

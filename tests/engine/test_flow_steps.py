@@ -41,20 +41,34 @@ def parallel(strategy: str, cmd: str = "echo C", max_concurrent: int = 0) -> str
     )
 
 
-async def test_parallel_runs_branches_concurrently(run_yaml):
-    started = time.monotonic()
-    result = await run_yaml(parallel("all_succeed"))
+async def test_parallel_runs_branches_concurrently(run_yaml, tmp_path):
+    # Each branch waits until the other one has started: run one after the other, the
+    # first would give up waiting and fail.
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    wait_for = 'touch {m}/{me}; i=0; until [ -e {m}/{other} ]; do i=$((i+1)); [ $i -gt 600 ] && exit 7; sleep 0.05; done; echo {out}'
+    text = PARALLEL.replace("STRATEGY", "all_succeed").replace("MAX", "0").replace("CMD", "echo C")
+    text = text.replace('"sleep 0.3; echo A"', repr(wait_for.format(m=marks, me="a", other="b", out="A")))
+    text = text.replace('"sleep 0.3; echo B"', repr(wait_for.format(m=marks, me="b", other="a", out="B")))
+    result = await run_yaml(text)
     assert result.ok, result.error
-    assert time.monotonic() - started < 0.55  # two 0.3 s sleeps overlapped
     assert result.message == "AB"
     assert json.loads(result.outputs["fan"]) == {"a": "A", "b": "B", "c": "C"}
 
 
-async def test_parallel_max_concurrent_serialises(run_yaml):
-    started = time.monotonic()
-    result = await run_yaml(parallel("all_succeed", max_concurrent=1))
-    assert result.ok
-    assert time.monotonic() - started >= 0.6
+async def test_parallel_max_concurrent_serialises(run_yaml, tmp_path):
+    log = tmp_path / "log"
+    branch = "echo start-{0} >> {1}; sleep 0.1; echo end-{0} >> {1}; echo {2}"
+    text = parallel("all_succeed", max_concurrent=1)
+    text = text.replace('"sleep 0.3; echo A"', repr(branch.format("a", log, "A")))
+    text = text.replace('"sleep 0.3; echo B"', repr(branch.format("b", log, "B")))
+    text = text.replace('command: "echo C"', f"command: {branch.format('c', log, 'C')!r}")
+    result = await run_yaml(text)
+    assert result.ok, result.error
+    lines = log.read_text().split()
+    # One branch at a time: every start is followed by its own end.
+    assert len(lines) == 6
+    assert all(end == start.replace("start", "end") for start, end in zip(lines[::2], lines[1::2]))
 
 
 async def test_all_succeed_fails_fast(run_yaml):

@@ -7,7 +7,7 @@ cache, so the model is loaded once per context size for the whole session.
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -195,11 +195,9 @@ async def test_cancel_stops_generation_quickly_and_the_model_stays_usable() -> N
 
     task = asyncio.create_task(consume())
     await asyncio.wait_for(third_delta.wait(), timeout=30)
-    started = time.perf_counter()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert time.perf_counter() - started < 0.5
     model = cached_model(default_model_path())
     assert model is not None and not model.lock.locked()  # the worker has stopped
     # Generation stopped within a token of the cancel: the model evaluated the prompt and
@@ -216,11 +214,12 @@ async def test_closing_the_stream_stops_generation() -> None:
     stream = LocalProvider().stream(TurnRequest(prompt="Tell me a long story."))
     first = await anext(stream)
     assert isinstance(first, TextDelta)
-    started = time.perf_counter()
     await stream.aclose()
-    assert time.perf_counter() - started < 0.5
     model = cached_model(default_model_path())
-    assert model is not None and not model.lock.locked()
+    assert model is not None and not model.lock.locked()  # the worker has stopped
+    # Generation stopped within a token or two of the close (a default reply would run on).
+    prompt_tokens = model.count_tokens([Message("user", "Tell me a long story.")])
+    assert model.llama.n_tokens - prompt_tokens <= 3
 
 
 async def test_aclose_stops_a_running_turn_with_an_error() -> None:
@@ -266,28 +265,41 @@ async def test_concurrent_turns_take_turns_on_the_model() -> None:
     assert [final_text(events) for events in together] == alone
 
 
-async def test_event_loop_keeps_running_during_load_and_generation() -> None:
-    gaps: list[float] = []
+async def test_event_loop_keeps_running_during_load_and_generation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Loading and generating must happen in worker threads, never on the loop's thread,
+    # and the loop must run other tasks between the streamed pieces.
+    loop_thread = threading.get_ident()
+    load_threads: list[int] = []
+    real_load = local._load_model
+
+    def spy_load(*args: object, **kwargs: object) -> object:
+        load_threads.append(threading.get_ident())
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(local, "_load_model", spy_load)
+    order: list[str] = []
     stop = asyncio.Event()
 
     async def ticker() -> None:
-        last = time.perf_counter()
         while not stop.is_set():
-            await asyncio.sleep(0.005)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
+            await asyncio.sleep(0.001)
+            order.append("tick")
 
     tick_task = asyncio.create_task(ticker())
+    provider = LocalProvider()
     # A context size no other test uses, so this turn loads the model as well.
-    events = await run_turn(
-        LocalProvider(), "Tell me a story.", options={"context_window": 1024, "max_tokens": 24}
-    )
+    request = TurnRequest(prompt="Tell me a story.", options={"context_window": 1024, "max_tokens": 24})
+    async for event in provider.stream(request):
+        if isinstance(event, TextDelta):
+            order.append("delta")
     stop.set()
     await tick_task
-    assert final_text(events)
-    assert len(gaps) > 20
-    assert max(gaps) < 0.1
+    assert load_threads and loop_thread not in load_threads, "the model loaded on the loop"
+    first, last = order.index("delta"), len(order) - 1 - order[::-1].index("delta")
+    assert "tick" in order[:first], "the loop was blocked while the model loaded"
+    assert "tick" in order[first:last], "the loop was blocked while the reply was generated"
 
 
 async def test_a_broken_gguf_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -18,6 +18,11 @@ class RecordingProxy:
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
         self.requests: list[dict[str, Any]] = []
+        # Requests whose client went away before the upstream reply ended; the upstream
+        # connection is closed then, as a real client's would be.
+        self.abandoned: list[int] = []
+        self.completed: list[int] = []
+        self.changed = threading.Condition()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -28,7 +33,16 @@ class RecordingProxy:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                number = len(proxy.requests)
                 proxy.requests.append(json.loads(body or b"{}"))
+                try:
+                    self._forward(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    proxy._note(proxy.abandoned, number)
+                else:
+                    proxy._note(proxy.completed, number)
+
+            def _forward(self, body: bytes) -> None:
                 headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
                 with (
                     httpx.Client(timeout=120) as client,
@@ -57,6 +71,20 @@ class RecordingProxy:
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
+
+    def _note(self, outcome: list[int], number: int) -> None:
+        with self.changed:
+            outcome.append(number)
+            self.changed.notify_all()
+
+    def wait_until_ended(self, number: int, timeout: float = 60.0) -> str:
+        """"abandoned" or "completed": how request `number` (0-based) ended."""
+        with self.changed:
+            ended = self.changed.wait_for(
+                lambda: number in self.abandoned or number in self.completed, timeout
+            )
+        assert ended, f"request {number} had not ended after {timeout:g}s"
+        return "abandoned" if number in self.abandoned else "completed"
 
     def __enter__(self) -> RecordingProxy:
         self._thread.start()

@@ -6,13 +6,17 @@ box and clicks its buttons, and reads the bubbles back from the DOM. The kernel 
 test venv's own python3 kernel (with ipykernel >= 7.4 the cell awaits the conversation,
 spec mode 2; the ipykernel matrix is covered at kernel level, test_kernel_runs.py).
 
-Test (a) also saves docs/img/panel.png (the panel mid-conversation) for docs/notebooks.md.
+Test (a) also takes a screenshot of the panel mid-conversation, into the test's temporary
+folder; with AWF_REFRESH_DOC_IMAGES=1 it refreshes docs/img/panel.png (docs/notebooks.md)
+instead, so an ordinary test run never changes a tracked file.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +31,14 @@ KERNEL_IDLE_MS = 60_000
 # would hide a panel that re-renders its buttons while the mouse is down.
 CLICK_HOLD_MS = 120
 STEP_MS = 30_000
-PANEL_SCREENSHOT = REPO_ROOT / "docs" / "img" / "panel.png"
+DOC_SCREENSHOT = REPO_ROOT / "docs" / "img" / "panel.png"
+
+
+def screenshot_path(tmp_path: Path) -> Path:
+    """Where the panel screenshot goes: the docs image only when asked to refresh it."""
+    if os.environ.get("AWF_REFRESH_DOC_IMAGES", "") not in ("", "0"):
+        return DOC_SCREENSHOT
+    return tmp_path / "panel.png"
 
 CHAT_WORKFLOW = """
 name: garden-chat
@@ -147,7 +158,9 @@ class NotebookPage:
 
 
 @pytest.mark.parametrize("comms", ["perCommTarget", "disabled"], ids=["subshell", "main-shell"])
-def test_conversation_typed_into_the_panel(page: Any, lab: JupyterLabServer, comms: str) -> None:
+def test_conversation_typed_into_the_panel(
+    page: Any, lab: JupyterLabServer, comms: str, tmp_path: Path
+) -> None:
     """`comms` is JupyterLab's "Kernel Comms over subshells" setting: its default sends
     widget messages through a kernel subshell, "disabled" through the main shell (as
     frontends without subshell support do)."""
@@ -169,8 +182,10 @@ def test_conversation_typed_into_the_panel(page: Any, lab: JupyterLabServer, com
     notebook.wait_for_reply("water them every morning")
     notebook.wait_until_ready_for_input()
     if comms == "perCommTarget":  # the docs show what most users get: JupyterLab's default
-        PANEL_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-        notebook.panel.screenshot(path=str(PANEL_SCREENSHOT))
+        screenshot = screenshot_path(tmp_path)
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        notebook.panel.screenshot(path=str(screenshot))
+        assert screenshot.stat().st_size > 0
 
     notebook.click("End conversation")
     notebook.wait_for_status("completed")
