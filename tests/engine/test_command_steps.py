@@ -236,7 +236,6 @@ async def test_script_file_with_shebang_and_template(run_yaml, workdir: Path):
 
 async def test_timeout_kills_the_whole_process_group(run_yaml, tmp_path):
     pidfile = tmp_path / "child.pid"
-    started = time.monotonic()
     result = await run_yaml(
         f"""
         name: t
@@ -250,7 +249,6 @@ async def test_timeout_kills_the_whole_process_group(run_yaml, tmp_path):
           ok: {{type: terminal}}
         """
     )
-    assert time.monotonic() - started < 10
     assert result.status == "failed"
     assert "timed out after 0.5s" in result.error
     pid = int(pidfile.read_text())

@@ -338,11 +338,9 @@ async def test_cancel_mid_stream_kills_the_process_group(fake_cli: FakeCli, cli:
     [record] = fake_cli.records()
     assert is_alive(record["pid"]) and is_alive(record["child_pid"])
     assert record["pgid"] == record["pid"]  # its own process group
-    started = time.monotonic()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert time.monotonic() - started < 2
     assert wait_until_gone([record["pid"], record["child_pid"]], 1.0) == []
     assert not provider._running
 
@@ -366,14 +364,11 @@ async def test_timeout_kills_the_process_group(fake_cli: FakeCli, stubborn: bool
         {"sample": "claude-turn1.jsonl", "hang": True, "spawn_child": True, "ignore_term": stubborn}
     )
     provider = CLAUDE.make()
-    started = time.monotonic()
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(collect(provider.stream(turn(fake_cli))), 0.8)
-    elapsed = time.monotonic() - started
     [record] = fake_cli.records()
-    assert wait_until_gone([record["pid"], record["child_pid"]], 1.0) == []
-    # SIGKILL follows SIGTERM after kill_grace (0.3 s here) when SIGTERM is ignored.
-    assert elapsed < 0.8 + provider.kill_grace + 1.0
+    # Both gone (when SIGTERM is ignored, SIGKILL followed it); the wait is a hang guard.
+    assert wait_until_gone([record["pid"], record["child_pid"]], 10.0) == []
 
 
 async def test_aclose_kills_a_turn_still_running(fake_cli: FakeCli) -> None:
@@ -405,10 +400,8 @@ async def test_a_child_holding_stdout_does_not_hang_the_turn(fake_cli: FakeCli) 
     # The CLI exits, but a process it started keeps our stdout pipe open.
     fake_cli.install("opencode")
     fake_cli.plan({"sample": "opencode-turn1.jsonl", "spawn_child": True})
-    started = time.monotonic()
     events = await asyncio.wait_for(collect(OPENCODE.make().stream(turn(fake_cli))), 10)
     assert isinstance(events[-1], Final) and events[-1].text == OPENCODE.reply1
-    assert time.monotonic() - started < 3
     [record] = fake_cli.records()
     assert wait_until_gone([record["child_pid"]], 1.0) == []
 
