@@ -24,6 +24,7 @@ from awf_nb.workflow.model import (
     CallWorkflowStep,
     CommandStep,
     ForEachStep,
+    OperationStep,
     ParallelStep,
     TerminalStep,
     WhileStep,
@@ -109,6 +110,11 @@ def describe_plan(workflow: Workflow, given: Mapping[str, Any], *, cwd: Path | N
             detail.append(f"while {step.while_}: {', '.join(step.body)}")
         elif isinstance(step, CallWorkflowStep):
             detail.append(f"calls: {step.workflow}")
+        elif isinstance(step, OperationStep):
+            detail.append(f"operation: {step.operation}")
+            for key, value in step.inputs.items():
+                shown = show(value, name, f"inputs.{key}") if isinstance(value, str) else value
+                detail.append(f"  {key}: {shown}")
         elif isinstance(step, TerminalStep):
             detail.append(f"ends the run: {step.status}")
         if routes := _routes(step):

@@ -291,7 +291,9 @@ class Runner:
         await self._hooks(step.hooks.pre, step=step.name, loop=loop)
         jump: str | None = None
         attempts = (
-            step.retry.max_attempts if step.retry and step.type in ("command", "agent") else 1
+            step.retry.max_attempts
+            if step.retry and step.type in ("command", "agent", "operation")
+            else 1
         )
         for attempt in range(1, attempts + 1):
             st.attempt = attempt

@@ -1,4 +1,5 @@
-"""One function per step kind: command, agent, parallel, for_each/while, call_workflow.
+"""One function per step kind: command, agent, parallel, for_each/while, call_workflow,
+operation.
 
 Each executor fills the step's `StepState` (status, output, tokens, …) and raises an
 `AwfError` on failure; `Runner.run_step` records the error and routes. Loop executors may
@@ -28,6 +29,7 @@ from awf_nb.workflow.model import (
     CallWorkflowStep,
     CommandStep,
     ForEachStep,
+    OperationStep,
     ParallelStep,
     TerminalStep,
     WhileStep,
@@ -53,6 +55,8 @@ async def execute(run: Runner, step: AnyStep, st: StepState, loop: LoopFrame | N
         return await execute_loop(run, step, st, loop)
     elif isinstance(step, CallWorkflowStep):
         await execute_call(run, step, st, loop)
+    elif isinstance(step, OperationStep):
+        await execute_operation(run, step, st, loop)
     else:  # a terminal reached as a parallel branch or loop body: nothing to run
         st.status = "completed"
     return None
@@ -357,3 +361,37 @@ async def execute_call(
             f"step {step.name}: workflow {child.name} failed: {child_state.error}",
             step=step.name,
         )
+
+
+# --- operation -------------------------------------------------------------------------------
+
+
+async def execute_operation(
+    run: Runner, step: OperationStep, st: StepState, loop: LoopFrame | None
+) -> None:
+    """A built-in operation: its outputs become `Response`, and `Output` as JSON."""
+    from awf_nb.engine.operations import OperationContext, run_operation
+
+    inputs = {
+        k: run.ctx.render_value(v, step=step.name, what=f"inputs.{k}", loop=loop)
+        for k, v in step.inputs.items()
+    }
+    context = OperationContext(
+        env=run.config.env,
+        cwd=run.config.cwd,
+        workflow=run.workflow.name,
+        run_id=run.run_id,
+        step=step.name,
+    )
+    try:
+        operation = run_operation(step.operation, inputs, context)
+        result = await asyncio.wait_for(operation, step.timeout)
+    except TimeoutError:
+        raise ExecutionError(f"step {step.name}: timed out after {step.timeout:g}s") from None
+    except ExecutionError as exc:
+        raise ExecutionError(f"step {step.name}: {run.masker.mask(exc.message)}") from None
+    st.response = run.masker.mask_data(result.outputs)
+    st.output = json.dumps(st.response, ensure_ascii=False)
+    st.exit_code = 1 if result.error else 0
+    if result.error:
+        raise ExecutionError(f"step {step.name}: {run.masker.mask(result.error)}")

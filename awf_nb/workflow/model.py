@@ -81,6 +81,7 @@ STEP_KINDS: dict[str, str] = {
     "for_each": "for_each",
     "while": "while",
     "call_workflow": "call_workflow",
+    "operation": "operation",
 }
 
 STATE_PROPERTIES = (
@@ -396,6 +397,28 @@ class CallWorkflowStep(_StepBase):
     outputs: dict[str, str] = Field(default_factory=dict)
 
 
+class OperationStep(_StepBase):
+    """`type: operation`: one of the built-in operations (awf_nb/workflow/operations.py)."""
+
+    type: Literal["operation"] = "operation"
+    operation: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    operation_inputs: dict[str, Any] = Field(default_factory=dict)  # AWF's other spelling
+
+    @model_validator(mode="after")
+    def _known_operation(self) -> OperationStep:
+        from awf_nb.workflow.operations import OPERATIONS, input_problems, unknown_operation_message
+
+        if self.operation_inputs and not self.inputs:
+            self.inputs = self.operation_inputs
+        spec = OPERATIONS.get(self.operation)
+        if spec is None:
+            raise ValueError(unknown_operation_message(self.operation))
+        if problems := input_problems(spec, self.inputs):
+            raise ValueError("; ".join(problems))
+        return self
+
+
 STEP_CLASSES: dict[str, type[_StepBase]] = {
     "command": CommandStep,
     "agent": AgentStep,
@@ -404,6 +427,7 @@ STEP_CLASSES: dict[str, type[_StepBase]] = {
     "for_each": ForEachStep,
     "while": WhileStep,
     "call_workflow": CallWorkflowStep,
+    "operation": OperationStep,
 }
 
 
@@ -419,7 +443,8 @@ Step = Annotated[
     | Annotated[ParallelStep, Tag("parallel")]
     | Annotated[ForEachStep, Tag("for_each")]
     | Annotated[WhileStep, Tag("while")]
-    | Annotated[CallWorkflowStep, Tag("call_workflow")],
+    | Annotated[CallWorkflowStep, Tag("call_workflow")]
+    | Annotated[OperationStep, Tag("operation")],
     Discriminator(_step_tag),
 ]
 
@@ -431,6 +456,7 @@ AnyStep = (
     | ForEachStep
     | WhileStep
     | CallWorkflowStep
+    | OperationStep
 )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -11,8 +10,8 @@ from awf_nb.api import prepare_run
 from awf_nb.engine.events import AwaitingInput, TurnFinished, UserMessage
 from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.workflow.loader import load_text
-from tests.support.readers import BlockingReader
 from tests.support.events import Collect
+from tests.support.readers import BlockingReader
 
 pytestmark = pytest.mark.asyncio
 

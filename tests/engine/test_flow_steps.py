@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -46,10 +45,14 @@ async def test_parallel_runs_branches_concurrently(run_yaml, tmp_path):
     # first would give up waiting and fail.
     marks = tmp_path / "marks"
     marks.mkdir()
-    wait_for = 'touch {m}/{me}; i=0; until [ -e {m}/{other} ]; do i=$((i+1)); [ $i -gt 600 ] && exit 7; sleep 0.05; done; echo {out}'
+    wait_for = "touch {m}/{me}; i=0; until [ -e {m}/{other} ]; do i=$((i+1)); [ $i -gt 600 ] && exit 7; sleep 0.05; done; echo {out}"
     text = PARALLEL.replace("STRATEGY", "all_succeed").replace("MAX", "0").replace("CMD", "echo C")
-    text = text.replace('"sleep 0.3; echo A"', repr(wait_for.format(m=marks, me="a", other="b", out="A")))
-    text = text.replace('"sleep 0.3; echo B"', repr(wait_for.format(m=marks, me="b", other="a", out="B")))
+    text = text.replace(
+        '"sleep 0.3; echo A"', repr(wait_for.format(m=marks, me="a", other="b", out="A"))
+    )
+    text = text.replace(
+        '"sleep 0.3; echo B"', repr(wait_for.format(m=marks, me="b", other="a", out="B"))
+    )
     result = await run_yaml(text)
     assert result.ok, result.error
     assert result.message == "AB"
@@ -68,7 +71,10 @@ async def test_parallel_max_concurrent_serialises(run_yaml, tmp_path):
     lines = log.read_text().split()
     # One branch at a time: every start is followed by its own end.
     assert len(lines) == 6
-    assert all(end == start.replace("start", "end") for start, end in zip(lines[::2], lines[1::2]))
+    assert all(
+        end == start.replace("start", "end")
+        for start, end in zip(lines[::2], lines[1::2], strict=True)
+    )
 
 
 async def test_all_succeed_fails_fast(run_yaml):

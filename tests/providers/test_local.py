@@ -290,7 +290,9 @@ async def test_event_loop_keeps_running_during_load_and_generation(
     tick_task = asyncio.create_task(ticker())
     provider = LocalProvider()
     # A context size no other test uses, so this turn loads the model as well.
-    request = TurnRequest(prompt="Tell me a story.", options={"context_window": 1024, "max_tokens": 24})
+    request = TurnRequest(
+        prompt="Tell me a story.", options={"context_window": 1024, "max_tokens": 24}
+    )
     async for event in provider.stream(request):
         if isinstance(event, TextDelta):
             order.append("delta")

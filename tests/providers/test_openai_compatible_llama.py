@@ -115,7 +115,9 @@ async def test_cancelling_frees_the_real_server(
         # The cancel closed the connection: the proxy saw its client go away mid-reply and
         # dropped the upstream connection, which stops llama.cpp's generation.
         assert await asyncio.to_thread(proxy.wait_until_ended, 0) == "abandoned"
-        events = await collect(provider.stream(TurnRequest(prompt="Hi", options=options(proxy.base_url))))
+        events = await collect(
+            provider.stream(TurnRequest(prompt="Hi", options=options(proxy.base_url)))
+        )
         assert isinstance(events[-1], Final)
         assert events[-1].text.strip(), "the server answered the next request"
         assert await asyncio.to_thread(proxy.wait_until_ended, 1) == "completed"

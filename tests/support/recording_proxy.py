@@ -78,7 +78,7 @@ class RecordingProxy:
             self.changed.notify_all()
 
     def wait_until_ended(self, number: int, timeout: float = 60.0) -> str:
-        """"abandoned" or "completed": how request `number` (0-based) ended."""
+        """ "abandoned" or "completed": how request `number` (0-based) ended."""
         with self.changed:
             ended = self.changed.wait_for(
                 lambda: number in self.abandoned or number in self.completed, timeout

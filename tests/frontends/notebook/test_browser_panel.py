@@ -40,6 +40,7 @@ def screenshot_path(tmp_path: Path) -> Path:
         return DOC_SCREENSHOT
     return tmp_path / "panel.png"
 
+
 CHAT_WORKFLOW = """
 name: garden-chat
 states:
