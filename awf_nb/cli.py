@@ -323,6 +323,78 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- awf diagram ---------------------------------------------------------------------------
+
+
+def _configure_diagram(parser: argparse.ArgumentParser) -> None:
+    from awf_nb.diagram import DIRECTIONS, FORMATS
+
+    parser.add_argument("workflow", metavar="WORKFLOW", help="file path or name")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE (its extension picks the format)"
+    )
+    parser.add_argument(
+        "--format", choices=FORMATS, help="dot (default), mermaid, or svg/png/pdf via Graphviz"
+    )
+    parser.add_argument(
+        "--direction", default="TB", type=str.upper, choices=DIRECTIONS, help="layout direction"
+    )
+    parser.add_argument(
+        "--highlight", nargs="+", default=[], metavar="STEP", help="mark these steps"
+    )
+
+
+@command("diagram", "draw a workflow as a Graphviz or Mermaid diagram", _configure_diagram)
+def cmd_diagram(args: argparse.Namespace) -> int:
+    """Draw a workflow: every step by its kind, every route labelled.
+
+    Writes Graphviz DOT by default, or Mermaid (`--format mermaid`, which GitHub, GitLab and
+    JupyterLab render themselves). svg, png and pdf are drawn by Graphviz's `dot` program
+    (apt-get install graphviz). With -o FILE the format follows FILE's extension
+    (.dot/.gv, .mmd/.mermaid, .svg, .png, .pdf) unless --format is given.
+    """
+    from awf_nb.diagram import diagram
+    from awf_nb.workflow.loader import load_workflow
+
+    format_ = args.format or _format_from_path(args.output) or "dot"
+    drawing = diagram(
+        load_workflow(args.workflow),
+        format=format_,
+        direction=args.direction,
+        highlight=args.highlight,
+    )
+    data = drawing.encode() if isinstance(drawing, str) else drawing
+    if args.output:
+        try:
+            with open(args.output, "wb") as out:
+                out.write(data)
+        except OSError as exc:
+            raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+        print(f"wrote {args.output} ({format_})", file=sys.stderr)
+    elif isinstance(drawing, bytes) and sys.stdout.isatty():
+        raise UserError(f"{format_} is binary: write it to a file with -o FILE.{format_}")
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    return 0
+
+
+_DIAGRAM_EXTENSIONS = {
+    ".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".mermaid": "mermaid",
+    ".svg": "svg", ".png": "png", ".pdf": "pdf",
+}  # fmt: skip
+
+
+def _format_from_path(path: str | None) -> str | None:
+    if not path:
+        return None
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in _DIAGRAM_EXTENSIONS:
+        known = ", ".join(_DIAGRAM_EXTENSIONS)
+        raise UserError(f"cannot tell the format of {path}: use --format, or one of {known}")
+    return _DIAGRAM_EXTENSIONS[suffix]
+
+
 # --- awf run / resume / status / history ---------------------------------------------------
 
 
