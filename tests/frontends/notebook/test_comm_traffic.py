@@ -25,7 +25,6 @@ from awf_nb.frontends.notebook.panel import FLUSH_INTERVAL, RunPanel
 
 TOKENS = 1000
 STREAM_SECONDS = 5.0
-TARGET_MESSAGES = 60
 
 
 @dataclass
@@ -126,11 +125,11 @@ async def test_a_five_second_stream_of_1000_tokens_sends_few_messages(traffic: T
         f"{len(during) - len(updates)} opens), {total_bytes / 1024:.1f} KiB, "
         f"{flushes} flushes at {1 / FLUSH_INTERVAL:.0f} Hz"
     )
-    assert seconds > STREAM_SECONDS * 0.8, "the stream was too fast to measure throttling"
     # At most one message per flush, plus the few structural ones of the turn (the new
     # reply bubble is created and added to its step; the status line at turn start/end).
+    # How many flushes a given stream takes is a figure, not a test (benchmarks/).
     assert len(updates) <= flushes + 4
-    assert len(during) < TARGET_MESSAGES * seconds / STREAM_SECONDS
+    assert flushes < TOKENS / 10, "tokens are batched into flushes, not sent one by one"
     # Never resent: the whole reply is in the last update, not re-sent for every token.
     assert total_bytes < 60 * reply_chars
 
