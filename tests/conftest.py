@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import pytest
 
 from tests.support.openai_server import OpenAIServer
 from tests.support.peers import fail_skipped_peer
+from tests.support.waiting import free_port
 
 LLAMA_SERVER_READY_SECONDS = 60.0
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -66,7 +66,7 @@ def llama_server(smollm2_model: Path, tmp_path_factory: pytest.TempPathFactory) 
     """Base URL (…/v1) of a real llama.cpp OpenAI-compatible server on loopback."""
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed (pip install 'llama-cpp-python[server]')")
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
     command = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_model),
@@ -83,12 +83,6 @@ def llama_server(smollm2_model: Path, tmp_path_factory: pytest.TempPathFactory) 
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         _stop_process_group(process)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _wait_until_ready(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import only_run_id, spawn_awf
+from tests.support.waiting import wait_until
 
 MULTI_STEP = """
 name: multi
@@ -32,21 +33,13 @@ states:
 """
 
 
-def wait_for(predicate, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail("timed out waiting")
-        time.sleep(0.05)
-
-
 def test_sigkill_mid_run_then_status_and_resume(awf, storage: Path, tmp_path: Path):
     trace, marker = tmp_path / "trace", tmp_path / "marker"
     wf = tmp_path / "multi.yaml"
     wf.write_text(MULTI_STEP.format(trace=trace, marker=marker))
     proc = spawn_awf("run", str(wf), storage=storage, cwd=tmp_path)
     try:
-        wait_for(marker.exists)
+        wait_until(marker.exists, "the marker file")
         os.killpg(proc.pid, signal.SIGKILL)  # awf and the command it was running
     finally:
         proc.wait(10)
@@ -153,7 +146,7 @@ def test_resume_refuses_a_run_still_alive(awf, storage, tmp_path):
     )
     proc = spawn_awf("run", str(wf), storage=storage, cwd=tmp_path)
     try:
-        wait_for(marker.exists)
+        wait_until(marker.exists, "the marker file")
         result = awf("resume", only_run_id(storage))
         assert result.returncode == 1
         assert "is still running" in result.stderr

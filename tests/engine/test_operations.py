@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import subprocess
 from pathlib import Path
@@ -16,6 +15,7 @@ from awf_nb.api import load
 from awf_nb.engine.operations.http import MAX_BODY_BYTES
 from awf_nb.errors import DefinitionError
 from tests.support.http_server import Answer, FakeHttpServer
+from tests.support.waiting import free_port
 
 
 @pytest.fixture
@@ -142,9 +142,7 @@ async def test_http_retryable_status_without_retry_fails_with_the_status(run_yam
 
 
 async def test_http_a_refused_connection_is_a_clear_step_error(run_yaml):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # nothing listens here once the probe is closed
+    port = free_port()  # nothing listens there
     text = one_step("http.request", f"      url: http://127.0.0.1:{port}/x\n      method: GET")
     result = await run_yaml(text)
     assert result.status == "failed"

@@ -36,6 +36,7 @@ from awf_nb.providers.openai_compatible import (
 )
 from tests.support import collect, of_type
 from tests.support.openai_server import OpenAIServer, Reply, prompt_tokens
+from tests.support.waiting import free_port
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 ENDPOINT = "/v1/chat/completions"
@@ -421,14 +422,8 @@ async def test_credentials_in_the_url_are_not_shown(
 # --- connection errors ---------------------------------------------------------------------
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 async def test_connection_refused(provider: OpenAICompatibleProvider) -> None:
-    port = _closed_port()
+    port = free_port()  # nothing listens there
     request = TurnRequest(
         prompt="Hi",
         options={"base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "api_key": API_KEY},

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.support.waiting import free_port
 
 READY_SECONDS = 90.0
 STOP_SECONDS = 15.0
@@ -33,12 +34,6 @@ LAB_SETTINGS: dict[str, dict[str, Any]] = {
     },
     "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class JupyterLabServer:

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
-from awf_nb.errors import DefinitionError, Problem
+from awf_nb.errors import Problem
 from awf_nb.workflow.checks import check_workflow, execution_order, locate, parent_path
 from awf_nb.workflow.loader import load_text
-
-
-def yml(text: str) -> str:
-    return textwrap.dedent(text).lstrip("\n")
-
-
-def problems_of(text: str) -> list[Problem]:
-    try:
-        return load_text(yml(text), file="wf.yaml").warnings
-    except DefinitionError as err:
-        return err.problems
-
-
-def only(problems: list[Problem], message: str) -> Problem:
-    found = [p for p in problems if p.message == message]
-    assert len(found) == 1, f"{message!r} not found once in:\n" + "\n".join(map(str, problems))
-    return found[0]
+from tests.support.problems import only, problems_of, yml
 
 
 def none_like(problems: list[Problem], text: str) -> None:

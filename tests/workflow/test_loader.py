@@ -3,7 +3,6 @@ YAML errors, and finding workflows by name."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,24 +20,7 @@ from awf_nb.workflow.loader import (
     search_path,
 )
 from awf_nb.workflow.model import AgentStep, CommandStep, TerminalStep
-
-
-def yml(text: str) -> str:
-    return textwrap.dedent(text).lstrip("\n")
-
-
-def problems_of(text: str) -> list[Problem]:
-    """Every problem of a workflow text, whether it loads (warnings) or not."""
-    try:
-        return load_text(yml(text), file="wf.yaml").warnings
-    except DefinitionError as err:
-        return err.problems
-
-
-def only(problems: list[Problem], message: str) -> Problem:
-    found = [p for p in problems if p.message == message]
-    assert len(found) == 1, f"{message!r} not found once in:\n" + "\n".join(map(str, problems))
-    return found[0]
+from tests.support.problems import only, problems_of, yml
 
 
 def where(problem: Problem) -> tuple[str, int, int, str]:

@@ -7,21 +7,8 @@ import textwrap
 
 import pytest
 
-from awf_nb.errors import DefinitionError, Problem
-from awf_nb.workflow.loader import load_text
-
-
-def problems_of(text: str) -> list[Problem]:
-    try:
-        return load_text(textwrap.dedent(text).lstrip("\n"), file="wf.yaml").warnings
-    except DefinitionError as err:
-        return err.problems
-
-
-def only(problems: list[Problem], message: str) -> Problem:
-    found = [p for p in problems if p.message == message]
-    assert len(found) == 1, f"{message!r} not found once in:\n" + "\n".join(map(str, problems))
-    return found[0]
+from awf_nb.errors import Problem
+from tests.support.problems import only, problems_of
 
 
 def step(body: str, kind: str = "step") -> str:

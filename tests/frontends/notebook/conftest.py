@@ -206,3 +206,13 @@ def _save_failure_artifacts(
         console.append(f"(no screenshot: {error})")
     (ARTIFACTS / f"{stem}.console.txt").write_text("\n".join(console))
     (ARTIFACTS / f"{stem}.frames.txt").write_text(frames.dump())
+
+
+@pytest.fixture(scope="module")
+def shell() -> Iterator[Any]:
+    """An IPython shell (no kernel) with the awf extension loaded, shared by a module."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.extension_manager.load_extension("awf_nb")
+    yield ip

@@ -75,7 +75,6 @@ states:
 """
 
 
-@pytest.fixture(scope="module")
 def shell() -> Iterator[InteractiveShell]:
     ip = InteractiveShell.instance()
     ip.extension_manager.load_extension("awf_nb")

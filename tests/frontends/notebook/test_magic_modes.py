@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from awf_nb.frontends.notebook.magic import (
     parse_version,
     workflow_needs_input,
 )
+from tests.support.waiting import wait_until
 
 CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
 WAIT_SECONDS = 20.0
@@ -166,7 +166,6 @@ def test_no_rewrite_without_asyncio_autoawait() -> None:
 # --- through a shell --------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
 def shell() -> Iterator[InteractiveShell]:
     ip = InteractiveShell.instance()
     ip.extension_manager.load_extension("awf_nb")
@@ -195,14 +194,6 @@ def cell(ip: InteractiveShell, text: str) -> ExecutionResult:
     return ip.run_cell(text, store_history=False)
 
 
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
 def give_up(ip: InteractiveShell) -> None:
     """Never leave a cell waiting for a simulated person who failed: cancel the run."""
     handle = ip.user_ns.get("chat")
@@ -216,17 +207,17 @@ def person_in_another_thread(ip: InteractiveShell, messages: list[str]) -> threa
 
     def act() -> None:
         try:
-            wait_for(lambda: "chat" in ip.user_ns, "the handle")
+            wait_until(lambda: "chat" in ip.user_ns, "the handle")
             panel = ip.user_ns["chat"].panel
-            wait_for(lambda: "talk" in panel._sections, "the step to start")
+            wait_until(lambda: "talk" in panel._sections, "the step to start")
             section = panel._sections["talk"]
             for message in messages:
-                wait_for(lambda: not panel.send_button.disabled, "the prompt")
+                wait_until(lambda: not panel.send_button.disabled, "the prompt")
                 panel.text.value = message
                 panel.send_button._handle_msg(CLICK)
                 shown = lambda m=message: any(c.value == m for c in section.body.children)  # noqa: E731
-                wait_for(shown, "the message in the chat")
-            wait_for(lambda: not panel.end_button.disabled, "the last prompt")
+                wait_until(shown, "the message in the chat")
+            wait_until(lambda: not panel.end_button.disabled, "the last prompt")
             panel.end_button._handle_msg(CLICK)
         except BaseException as exc:  # reported by the test
             errors.append(exc)
@@ -312,9 +303,9 @@ def test_stop_at_the_prompt_cancels_an_awaiting_run(
 
     def stop() -> None:
         try:
-            wait_for(lambda: "chat" in ip.user_ns, "the handle")
+            wait_until(lambda: "chat" in ip.user_ns, "the handle")
             panel = ip.user_ns["chat"].panel
-            wait_for(lambda: not panel.send_button.disabled, "the prompt")
+            wait_until(lambda: not panel.send_button.disabled, "the prompt")
             panel.stop_button._handle_msg(CLICK)
         except AssertionError:
             give_up(ip)  # the assertions below then report what went wrong

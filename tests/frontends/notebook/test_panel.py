@@ -4,7 +4,6 @@ typing are delivered exactly as the browser sends them (`_handle_msg` with `buff
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
@@ -15,6 +14,7 @@ from awf_nb.engine import events as ev
 from awf_nb.frontends.notebook.magic import AwfCellError, RunHandle
 from awf_nb.frontends.notebook.panel import RunPanel, clean_output, render_markdown
 from awf_nb.frontends.notebook.reader import WidgetReader
+from tests.support.waiting import until
 
 CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
 WAIT_SECONDS = 20.0
@@ -32,12 +32,6 @@ def type_into(box: widgets.Textarea, text: str) -> None:
             "buffers": [],
         }
     )
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    async with asyncio.timeout(WAIT_SECONDS):
-        while not condition():
-            await asyncio.sleep(0.005)
 
 
 def conversation(replies: list[str], delay_ms: int = 0) -> str:
@@ -324,16 +318,17 @@ def test_clean_output() -> None:
 
 async def test_text_arriving_just_after_the_click_is_still_sent() -> None:
     # ipykernel 7 may handle the box's update and the click on different threads.
-    panel, handle = start(conversation(["a", "b"]))
+    panel, handle = start(conversation(["a", "b"], delay_ms=200))
     await until(lambda: not panel.send_button.disabled, "the prompt")
 
     click(panel.send_button)
-    await asyncio.sleep(0.02)
-    assert panel.send_button.disabled  # no second click while it is being sent
+    # No second click while it is being sent (the reply then streams for a while).
+    await until(lambda: panel.send_button.disabled, "Send disabled while sending")
     click(panel.end_button)  # ignored: the button is disabled
     type_into(panel.text, "late text")
     await until(lambda: "late text" in [v for _, v in bubbles(panel)], "the late message")
 
+    await until(lambda: not panel.end_button.disabled, "the next prompt")
     click(panel.end_button)
     assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
 
@@ -358,5 +353,6 @@ async def test_a_text_box_reaches_the_kernel_once_then_a_fresh_one_takes_its_pla
     click(panel.send_button)
     await until(lambda: "half a thought, finished" in [v for _, v in bubbles(panel)], "sent")
     assert panel.text.value == ""
+    await until(lambda: not panel.end_button.disabled, "the next prompt")
     click(panel.end_button)
     assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
-import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from awf_nb.engine.ports import ProviderEvent
+from tests.support.waiting import poll
 
 HERE = Path(__file__).parent
 SAMPLES = HERE / "samples"
@@ -57,17 +54,6 @@ class FakeCli:
         return path.exists() and json.loads(path.read_text())["passed"]
 
 
-async def collect(
-    stream: AsyncIterator[ProviderEvent], timeout: float = 60.0
-) -> list[ProviderEvent]:
-    """All events of a turn; a turn that hangs fails the test instead of blocking it."""
-
-    async def gather() -> list[ProviderEvent]:
-        return [event async for event in stream]
-
-    return await asyncio.wait_for(gather(), timeout)
-
-
 def is_alive(pid: int | None) -> bool:
     """True while `pid` runs (a zombie nobody reaped yet counts as gone)."""
     if pid is None:
@@ -80,11 +66,6 @@ def is_alive(pid: int | None) -> bool:
 
 
 def wait_until_gone(pids: list[int | None], seconds: float = 3.0) -> list[int]:
-    """The pids still alive after waiting up to `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        alive = [pid for pid in pids if pid is not None and is_alive(pid)]
-        if not alive:
-            return []
-        time.sleep(0.02)
+    """The pids still alive after waiting up to `seconds` (a hang guard)."""
+    poll(lambda: not any(pid is not None and is_alive(pid) for pid in pids), seconds)
     return [pid for pid in pids if pid is not None and is_alive(pid)]

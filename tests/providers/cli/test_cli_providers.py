@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import FakeCli, collect, is_alive, wait_until_gone
+from cli_helpers import FakeCli, is_alive, wait_until_gone
 
 from awf_nb.engine.ports import (
     Final,
@@ -40,6 +40,7 @@ from awf_nb.providers.cli.codex import CodexProvider
 from awf_nb.providers.cli.copilot import CopilotProvider
 from awf_nb.providers.cli.gemini import GeminiProvider
 from awf_nb.providers.cli.opencode import OpencodeProvider
+from tests.support import collect
 
 
 def _after(argv: list[str], flag: str) -> str | None:

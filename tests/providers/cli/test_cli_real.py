@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 from cli_fake_llm import FakeLlmServer, last_user_text, request_texts
-from cli_helpers import collect
 
 from awf_nb.engine.ports import Final, ProviderEvent, SessionId, TextDelta, TurnRequest
 from awf_nb.errors import ProviderError
@@ -29,6 +28,7 @@ from awf_nb.providers.cli.codex import CodexProvider
 from awf_nb.providers.cli.copilot import CopilotProvider
 from awf_nb.providers.cli.gemini import GeminiProvider
 from awf_nb.providers.cli.opencode import OpencodeProvider
+from tests.support import collect
 
 pytestmark = pytest.mark.real_cli
 
