@@ -12,10 +12,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from awf_nb.diagram.graph import Mark, build_graph, check_steps
 from awf_nb.errors import AwfSystemError, UserError
-from awf_nb.workflow.model import Workflow
+
+if TYPE_CHECKING:  # the model imports pydantic: only when a diagram is drawn
+    from awf_nb.diagram.graph import Mark
+    from awf_nb.workflow.model import Workflow
 
 TEXT_FORMATS = ("dot", "mermaid")
 IMAGE_FORMATS = ("svg", "png", "pdf")
@@ -36,6 +39,7 @@ def diagram(
 ) -> str | bytes:
     """The workflow drawn in `format`: text for dot/mermaid (and svg), bytes for png/pdf."""
     from awf_nb.diagram.dot import to_dot
+    from awf_nb.diagram.graph import build_graph, check_steps
     from awf_nb.diagram.mermaid import to_mermaid
 
     if format not in FORMATS:
