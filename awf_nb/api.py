@@ -83,12 +83,14 @@ def prepare_run(
         store=store,
         env=env,
         cwd=cwd,
-        masker=Masker.from_sources(resolved, env),
+        masker=Masker.for_run(workflow, resolved, env),
         load_child=_load_child,
     )
     if sink is not None:
         config.sink = sink
-    return Runner(workflow, resolved, config)
+    runner = Runner(workflow, resolved, config)
+    runner.state.defaulted_inputs = [name for name in resolved if name not in (inputs or {})]
+    return runner
 
 
 def _check_env(workflow: Workflow, env: Mapping[str, str]) -> None:
@@ -146,7 +148,10 @@ def prepare_resume(
     values.update(inputs or {})
     masked = [k for k, v in values.items() if v == MASK and k not in (inputs or {})]
     for name in masked:  # secrets are never stored: take them from the environment again
-        if env.get(name):
+        declared = workflow.input(name)
+        if name in state.defaulted_inputs and declared is not None and declared.default is not None:
+            values[name] = declared.default  # written in the (privately kept) workflow text
+        elif env.get(name):
             values[name] = env[name]
     still = [k for k in masked if values[k] == MASK]
     if still:
@@ -161,7 +166,7 @@ def prepare_resume(
         store=store,
         env=env,
         cwd=(cwd or Path.cwd()).resolve(),
-        masker=Masker.from_sources(values, env),
+        masker=Masker.for_run(workflow, values, env),
         load_child=_load_child,
     )
     if sink is not None:

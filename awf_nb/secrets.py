@@ -1,7 +1,16 @@
 """Secret masking: replace secret values by `***` in text, data and live streams.
 
 A value is secret when the input or environment variable holding it has a secret-looking
-name (`is_secret_name`) or when it is given explicitly (an API key in provider options).
+name (`is_secret_name`), when an input says `secret: true`, or when it is given explicitly
+(an API key or a header value in provider options).
+
+The naming rule works on words: a name is split at `_`, `-`, `.`, spaces and lower-to-upper
+case changes (`dbPassword` is `db password`), and it is secret when one of its words is
+`secret`, `password`, `passwd`, `passphrase`, `token`, `apikey`, `credential(s)` or
+`privatekey`, when its last word is `key` (`OPENAI_KEY`, `ssh-key`), or when it has the
+words `api key` (`API_KEY_OPENAI`). So
+`GITHUB_TOKEN`, `db-password` and `apiKey` are secret, while `max_tokens`, `tokenizer`,
+`SECRETARY` and `KEYS_DIR` are not.
 `Masker` masks whole texts and nested data (state, transcript records, history rows);
 `StreamMasker` masks a stream of chunks (LLM deltas, command output) where a secret can
 arrive split across any number of chunks.
@@ -15,10 +24,15 @@ stay separate (`***` `***`). This is stricter than replacing secrets one after t
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from awf_nb.workflow.model import Workflow
 
 MASK = "***"
 
@@ -27,14 +41,63 @@ MASK = "***"
 # while hiding next to nothing (such a value is trivially guessable anyway).
 MIN_SECRET_LENGTH = 4
 
-_SECRET_PREFIXES = ("SECRET_", "API_KEY", "PASSWORD", "TOKEN")
-_SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+_SECRET_WORDS = frozenset(
+    {
+        "secret", "password", "passwd", "passphrase", "token", "apikey",
+        "credential", "credentials", "privatekey",
+    }
+)  # fmt: skip
+# Words, at lower-to-upper case changes and at separators: "dbPassword" -> db, password.
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def name_words(name: str) -> list[str]:
+    """The lower-case words of an input or variable name."""
+    return [word.lower() for word in _WORD.findall(name)]
 
 
 def is_secret_name(name: str) -> bool:
-    """True when an input or env var called `name` holds a secret (case-insensitive)."""
-    upper = name.upper()
-    return upper.startswith(_SECRET_PREFIXES) or upper.endswith(_SECRET_SUFFIXES)
+    """True when an input or env var called `name` holds a secret (see the module doc)."""
+    words = name_words(name)
+    if any(word in _SECRET_WORDS for word in words):
+        return True
+    if len(words) > 1 and words[-1] == "key":  # OPENAI_KEY, ssh-key
+        return True
+    return any(pair == ("api", "key") for pair in itertools.pairwise(words))
+
+
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+
+
+def is_secret_header(name: str) -> bool:
+    """`Authorization`, cookies, and headers with a secret-looking name (`X-Api-Key`)."""
+    return name.strip().lower() in _SECRET_HEADERS or is_secret_name(name)
+
+
+def option_secrets(options: Mapping[str, Any]) -> list[str]:
+    """The secret values written in a step's provider options.
+
+    `api_key` and other secret-named options; the values of secret headers, and for an
+    `Authorization: Bearer X` header `X` on its own too (it is what a server may echo).
+    """
+    found: list[str] = []
+    for key, value in options.items():
+        if isinstance(value, str) and is_secret_name(key):
+            found.append(value)
+    headers = options.get("headers")
+    if isinstance(headers, Mapping):
+        for name, value in headers.items():
+            if isinstance(value, str) and is_secret_header(str(name)):
+                found.append(value)
+                scheme, _, credentials = value.strip().partition(" ")
+                if credentials and scheme.isalpha():
+                    found.append(credentials.strip())
+    return [value for value in found if "{{" not in value]
+
+
+def is_secret_input(name: str, declared: bool | None = None) -> bool:
+    """An input is secret when it says so (`secret: true/false`), else by its name."""
+    return declared if declared is not None else is_secret_name(name)
 
 
 class Masker:
@@ -52,17 +115,43 @@ class Masker:
         inputs: Mapping[str, Any],
         env: Mapping[str, str],
         extra: Iterable[str] = (),
+        *,
+        declared: Mapping[str, bool | None] | None = None,
     ) -> Masker:
-        """The secrets of a run: secret-named inputs and env vars, plus explicit values."""
+        """The secrets of a run: secret inputs (`declared` holds each input's `secret:`
+        flag) and secret-named env vars, plus explicit values."""
         masker = cls()
-        for source in (inputs, env):
-            for name, value in source.items():
-                if value is not None and is_secret_name(name):
-                    masker.add(value if isinstance(value, str) else str(value))
+        declared = declared or {}
+        for name, value in inputs.items():
+            if value is not None and is_secret_input(name, declared.get(name)):
+                masker.add(value if isinstance(value, str) else str(value))
+        for name, value in env.items():
+            if value and is_secret_name(name):
+                masker.add(value)
         for value in extra:
             if value:
                 masker.add(value)
         return masker
+
+    @classmethod
+    def for_run(
+        cls, workflow: Workflow, inputs: Mapping[str, Any], env: Mapping[str, str]
+    ) -> Masker:
+        """Every secret a run of `workflow` knows before it starts: its secret inputs (by
+        `secret:` or by name), secret-named env vars, and the literal secrets in its steps'
+        provider options (`api_key`, secret headers)."""
+        extra: list[str] = []
+        for step in workflow.steps.values():
+            options = getattr(step, "options", None)
+            if isinstance(options, Mapping):
+                extra.extend(option_secrets(options))
+        declared = {item.name: item.secret for item in workflow.inputs}
+        return cls.from_sources(inputs, env, extra, declared=declared)
+
+    def add_option_secrets(self, options: Mapping[str, Any]) -> None:
+        """Provider options: secret-named values (`api_key`) and secret headers' values."""
+        for value in option_secrets(options):
+            self.add(value)
 
     def add(self, value: str) -> None:
         """Treat `value` as secret (values shorter than 4 characters are ignored).

@@ -4,6 +4,7 @@ Layout under the storage root (`--storage`, else `$AWF_STORAGE`, else
 `$XDG_DATA_HOME/awf`, else `~/.local/share/awf`):
 
     runs/<run_id>/state.json        the RunState, replaced atomically at every checkpoint
+    runs/<run_id>/workflow.yaml     the workflow text exactly as written (for resume)
     runs/<run_id>/transcript.jsonl  one JSON line per message or tool call, append-only
     history.db                      one row per run (SQLite, WAL: shared by processes)
     input_history                   readline history of the terminal reader
@@ -12,7 +13,10 @@ A live conversation's turns are not rewritten into the state file at every turn:
 turns from `ConversationState.live_from` on are appended to the transcript and put back
 by `load_state`, so a per-turn checkpoint costs the same at turn 10 and turn 1,000.
 
-The store writes what it is given; masking secrets is the engine's job.
+The store writes what it is given; masking secrets is the engine's job. Everything here is
+private to the user (folders 0700, files 0600): the workflow text is kept unmasked, because
+a resumed run needs it exactly as written, and it is never shown (`RunState.to_json`
+leaves it out).
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from awf_nb.engine.state import ConversationState, RunState, RunStatus, Turn
 from awf_nb.errors import AwfSystemError, UserError
 
 STATE_FILE = "state.json"
+SOURCE_FILE = "workflow.yaml"
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
 TRANSCRIPT_FILE = "transcript.jsonl"
 HISTORY_FILE = "history.db"
 INPUT_HISTORY_FILE = "input_history"
@@ -136,6 +143,8 @@ class Store:
         self._lock = threading.Lock()
         self._transcript_lines: dict[str, int] = {}
         self._schema_ready = False
+        self._dirs_ready: set[Path] = set()
+        self._sources_saved: set[str] = set()
 
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r})"
@@ -152,7 +161,7 @@ class Store:
         for _ in range(_RUN_ID_ATTEMPTS):
             run_id = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
             try:
-                (self.runs_dir / run_id).mkdir()
+                (self.runs_dir / run_id).mkdir(mode=PRIVATE_DIR)
             except FileExistsError:
                 continue
             except OSError as exc:
@@ -213,6 +222,11 @@ class Store:
         """
         path = self.state_path(state.run_id)
         self._ensure_dir(path.parent)
+        if state.workflow_source and state.run_id not in self._sources_saved:
+            source = path.parent / SOURCE_FILE
+            if not source.exists():
+                _atomic_write(source, state.workflow_source.encode())
+            self._sources_saved.add(state.run_id)
         _atomic_write(path, _checkpoint_view(state).to_json().encode())
 
     def load_state(self, run_id: str) -> RunState:
@@ -239,6 +253,12 @@ class Store:
                 f"(storage version {state.storage_version})",
                 hint="upgrade awf-nb to read it",
             )
+        source = path.parent / SOURCE_FILE
+        if not state.workflow_source and source.is_file():
+            try:
+                state.workflow_source = source.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UserError(f"cannot read {source}: {_describe(exc)}") from exc
         self._restore_live_turns(state)
         return state
 
@@ -387,6 +407,9 @@ class Store:
     def _history(self) -> Iterator[sqlite3.Connection]:
         """A connection for one call (processes, threads and kernels share the file)."""
         self._ensure_dir(self.root)
+        if not self._schema_ready:
+            # SQLite creates the -wal and -shm files with the database file's permissions.
+            _create_private(self.history_path)
         try:
             db = sqlite3.connect(self.history_path, timeout=_SQLITE_BUSY_TIMEOUT_MS / 1000)
         except sqlite3.Error as exc:
@@ -412,10 +435,18 @@ class Store:
     # -- helpers ------------------------------------------------------------------------
 
     def _ensure_dir(self, path: Path) -> None:
+        """Create `path` private to the user (the storage root and everything under it)."""
+        if path in self._dirs_ready:
+            return
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            missing = [p for p in (path, *path.parents) if not p.exists()]
+            path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+            for created in missing:
+                if created == self.root or self.root in created.parents:
+                    os.chmod(created, PRIVATE_DIR)
         except OSError as exc:
             raise _system_error("cannot create storage directory", path, exc) from exc
+        self._dirs_ready.add(path)
 
 
 def _checkpoint_view(state: RunState) -> RunState:
@@ -470,8 +501,19 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _create_private(path: Path) -> None:
+    """Create `path` empty with mode 0600 if it does not exist yet."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise _system_error("cannot create", path, exc) from exc
+    os.close(fd)
+
+
 def _append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
     try:
         view = memoryview(data)
         while view:

@@ -68,9 +68,19 @@ def test_not_secret_names(name: str) -> None:
     assert not is_secret_name(name)
 
 
-def test_prefix_rule_is_literal() -> None:
-    # the documented rule: any name starting with TOKEN is secret, even TOKENIZER_PATH
-    assert is_secret_name("TOKENIZER_PATH")
+@pytest.mark.parametrize(
+    "name",
+    ["secret", "apikey", "api-key", "apiKey", "db-password", "dbPassword", "passwd", "token",
+     "HTTPToken", "ssh.key", "client_credentials"],
+)  # fmt: skip
+def test_secret_words(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", ["tokens", "tokenizer", "max_tokens", "TOKENIZER_PATH"])
+def test_words_that_only_contain_a_secret_word_are_not_secret(name: str) -> None:
+    # `tokens=4000` once masked every "4000" in the output
+    assert not is_secret_name(name)
 
 
 # -- Masker -----------------------------------------------------------------------------

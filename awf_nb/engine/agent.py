@@ -34,7 +34,6 @@ from awf_nb.engine.ports import (
 from awf_nb.engine.state import ConversationState, StepState, Turn, now
 from awf_nb.errors import ExecutionError, ProviderError
 from awf_nb.providers.history import estimate_tokens
-from awf_nb.secrets import is_secret_name
 from awf_nb.workflow.model import AgentStep
 
 if TYPE_CHECKING:
@@ -333,9 +332,7 @@ async def execute_agent(
         else None
     )
     options = ctx.render_value(step.options, step=name, what="options", loop=loop)
-    for key, value in options.items():
-        if is_secret_name(key) and isinstance(value, str):
-            run.masker.add(value)
+    run.masker.add_option_secrets(options)  # rendered: `api_key: "{{.env.MY_KEY}}"`
     restored = st.conversation if step.mode == "conversation" else None
     conversation, inherited = _conversation_for(run, step, provider_name, provider, restored)
     st.conversation = conversation

@@ -18,6 +18,7 @@ from awf_nb.engine.context import RunContext
 from awf_nb.engine.inputs import resolve_inputs
 from awf_nb.engine.state import RunState
 from awf_nb.errors import ExecutionError
+from awf_nb.secrets import Masker
 from awf_nb.workflow.model import (
     AgentStep,
     AnyStep,
@@ -66,11 +67,13 @@ def _routes(step: AnyStep) -> str:
 
 def describe_plan(workflow: Workflow, given: Mapping[str, Any], *, cwd: Path | None = None) -> str:
     inputs = resolve_inputs(workflow, given, cwd=cwd)
+    env = dict(os.environ)
+    masker = Masker.for_run(workflow, inputs, env)
     state = RunState(run_id="dry-run", workflow_name=workflow.name)
     ctx = RunContext(
         state=state,
         inputs=inputs,
-        env=dict(os.environ),
+        env=env,
         cwd=cwd or Path.cwd(),
         base_dir=workflow.base_dir,
     )
@@ -120,4 +123,5 @@ def describe_plan(workflow: Workflow, given: Mapping[str, Any], *, cwd: Path | N
         if routes := _routes(step):
             detail.append(routes)
         lines.extend(f"       {d}" for d in detail)
-    return "\n".join(lines)
+    # What a dry run prints is shown like everything else: secrets masked.
+    return masker.mask("\n".join(lines))

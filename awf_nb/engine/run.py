@@ -29,7 +29,7 @@ from awf_nb.engine.ports import EventSink, InputReader, Provider, ProviderFactor
 from awf_nb.engine.process import run_shell
 from awf_nb.engine.state import RunState, StepState, now
 from awf_nb.errors import AwfError
-from awf_nb.secrets import Masker, is_secret_name
+from awf_nb.secrets import Masker, is_secret_input
 from awf_nb.workflow.model import (
     AnyStep,
     CommandStep,
@@ -98,8 +98,9 @@ class Runner:
         self.workflow = workflow
         self.config = config
         self.masker = config.masker
-        for name, value in inputs.items():
-            if is_secret_name(name) and isinstance(value, str):
+        for item in workflow.inputs:  # a called workflow's own secret inputs
+            value = inputs.get(item.name)
+            if isinstance(value, str) and is_secret_input(item.name, item.secret):
                 self.masker.add(value)
         self.resumed = state is not None
         store = config.store
@@ -107,8 +108,9 @@ class Runner:
             run_id=store.new_run_id() if store else _local_run_id(),
             workflow_name=workflow.name,
             workflow_path=str(workflow.source_path or ""),
-            # A secret written into the YAML itself must not reach the state file either.
-            workflow_source=self.masker.mask(workflow.source_text),
+            # Kept exactly as written, so the run can be resumed; the store keeps it in a
+            # file of its own, private to the user, and never shows it.
+            workflow_source=workflow.source_text,
             parent_run_id=config.parent_run_id,
         )
         self.state.inputs = self.masker.mask_data(dict(inputs))

@@ -124,9 +124,14 @@ class RunState(_State):
     run_id: str
     workflow_name: str
     workflow_path: str = ""  # the file it was loaded from, "" for inline YAML
-    workflow_source: str = ""  # the YAML text, so a run can be resumed even if the file changed
+    # The YAML text exactly as written, so a run can be resumed even if the file changed.
+    # It may hold secrets: never dumped (the store keeps it in a private file of its own).
+    workflow_source: str = Field(default="", exclude=True, repr=False)
     status: RunStatus = "pending"
     inputs: dict[str, Any] = Field(default_factory=dict)
+    # Inputs that took their default: a masked secret among them is re-read from the
+    # workflow text on resume instead of being asked for again.
+    defaulted_inputs: list[str] = Field(default_factory=list)
     current_step: str = ""
     steps: dict[str, StepState] = Field(default_factory=dict)
     executed: list[str] = Field(default_factory=list)  # step names in execution order

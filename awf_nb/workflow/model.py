@@ -144,6 +144,8 @@ class Input(_Model):
     required: bool = False
     default: Any = None
     validation: InputValidation | None = None
+    # True/False overrides the naming rule (awf_nb.secrets.is_secret_name) for this input.
+    secret: bool | None = None
 
     @field_validator("type", mode="before")
     @classmethod
