@@ -22,6 +22,7 @@ leaves it out).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -260,6 +261,8 @@ class Store:
             except (OSError, UnicodeDecodeError) as exc:
                 raise UserError(f"cannot read {source}: {_describe(exc)}") from exc
         self._restore_live_turns(state)
+        # A run marked running whose process is gone (kill -9, a crash) is interrupted.
+        state.status = state.shown_status()  # type: ignore[assignment]
         return state
 
     def _restore_live_turns(self, state: RunState) -> None:
@@ -390,8 +393,9 @@ class Store:
             where.append("workflow = ?")
             params.append(workflow)
         if status is not None:
+            # interrupted runs are stored as "running": their process is gone
             where.append("status = ?")
-            params.append(status)
+            params.append("running" if status == "interrupted" else status)
         query = f"SELECT {_HISTORY_COLUMNS} FROM runs"
         if where:
             query += " WHERE " + " AND ".join(where)
@@ -401,7 +405,18 @@ class Store:
             params.append(limit)
         with self._history() as db:
             rows = db.execute(query, params).fetchall()
-        return [_history_entry(row) for row in rows]
+        entries = [self._shown(_history_entry(row)) for row in rows]
+        return [e for e in entries if status is None or e.status == status]
+
+    def _shown(self, entry: HistoryEntry) -> HistoryEntry:
+        """A "running" row whose process is gone shows as "interrupted"."""
+        if entry.status != "running":
+            return entry
+        try:
+            state = RunState.from_json(self.state_path(entry.run_id).read_bytes())
+        except (OSError, ValueError, ValidationError, UserError):
+            return entry
+        return dataclasses.replace(entry, status=state.shown_status())
 
     @contextlib.contextmanager
     def _history(self) -> Iterator[sqlite3.Connection]:
@@ -600,6 +615,13 @@ def _system_error(action: str, path: Path, exc: OSError) -> AwfSystemError:
 
 
 def _db_error(path: Path, exc: sqlite3.Error) -> AwfSystemError:
+    if "locked" in str(exc) or "busy" in str(exc):
+        return AwfSystemError(
+            f"run history {path} is locked by another process "
+            f"(still locked after {_SQLITE_BUSY_TIMEOUT_MS // 1000}s)",
+            hint="wait for the other awf (or the program holding the file) to finish, "
+            "then try again; the run's own files are saved either way",
+        )
     return AwfSystemError(
         f"run history {path} failed: {exc}",
         hint="if the file is damaged, move it away; awf starts a new history",

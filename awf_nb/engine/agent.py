@@ -43,6 +43,15 @@ TRANSIENT_ATTEMPTS = 3  # provider-level retries of 429/5xx/connect errors befor
 MAX_TRANSIENT_DELAY = 30.0
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(text: str) -> str:
+    """`text` with lone surrogates (a provider's JSON `"\\ud83d"` without its pair) replaced
+    by U+FFFD: they cannot be written as UTF-8 to a terminal, a file or a notebook."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 class TurnTimeout(ExecutionError):
     """An agent turn ran past the step's `timeout`."""
 
@@ -100,6 +109,7 @@ class AgentSession:
             turns.pop()
         self._dialogue = [Message(t.role, t.content) for t in turns]
         self._dialogue_chars = sum(len(m.content) for m in self._dialogue)
+        self._progress: _Progress | None = None  # the turn being streamed
 
     # --- state helpers ----------------------------------------------------------------------
 
@@ -157,7 +167,14 @@ class AgentSession:
         number = self.replies + 1
         run.emit(ev.TurnStarted(run.run_id, step.name, number))
         started = time.monotonic()
-        progress, interrupted = await self._stream_with_retries(request)
+        try:
+            progress, interrupted = await self._stream_with_retries(request)
+        except (ProviderError, TurnTimeout):
+            # The text shown so far is kept, marked as cut short, as Ctrl-C keeps it.
+            partial = self._progress
+            if partial is not None and partial.parts:
+                self._finish_turn(request, partial, True, number, started)
+            raise
         reply = self._finish_turn(request, progress, interrupted, number, started)
         if self.conv is not None:
             self._dialogue.append(Message("user", masked_message))
@@ -168,7 +185,7 @@ class AgentSession:
     async def _stream_with_retries(self, request: TurnRequest) -> tuple[_Progress, bool]:
         run = self.run
         for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
-            progress = _Progress()
+            progress = self._progress = _Progress()
             try:
                 interrupted = await self._interruptible(request, progress)
                 return progress, interrupted
@@ -223,11 +240,14 @@ class AgentSession:
     def _on_event(self, event: object, progress: _Progress, masker: Any) -> None:
         run, name = self.run, self.step.name
         if type(event) is TextDelta:  # the hot path: once per streamed token
-            if not event.text:
+            text = event.text
+            if not text:
                 return
-            progress.parts.append(event.text)
+            if not text.isascii():
+                text = valid_unicode(text)
+            progress.parts.append(text)
             progress.streamed = True
-            if shown := masker.feed(event.text):
+            if shown := masker.feed(text):
                 run.emit(ev.AgentText(run.run_id, name, shown))
         elif isinstance(event, ToolUse):
             progress.streamed = True  # the agent acted: a retry could repeat its side effects
@@ -247,7 +267,7 @@ class AgentSession:
             else:
                 run.emit(ev.RunWarning(run.run_id, run.masker.mask(event.message), name))
         elif isinstance(event, Final):
-            progress.final = event.text
+            progress.final = valid_unicode(event.text)
 
     def _finish_turn(
         self,

@@ -27,7 +27,7 @@ from awf_nb.engine import events as ev
 from awf_nb.engine.context import LoopFrame, RunContext, command_env
 from awf_nb.engine.ports import EventSink, InputReader, Provider, ProviderFactory
 from awf_nb.engine.process import run_shell
-from awf_nb.engine.state import RunState, StepState, now
+from awf_nb.engine.state import RunState, StepState, now, process_start_time
 from awf_nb.errors import AwfError
 from awf_nb.secrets import Masker, is_secret_input
 from awf_nb.workflow.model import (
@@ -165,6 +165,7 @@ class Runner:
         state.error = ""
         state.completed_at = None
         state.pid, state.host = os.getpid(), socket.gethostname()
+        state.pid_started = process_start_time(state.pid)
         self.emit(ev.RunStarted(self.run_id, self.workflow.name, state.inputs, self.resumed))
         self.checkpoint(history=True)
         try:
@@ -286,7 +287,13 @@ class Runner:
         if step.name == self._restore_step:
             self._restore_step = None
             if previous is not None and previous.conversation is not None:
+                # A conversation re-opened by resume carries on from what it had: its
+                # output is the last reply, its tokens those of the turns so far.
                 st.conversation = previous.conversation
+                carried = ("output", "response", "tokens_input", "tokens_output", "tokens_used",
+                           "tokens_estimated")  # fmt: skip
+                for name in carried:
+                    setattr(st, name, getattr(previous, name))
         state.steps[step.name] = st
         state.executed.append(step.name)
         self.checkpoint()

@@ -13,7 +13,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 StepStatus = Literal["pending", "running", "completed", "failed", "skipped", "cancelled"]
-RunStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+# "interrupted" is never written by a run: it is how a run still marked "running" whose
+# process is gone (killed, crashed) is shown (`RunState.shown_status`).
+RunStatus = Literal["pending", "running", "completed", "failed", "cancelled", "interrupted"]
 StoppedBy = Literal["", "user_exit", "error", "cancelled"]
 
 
@@ -143,6 +145,7 @@ class RunState(_State):
     parent_run_id: str = ""  # set for call_workflow children
     pid: int = 0  # the process running it, so `awf resume` can refuse a run still alive
     host: str = ""
+    pid_started: str = ""  # that process's start time, so a reused pid is not taken for it
     storage_version: int = 1
 
     @property
@@ -153,19 +156,36 @@ class RunState(_State):
     def is_alive_elsewhere(self) -> bool:
         """Still running in another live process on this machine?"""
         import os
-        import socket
 
         if self.status != "running" or not self.pid or self.pid == os.getpid():
             return False
+        return self._process_alive() is not False
+
+    def shown_status(self) -> str:
+        """The status to show: a "running" run whose process is gone is "interrupted"."""
+        import os
+
+        if self.status == "running" and self.pid != os.getpid() and self._process_alive() is False:
+            return "interrupted"
+        return self.status
+
+    def _process_alive(self) -> bool | None:
+        """Whether the run's process lives; None when that cannot be told (another host)."""
+        import os
+        import socket
+
+        if not self.pid:
+            return False
         if self.host and self.host != socket.gethostname():
-            return False  # cannot tell; let the user decide
+            return None
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
-            return True
-        return True
+            pass
+        started = process_start_time(self.pid)
+        return not (self.pid_started and started and started != self.pid_started)
 
     @property
     def total_tokens(self) -> int:
@@ -177,3 +197,12 @@ class RunState(_State):
     @classmethod
     def from_json(cls, text: str | bytes) -> RunState:
         return cls.model_validate(json.loads(text))
+
+
+def process_start_time(pid: int) -> str:
+    """When process `pid` started (clock ticks since boot, from /proc), "" if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""

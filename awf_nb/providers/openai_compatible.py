@@ -19,7 +19,6 @@ import email.utils
 import functools
 import json
 import os
-import re
 import socket
 import ssl
 import time
@@ -28,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
-from httpx_sse import EventSource, SSEError
 
 from awf_nb.engine.ports import (
     Final,
@@ -47,12 +45,16 @@ from awf_nb.providers.history import (
     fit_to_window,
     truncation_notice,
 )
+from awf_nb.providers.sse import LineTooLong, SSEDecoder
+from awf_nb.secrets import Masker, is_secret_header
 
 CONNECT_TIMEOUT = 10.0
 DEFAULT_READ_TIMEOUT = 300.0
+# A reply longer than this ends the turn with an error (the text so far is kept): a
+# server that streams without end must not take the machine's memory with it.
+DEFAULT_MAX_REPLY_BYTES = 4 << 20
 _MAX_SERVER_MESSAGE = 300
 _DRAIN_SECONDS = 0.5
-_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
 _ENDPOINT = "/chat/completions"
 _MAX_TOKEN_FIELDS = ("max_completion_tokens", "max_tokens")
 
@@ -69,6 +71,7 @@ class _Settings:
     max_tokens: int | None
     max_tokens_field: str | None  # forced by options.max_tokens_field, else negotiated
     context_window: int
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
 
     @property
     def url(self) -> str:
@@ -77,7 +80,7 @@ class _Settings:
     @property
     def secrets(self) -> list[str]:
         """Values to mask in anything a server sends back: the key, credential headers."""
-        credentials = [v for k, v in self.headers.items() if _SECRET_HEADER.search(k)]
+        credentials = [v for k, v in self.headers.items() if is_secret_header(k)]
         return [s for s in [self.api_key, *credentials] if len(s) >= 4]
 
 
@@ -97,7 +100,11 @@ class OpenAICompatibleProvider:
         messages, dropped = self._fit(build_messages(turn), settings)
         response = await self._send(settings, self._body(settings, messages), turn.timeout)
         reader = _StreamReader(
-            self.name, _display_url(settings.url), settings.secrets, _read_timeout(turn.timeout)
+            self.name,
+            _display_url(settings.url),
+            settings.secrets,
+            _read_timeout(turn.timeout),
+            settings.max_reply_bytes,
         )
         try:
             async for event in reader.events(response):
@@ -224,6 +231,7 @@ class OpenAICompatibleProvider:
             max_tokens=options.max_tokens(),
             max_tokens_field=options.choice("max_tokens_field", _MAX_TOKEN_FIELDS),
             context_window=options.whole_number("context_window") or 0,
+            max_reply_bytes=options.whole_number("max_reply_bytes") or DEFAULT_MAX_REPLY_BYTES,
         )
 
     def _error(self, message: str, **kwargs: Any) -> ProviderError:
@@ -324,12 +332,21 @@ class _Options:
 class _StreamReader:
     """Turns a Chat Completions SSE stream into provider events, collecting the answer."""
 
-    def __init__(self, provider: str, url: str, secrets: list[str], read_timeout: float) -> None:
+    def __init__(
+        self,
+        provider: str,
+        url: str,
+        secrets: list[str],
+        read_timeout: float,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    ) -> None:
         self.provider = provider
         self.url = url
         self.secrets = secrets
         self.read_timeout = read_timeout
         self.parts: list[str] = []
+        self.size = 0  # bytes of reply text so far
+        self.max_reply_bytes = max_reply_bytes
         self.reported_usage: Usage | None = None
         self._tool_calls: dict[int, dict[str, str]] = {}  # index -> name, arguments
 
@@ -354,20 +371,28 @@ class _StreamReader:
             for event in self._whole_completion(await self._read_json(response)):
                 yield event
             return
+        if content_type != "text/event-stream":
+            raise self.error(
+                "malformed stream: expected Content-Type text/event-stream, "
+                f"got {content_type or 'none'!r}"
+            )
         done = False
-        stream = EventSource(response).aiter_sse()
+        decoder = SSEDecoder()
+        stream = response.aiter_bytes()
         try:
-            async for sse in stream:
-                if sse.data.strip() == "[DONE]":
+            async for data in _sse_events(stream, decoder):
+                if data.strip() == "[DONE]":
                     done = True
                     break
-                if sse.data.strip():
-                    for event in self._chunk_events(self._decode(sse.data)):
+                if data.strip():
+                    for event in self._chunk_events(self._decode(data)):
                         yield event
             if done:
                 await _drain(stream)
-        except SSEError as exc:
-            raise self.error(f"malformed stream: {exc}") from None
+        except LineTooLong as exc:
+            raise self.error(
+                f"malformed stream: {exc}; the reply so far is kept", keeps_partial=True
+            ) from None
         except httpx.ReadTimeout:
             raise self.error(
                 f"no data from the server for {self.read_timeout:g}s (read timeout)"
@@ -378,14 +403,24 @@ class _StreamReader:
                 f"stream ended before [DONE] ({_describe(exc)})", retryable=True
             ) from None
         finally:
-            await stream.aclose()
+            await stream.aclose()  # type: ignore[attr-defined]
         if not done:
             raise self.error("stream ended before [DONE]", retryable=True)
         for event in self._finish_tool_calls():
             yield event
 
-    def error(self, message: str, **kwargs: Any) -> ProviderError:
+    def error(self, message: str, *, keeps_partial: bool = False, **kwargs: Any) -> ProviderError:
+        del keeps_partial  # the engine keeps whatever was streamed before any error
         return ProviderError(self.provider, f"{self.url}: {mask(message, self.secrets)}", **kwargs)
+
+    def _count(self, content: str) -> None:
+        """Bound the reply: a server that never stops must not exhaust memory."""
+        self.size += len(content) if content.isascii() else len(content.encode())
+        if self.size > self.max_reply_bytes:
+            raise self.error(
+                f"the reply is longer than options.max_reply_bytes ({self.max_reply_bytes} "
+                "bytes); the text received so far is kept"
+            )
 
     def _decode(self, data: str) -> dict[str, Any]:
         try:
@@ -414,6 +449,7 @@ class _StreamReader:
             events.extend(self._tool_call_deltas(delta.get("tool_calls")))
             content = delta.get("content")
             if isinstance(content, str) and content:
+                self._count(content)
                 self.parts.append(content)
                 events.append(TextDelta(content))
         return events
@@ -460,6 +496,15 @@ class _StreamReader:
         events = self._chunk_events(body)
         events.extend(self._finish_tool_calls())
         return events
+
+
+async def _sse_events(stream: AsyncIterator[bytes], decoder: SSEDecoder) -> AsyncIterator[str]:
+    """The data of each server-sent event, as the bytes arrive."""
+    async for chunk in stream:
+        for data in decoder.feed(chunk):
+            yield data
+    for data in decoder.end():
+        yield data
 
 
 async def _drain(stream: AsyncIterator[Any]) -> None:
@@ -612,9 +657,7 @@ def _error_message(body: dict[str, Any]) -> str:
 
 def mask(text: str, secrets: list[str]) -> str:
     """`text` with every secret replaced by `***` (servers sometimes echo the key)."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
+    return Masker(secrets).mask(text)
 
 
 def _display_url(url: str) -> str:

@@ -47,7 +47,7 @@ def test_sigkill_mid_run_then_status_and_resume(awf, storage: Path, tmp_path: Pa
 
     status = awf("status", run_id)
     assert status.returncode == 0, status.stderr
-    assert "status    running at step slow" in status.stdout
+    assert "status    interrupted at step slow" in status.stdout
     assert "completed first" in status.stdout
 
     state = json.loads(awf("status", run_id, "--json").stdout)
@@ -153,3 +153,47 @@ def test_resume_refuses_a_run_still_alive(awf, storage, tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+
+def test_kill_at_the_prompt_then_resume_keeps_the_output_and_tokens(awf, storage, tmp_path):
+    wf = tmp_path / "chat.yaml"
+    wf.write_text(CHAT)
+    proc = spawn_awf("run", str(wf), storage=storage, cwd=tmp_path)
+    try:
+        read_until(proc.stdout, "first reply")
+        run_id = only_run_id(storage)
+        state_file = storage / "runs" / run_id / "transcript.jsonl"
+        wait_until(lambda: '"first reply"' in state_file.read_text(), "the reply saved")
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(10)
+    shown = awf("status", run_id)
+    assert "interrupted" in shown.stdout, shown.stdout
+    history = awf("history")
+    assert "interrupted" in history.stdout
+    assert "running" not in history.stdout
+    assert run_id in awf("history", "-s", "interrupted").stdout
+
+    resumed = awf("resume", run_id, "--reply", "", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    step = json.loads(resumed.stdout)["steps"]["chat"]
+    assert step["output"] == "first reply"
+    assert step["tokens_used"] > 0
+
+
+def test_a_locked_history_says_so(awf, storage, tmp_path):
+    import sqlite3
+
+    wf = tmp_path / "one.yaml"
+    wf.write_text("name: one\nstates:\n  initial: d\n  d: {type: terminal}\n")
+    assert awf("run", str(wf)).returncode == 0
+    holder = sqlite3.connect(storage / "history.db")
+    holder.execute("BEGIN EXCLUSIVE")  # another writer holds the file
+    try:
+        result = awf("run", str(wf), timeout=120)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert result.returncode == 4
+    assert "is locked by another process" in result.stderr
+    assert "move it away" not in result.stderr
