@@ -52,6 +52,19 @@ def valid_unicode(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
+DEFAULT_MAX_REPLY_BYTES = 4 << 20
+
+
+def _max_reply_bytes(value: Any, step: str) -> int:
+    if value is None:
+        return DEFAULT_MAX_REPLY_BYTES
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ExecutionError(
+            f"step {step}: options.max_reply_bytes must be a whole number >= 1 (got {value!r})"
+        )
+    return value
+
+
 class TurnTimeout(ExecutionError):
     """An agent turn ran past the step's `timeout`."""
 
@@ -64,6 +77,7 @@ class _Progress:
     usage: Usage | None = None
     session_id: str = ""
     truncated_turns: int = 0
+    size: int = 0  # bytes of reply text so far
 
     @property
     def text(self) -> str:
@@ -97,6 +111,10 @@ class AgentSession:
         self.provider_name = provider_name
         self.provider = provider
         self.system_prompt = system_prompt
+        # The engine bounds every provider's reply (a server or CLI that never stops must
+        # not take the machine's memory); the option is the engine's, not the provider's.
+        options = dict(options)
+        self.max_reply_bytes = _max_reply_bytes(options.pop("max_reply_bytes", None), step.name)
         self.options = options
         self.conv = conversation
         self.live = step.mode == "conversation"
@@ -243,8 +261,17 @@ class AgentSession:
             text = event.text
             if not text:
                 return
-            if not text.isascii():
+            if text.isascii():
+                progress.size += len(text)
+            else:
                 text = valid_unicode(text)
+                progress.size += len(text.encode())
+            if progress.size > self.max_reply_bytes:
+                raise ProviderError(
+                    self.provider_name,
+                    f"the reply is longer than {self.max_reply_bytes} bytes "
+                    "(options.max_reply_bytes); the text received so far is kept",
+                )
             progress.parts.append(text)
             progress.streamed = True
             if shown := masker.feed(text):

@@ -50,9 +50,6 @@ from awf_nb.secrets import Masker, is_secret_header
 
 CONNECT_TIMEOUT = 10.0
 DEFAULT_READ_TIMEOUT = 300.0
-# A reply longer than this ends the turn with an error (the text so far is kept): a
-# server that streams without end must not take the machine's memory with it.
-DEFAULT_MAX_REPLY_BYTES = 4 << 20
 _MAX_SERVER_MESSAGE = 300
 _DRAIN_SECONDS = 0.5
 _ENDPOINT = "/chat/completions"
@@ -71,7 +68,6 @@ class _Settings:
     max_tokens: int | None
     max_tokens_field: str | None  # forced by options.max_tokens_field, else negotiated
     context_window: int
-    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
 
     @property
     def url(self) -> str:
@@ -100,11 +96,7 @@ class OpenAICompatibleProvider:
         messages, dropped = self._fit(build_messages(turn), settings)
         response = await self._send(settings, self._body(settings, messages), turn.timeout)
         reader = _StreamReader(
-            self.name,
-            _display_url(settings.url),
-            settings.secrets,
-            _read_timeout(turn.timeout),
-            settings.max_reply_bytes,
+            self.name, _display_url(settings.url), settings.secrets, _read_timeout(turn.timeout)
         )
         try:
             async for event in reader.events(response):
@@ -231,7 +223,6 @@ class OpenAICompatibleProvider:
             max_tokens=options.max_tokens(),
             max_tokens_field=options.choice("max_tokens_field", _MAX_TOKEN_FIELDS),
             context_window=options.whole_number("context_window") or 0,
-            max_reply_bytes=options.whole_number("max_reply_bytes") or DEFAULT_MAX_REPLY_BYTES,
         )
 
     def _error(self, message: str, **kwargs: Any) -> ProviderError:
@@ -332,21 +323,12 @@ class _Options:
 class _StreamReader:
     """Turns a Chat Completions SSE stream into provider events, collecting the answer."""
 
-    def __init__(
-        self,
-        provider: str,
-        url: str,
-        secrets: list[str],
-        read_timeout: float,
-        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
-    ) -> None:
+    def __init__(self, provider: str, url: str, secrets: list[str], read_timeout: float) -> None:
         self.provider = provider
         self.url = url
         self.secrets = secrets
         self.read_timeout = read_timeout
         self.parts: list[str] = []
-        self.size = 0  # bytes of reply text so far
-        self.max_reply_bytes = max_reply_bytes
         self.reported_usage: Usage | None = None
         self._tool_calls: dict[int, dict[str, str]] = {}  # index -> name, arguments
 
@@ -413,15 +395,6 @@ class _StreamReader:
         del keeps_partial  # the engine keeps whatever was streamed before any error
         return ProviderError(self.provider, f"{self.url}: {mask(message, self.secrets)}", **kwargs)
 
-    def _count(self, content: str) -> None:
-        """Bound the reply: a server that never stops must not exhaust memory."""
-        self.size += len(content) if content.isascii() else len(content.encode())
-        if self.size > self.max_reply_bytes:
-            raise self.error(
-                f"the reply is longer than options.max_reply_bytes ({self.max_reply_bytes} "
-                "bytes); the text received so far is kept"
-            )
-
     def _decode(self, data: str) -> dict[str, Any]:
         try:
             chunk = json.loads(data)
@@ -449,7 +422,6 @@ class _StreamReader:
             events.extend(self._tool_call_deltas(delta.get("tool_calls")))
             content = delta.get("content")
             if isinstance(content, str) and content:
-                self._count(content)
                 self.parts.append(content)
                 events.append(TextDelta(content))
         return events
