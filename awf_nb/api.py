@@ -19,7 +19,7 @@ from awf_nb.engine.inputs import AskFunction, resolve_inputs
 from awf_nb.engine.ports import EventSink, InputReader, ProviderFactory
 from awf_nb.engine.run import RunConfig, Runner
 from awf_nb.engine.state import RunState, StepState
-from awf_nb.errors import AwfError, UserError
+from awf_nb.errors import AwfError, DefinitionError, UserError
 from awf_nb.secrets import Masker
 from awf_nb.store import Store
 from awf_nb.workflow.model import Workflow
@@ -76,7 +76,13 @@ def prepare_run(
     cwd = (cwd or Path.cwd()).resolve()
     env = dict(os.environ if env is None else env)
     _check_env(workflow, env)
-    resolved = resolve_inputs(workflow, inputs or {}, ask=ask, cwd=cwd)
+    if providers is None:  # a caller's own factory may know names the registry does not
+        from awf_nb.providers import provider_problems
+
+        if problems := provider_problems(workflow):
+            raise DefinitionError(problems)
+    warnings: list[str] = []
+    resolved = resolve_inputs(workflow, inputs or {}, ask=ask, cwd=cwd, warnings=warnings)
     config = RunConfig(
         providers=_providers(providers),
         reader=reader,
@@ -90,6 +96,7 @@ def prepare_run(
         config.sink = sink
     runner = Runner(workflow, resolved, config)
     runner.state.defaulted_inputs = [name for name in resolved if name not in (inputs or {})]
+    runner.startup_warnings.extend(warnings)
     return runner
 
 

@@ -226,13 +226,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     from awf_nb.errors import DefinitionError
+    from awf_nb.providers import provider_problems
     from awf_nb.workflow.loader import load_workflow
 
     result = _Validation(workflow)
     try:
         loaded = load_workflow(workflow)
         result.path = _relative(loaded.source_path) if loaded.source_path else None
-        problems = list(loaded.warnings)
+        problems = sorted(
+            [*loaded.warnings, *provider_problems(loaded)], key=lambda p: (p.line, p.column)
+        )
     except DefinitionError as err:
         problems = err.problems
         result.path = problems[0].file if problems else None

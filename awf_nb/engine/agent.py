@@ -363,16 +363,15 @@ async def execute_agent(
     provider_name = ctx.render(step.provider, step=name, what="provider", loop=loop).strip()
     provider = run.provider(provider_name)
     if step.prompt_file:
-        path = run.workflow.base_dir / ctx.render(step.prompt_file, step=name, what="prompt_file")
-        try:
-            source = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ExecutionError(
-                f"step {name}: cannot read prompt_file {path}: {exc.strerror}"
-            ) from None
-        prompt = ctx.render(source, step=name, what=f"prompt_file {path.name}", loop=loop)
+        _, prompt = ctx.render_file(step.prompt_file, step=name, what="prompt_file", loop=loop)
     else:
         prompt = ctx.render(step.prompt or "", step=name, what="prompt", loop=loop)
+    if not prompt.strip():
+        raise ExecutionError(
+            f"step {name}: the prompt is empty after rendering; an agent step needs a "
+            "first message (check the inputs and states it uses)",
+            step=name,
+        )
     system = (
         ctx.render(step.system_prompt, step=name, what="system_prompt", loop=loop)
         if step.system_prompt

@@ -19,6 +19,7 @@ from typing import Any
 from awf_nb.engine.state import RunState, StepState, now
 from awf_nb.errors import ExecutionError
 from awf_nb.workflow import expr, template
+from awf_nb.workflow.files import FileTooLarge, read_text_capped
 
 
 @dataclass
@@ -112,6 +113,27 @@ class RunContext:
             )
         except template.TemplateError as exc:
             raise ExecutionError(f"step {step}: {what}: {exc}", step=step) from None
+
+    def render_file(
+        self, name: str, *, step: str, what: str, loop: LoopFrame | None = None
+    ) -> tuple[Path, str]:
+        """A template file (`prompt_file`, `script_file`): its path, and its text rendered.
+
+        The name is a template too, relative to the workflow's folder; the file is read
+        with the 1 MiB cap every workflow file read has.
+        """
+        path = self.base_dir / self.render(name, step=step, what=what, loop=loop)
+        try:
+            source = read_text_capped(path)
+        except FileTooLarge:
+            raise ExecutionError(
+                f"step {step}: {what} {path} is larger than 1 MiB", step=step
+            ) from None
+        except OSError as exc:
+            raise ExecutionError(
+                f"step {step}: cannot read {what} {path}: {exc.strerror or exc}", step=step
+            ) from None
+        return path, self.render(source, step=step, what=f"{what} {path.name}", loop=loop)
 
     def render_value(self, value: Any, *, step: str, what: str, loop: LoopFrame | None) -> Any:
         """Render every string inside a value (provider options, call inputs)."""

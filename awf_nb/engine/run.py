@@ -103,6 +103,8 @@ class Runner:
             if isinstance(value, str) and is_secret_input(item.name, item.secret):
                 self.masker.add(value)
         self.resumed = state is not None
+        self.startup_warnings: list[str] = []  # shown once the run has started
+        self._error_codes: dict[str, int] = {}  # step -> exit code of its last error
         store = config.store
         self.state = state or RunState(
             run_id=store.new_run_id() if store else _local_run_id(),
@@ -167,6 +169,8 @@ class Runner:
         state.pid, state.host = os.getpid(), socket.gethostname()
         state.pid_started = process_start_time(state.pid)
         self.emit(ev.RunStarted(self.run_id, self.workflow.name, state.inputs, self.resumed))
+        for warning in self.startup_warnings:
+            self.emit(ev.RunWarning(self.run_id, self.masker.mask(warning), ""))
         self.checkpoint(history=True)
         try:
             await self._hooks(self.workflow.hooks.workflow_start, step="")
@@ -261,7 +265,9 @@ class Runner:
                 step.on_failure.message, step=step.name, what="on_failure.message", loop=loop
             )
             raise _RunEnds(self.masker.mask(message or st.error), step.on_failure.status)
-        raise _RunEnds(f"step {step.name}: {st.error}")
+        # A failure nobody routes ends the run with its error's exit code: a missing agent
+        # CLI is the user's to fix (1), a bad option the workflow's (2), the rest 3.
+        raise _RunEnds(f"step {step.name}: {st.error}", self._error_codes.get(step.name, 3))
 
     def _transition(self, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
         for transition in step.transitions:
@@ -333,6 +339,7 @@ class Runner:
             except AwfError as exc:
                 st.status = "failed"
                 st.error = self.masker.mask(str(exc).removeprefix(f"step {step.name}: "))
+                self._error_codes[step.name] = exc.exit_code
             st.completed_at = now()
             self.ctx.refresh(st)
             self._step_finished(st, time.monotonic() - t0)

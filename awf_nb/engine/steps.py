@@ -120,16 +120,9 @@ def _script_argv(
     run: Runner, step: CommandStep, loop: LoopFrame | None
 ) -> tuple[list[str], Path | None]:
     """A `script_file`: rendered as a template, then run by its shebang or by the shell."""
-    path = run.workflow.base_dir / run.ctx.render(
+    path, body = run.ctx.render_file(
         step.script_file or "", step=step.name, what="script_file", loop=loop
     )
-    try:
-        source = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ExecutionError(
-            f"step {step.name}: cannot read script_file {path}: {exc.strerror}"
-        ) from None
-    body = run.ctx.render(source, step=step.name, what=f"script_file {path.name}", loop=loop)
     if not body.startswith("#!"):
         return [default_shell(), "-c", body], None
     fd, tmp = tempfile.mkstemp(prefix="awf-script-", suffix=path.suffix)

@@ -18,10 +18,11 @@ import importlib
 import inspect
 from typing import TYPE_CHECKING
 
-from awf_nb.errors import AwfSystemError, UserError
+from awf_nb.errors import AwfSystemError, Problem, UserError
 
 if TYPE_CHECKING:
     from awf_nb.engine.ports import Provider
+    from awf_nb.workflow.model import Workflow
 
 __all__ = [
     "RunProviders",
@@ -173,3 +174,27 @@ def _unknown_provider(name: str) -> UserError:
     close = difflib.get_close_matches(name.strip().lower(), list(candidates), n=1, cutoff=0.6)
     hint = f'did you mean "{candidates[close[0]]}"?' if close else None
     return UserError(f'unknown provider "{name}" (available: {", ".join(known)})', hint=hint)
+
+
+def provider_problems(workflow: Workflow) -> list[Problem]:
+    """Agent steps naming a provider that does not exist (checked before anything runs).
+
+    A provider given as a template (`{{.inputs.provider}}`) is checked when the step runs.
+    """
+    from awf_nb.workflow.checks import locate
+    from awf_nb.workflow.model import AgentStep
+
+    problems: list[Problem] = []
+    for name, step in workflow.steps.items():
+        if not isinstance(step, AgentStep) or "{{" in step.provider:
+            continue
+        try:
+            canonical_provider_name(step.provider.strip())
+        except UserError as exc:
+            path = f"states.{name}.provider"
+            line, column = locate(workflow.locations, path)
+            file = str(workflow.source_path or "")
+            problems.append(
+                Problem(exc.message, path=path, file=file, line=line, column=column, hint=exc.hint)
+            )
+    return problems

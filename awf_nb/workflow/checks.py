@@ -171,6 +171,7 @@ class _Checker:
         }
 
     def run(self) -> None:
+        self.check_input_types()
         self.check_initial()
         self.check_terminals()
         for name, step in self.wf.steps.items():
@@ -191,6 +192,17 @@ class _Checker:
         )
 
     # -- structure
+
+    def check_input_types(self) -> None:
+        known = ("string", "integer", "boolean", "number", "array", "object")
+        for i, item in enumerate(self.wf.inputs):
+            if item.type not in known:
+                self.report(
+                    f'input {item.name}: unknown type "{item.type}"; its value is used as text',
+                    join_path(join_path("inputs", i), "type"),
+                    severity="warning",
+                    hint=did_you_mean(item.type, known) or f"known types: {', '.join(known)}",
+                )
 
     def check_initial(self) -> None:
         if self.wf.initial not in self.wf.steps:

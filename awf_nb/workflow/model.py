@@ -130,16 +130,20 @@ class InputValidation(_Model):
     @classmethod
     def _valid_regex(cls, value: str | None) -> str | None:
         if value is not None:
+            from awf_nb.workflow.patterns import PatternError, compile_pattern
+
             try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"invalid pattern {value!r}: {exc}") from None
+                compile_pattern(value)
+            except PatternError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
 
 class Input(_Model):
     name: str
-    type: Literal["string", "integer", "boolean"] = "string"
+    # string, integer, boolean, number, array, object; another name is accepted with a
+    # warning (AWF does not check types) and handled as a string.
+    type: str = "string"
     description: str = ""
     required: bool = False
     default: Any = None
@@ -152,7 +156,9 @@ class Input(_Model):
     def _lower(cls, value: Any) -> Any:
         if isinstance(value, str):
             value = value.strip().lower()
-            return {"int": "integer", "bool": "boolean", "str": "string"}.get(value, value)
+            aliases = {"int": "integer", "bool": "boolean", "str": "string", "float": "number",
+                       "list": "array", "map": "object"}  # fmt: skip
+            return aliases.get(value, value)
         return value
 
 
@@ -244,7 +250,7 @@ class InlineFailure(_Model):
     """`on_failure: {message: ..., status: N}`: fail the run right here with this message."""
 
     message: str = ""
-    status: int = 1
+    status: int = Field(1, ge=1, le=255)  # a process exit code: 1-255 (0 would mean success)
 
 
 class _StepBase(_Model):

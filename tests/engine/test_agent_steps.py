@@ -7,6 +7,7 @@ import pytest
 
 from awf_nb.engine.events import AgentText, RunWarning, TurnFinished
 from awf_nb.engine.ports import TurnRequest
+from awf_nb.errors import DefinitionError
 from awf_nb.providers.scripted import ScriptedProvider
 from tests.support.events import Collect, with_providers
 
@@ -141,18 +142,24 @@ async def test_provider_error_fails_step_with_message(run_yaml):
     assert "model exploded" in result.error
 
 
-async def test_unknown_provider_is_a_clear_error(run_yaml):
-    result = await run_yaml(
-        """
-        name: t
-        states:
-          initial: ask
-          ask: {type: agent, provider: scriptd, prompt: hi, on_success: done}
-          done: {type: terminal}
-        """
-    )
-    assert result.status == "failed"
-    assert 'unknown provider "scriptd"' in result.error
+async def test_unknown_provider_fails_before_anything_runs(run_yaml, tmp_path):
+    marker = tmp_path / "side-effect"
+    with pytest.raises(DefinitionError) as caught:
+        await run_yaml(
+            f"""
+            name: t
+            states:
+              initial: first
+              first: {{type: step, command: "touch {marker}", on_success: ask}}
+              ask: {{type: agent, provider: scriptd, prompt: hi, on_success: done}}
+              done: {{type: terminal}}
+            """
+        )
+    message = str(caught.value)
+    assert 'states.ask.provider: unknown provider "scriptd"' in message
+    assert 'did you mean "scripted"?' in message
+    assert caught.value.exit_code == 2
+    assert not marker.exists(), "an earlier step ran"
 
 
 async def test_agent_retry_policy(run_yaml):

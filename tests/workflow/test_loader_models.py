@@ -160,11 +160,11 @@ def test_negative_max_concurrent() -> None:
 
 def test_input_errors_point_into_the_list() -> None:
     text = (
-        "name: demo\ninputs:\n  - name: a\n  - name: b\n    type: float\n  - default: 3\n"
+        "name: demo\ninputs:\n  - name: a\n  - name: b\n    type: [text]\n  - default: 3\n"
         "states:\n  initial: s\n  s:\n    type: terminal\n"
     )
     problems = problems_of(text)
-    typed = only(problems, "invalid value 'float': expected 'string', 'integer' or 'boolean'")
+    typed = only(problems, "expected string, got list")
     assert at(typed) == ("inputs[1].type", 5, 5)
     missing = only(problems, "inputs[2].name: required field missing")
     assert at(missing) == ("inputs[2].name", 6, 5)

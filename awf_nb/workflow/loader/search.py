@@ -54,6 +54,8 @@ def _candidates(base: Path) -> list[Path]:
 
 
 def _absolute_in_search_dirs(path: Path, dirs: list[Path]) -> Path:
+    if not any(candidate.exists() for candidate in _candidates(path)):
+        raise UserError(f'workflow file "{path}" does not exist')
     resolved = path.resolve()
     for directory in dirs:
         if resolved.is_relative_to(directory.resolve()):

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from awf_nb.workflow.files import MAX_FILE_BYTES, FileTooLarge, read_text_capped
 from awf_nb.workflow.template.errors import _CallError
 from awf_nb.workflow.template.namespaces import _NAMESPACES
 from awf_nb.workflow.template.printf import _sprintf
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from awf_nb.workflow.template.execute import _Exec
     from awf_nb.workflow.template.nodes import _Command, _Identifier, _Operand
 
-MAX_READ_FILE_BYTES = 1 << 20  # readFile refuses bigger files, as AWF does
+MAX_READ_FILE_BYTES = MAX_FILE_BYTES  # readFile refuses bigger files, as AWF does
 
 # Go's unicode.IsSpace set, for trimSpace and split (Python's str.strip() also strips the
 # ASCII separator controls \x1c-\x1f, which Go keeps).
@@ -331,17 +332,15 @@ def _read_file(st: _Exec, args: list[Any]) -> str:
         path = (st.base_dir or Path.cwd()) / path
     shown = _go_quote(name)
     try:
-        if path.is_dir():
-            raise _CallError(f"failed to read file {shown}: path is a directory")
-        with path.open("rb") as handle:
-            data = handle.read(MAX_READ_FILE_BYTES + 1)
+        return read_text_capped(path, MAX_READ_FILE_BYTES)
+    except IsADirectoryError:
+        raise _CallError(f"failed to read file {shown}: path is a directory") from None
     except FileNotFoundError:
         raise _CallError(f"failed to read file {shown}: no such file ({path})") from None
+    except FileTooLarge:
+        raise _CallError(f"file {shown} exceeds 1MB size limit") from None
     except OSError as err:
         raise _CallError(f"failed to read file {shown}: {err.strerror or err}") from None
-    if len(data) > MAX_READ_FILE_BYTES:
-        raise _CallError(f"file {shown} exceeds 1MB size limit")
-    return data.decode("utf-8", "replace")
 
 
 def _namespace_function(name: str) -> _Function:
