@@ -98,7 +98,9 @@ def case_130(awf, tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-CASES = {name.removeprefix("case_"): fn for name, fn in globals().items() if name.startswith("case_")}
+CASES = {
+    name.removeprefix("case_"): fn for name, fn in globals().items() if name.startswith("case_")
+}
 
 
 def test_every_documented_code_has_a_case() -> None:

@@ -39,7 +39,7 @@ def test_a_secret_never_appears_in_an_input_error() -> None:
 
 def test_argv_bytes_that_are_not_utf8_are_a_clear_input_error() -> None:
     value = b"caf\xe9".decode("utf-8", "surrogateescape")  # what Python makes of argv bytes
-    with pytest.raises(UserError, match="inputs.topic: the value is not valid UTF-8 text"):
+    with pytest.raises(UserError, match=r"inputs\.topic: the value is not valid UTF-8 text"):
         parse_input_args([f"topic={value}"])
 
 
@@ -78,7 +78,7 @@ def test_awf_input_types_number_array_object() -> None:
         wf, {"ratio": "0.25", "files": "a.py, b.py", "more": '["x", 2]', "opts": '{"k": 1}'}
     )
     assert values == {"ratio": 0.25, "files": ["a.py", "b.py"], "more": ["x", 2], "opts": {"k": 1}}
-    with pytest.raises(InputError, match='inputs.ratio: value "lots" is not a number'):
+    with pytest.raises(InputError, match=r'inputs\.ratio: value "lots" is not a number'):
         resolve_inputs(wf, {"ratio": "lots"})
 
 
