@@ -11,6 +11,7 @@ handlers so `awf --version` and `awf --help` stay instant.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run `awf` with `argv` (default: the process arguments); return the exit code."""
+    _tolerant_streams()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -128,6 +130,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USER
     return _run(handler, args)
+
+
+def _tolerant_streams() -> None:
+    """Bytes that are not UTF-8 on stdin, and text that cannot be encoded on the way out,
+    must never crash a run (and leave it marked running): stdin keeps such bytes as
+    surrogate escapes (readers turn them into U+FFFD), stdout/stderr replace what they
+    cannot write."""
+    for stream, errors in ((sys.stdin, "surrogateescape"), (sys.stdout, "replace"),
+                           (sys.stderr, "replace")):  # fmt: skip
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors=errors)
+
+
+def _utf8(text: str) -> str:
+    """argv text whose bytes were not UTF-8 (surrogate escapes), with U+FFFD for them."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _run(handler: Handler, args: argparse.Namespace) -> int:
@@ -305,7 +325,9 @@ def _print_table(infos: list[WorkflowInfo], out: TextIO) -> None:
 
 
 def _one_line(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
+    from awf_nb.frontends.terminal_text import terminal_safe
+
+    flat = " ".join(terminal_safe(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -447,7 +469,11 @@ def _terminal_io(args: argparse.Namespace, store: Any) -> tuple[Any, Any]:
 
     reader: Any
     if args.reply is not None:
-        reader, echo = ScriptedReader(args.reply), True
+        # argv bytes that are not UTF-8 arrive as surrogate escapes: shown as U+FFFD
+        replies = [
+            r.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for r in args.reply
+        ]
+        reader, echo = ScriptedReader(replies), True
     else:
         reader = TerminalReader(history_path=store.input_history_path)
         echo = not reader.is_tty  # a person's typing is already on the screen

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from awf_nb.engine import events as ev
+from awf_nb.frontends.terminal_text import terminal_safe as safe
 
 if TYPE_CHECKING:
     from awf_nb.engine.run import Runner
@@ -78,9 +79,11 @@ class TerminalSink:
         # On a TTY the person's own typing is already on screen; echo only what they did
         # not type (the step's first prompt, piped or scripted replies).
         self.echo_input = echo_input
+        # Colours only where they go to a terminal: progress goes to stderr, content to
+        # stdout, which may be a file (`awf run wf > out.txt` must get plain text).
         self.style = _Style(_use_color(self.err) if color is None else color)
+        self.out_style = _Style(_use_color(self.out) if color is None else color)
         self._at_line_start = True
-        self._depth = 0
 
     # --- low-level writes -------------------------------------------------------------------
 
@@ -105,7 +108,7 @@ class TerminalSink:
     def emit(self, event: ev.RunEvent) -> None:
         if type(event) is ev.AgentText:  # the hot path: once per streamed token
             if self.mode == "streaming":
-                self._write_out(event.text)
+                self._write_out(safe(event.text))
             return
         s = self.style
         silent = self.mode == "silent"
@@ -124,22 +127,20 @@ class TerminalSink:
             case ev.StepOutput(text=text, stream=stream):
                 if not silent:
                     if stream == "stdout":
-                        self._write_out(text)
+                        self._write_out(safe(text))
                     else:
                         self._end_line()
-                        self.err.write(text)
+                        self.err.write(safe(text))
                         self.err.flush()
-            case ev.AgentText(text=text):
-                if self.mode == "streaming":
-                    self._write_out(text)
             case ev.AgentToolUse(name=name, argument=argument):
                 if not silent:
                     self._end_line()
-                    self._write_out(s.dim(f"[tool: {name}({argument})]") + "\n")
+                    tool = safe(f"[tool: {name}({argument})]")
+                    self._write_out(self.out_style.dim(tool) + "\n")
             case ev.UserMessage(text=text, turn=turn):
                 if not silent and (self.echo_input or turn == 1):
                     self._end_line()
-                    self._write_out(s.bold("> ") + text + "\n")
+                    self._write_out(self.out_style.bold("> ") + safe(text) + "\n")
             case ev.TurnFinished(
                 turn=turn,
                 tokens=tokens,
@@ -149,7 +150,7 @@ class TerminalSink:
                 text=text,
             ):
                 if self.mode == "buffered":
-                    self._write_out(text)
+                    self._write_out(safe(text))
                 if not silent:
                     flag = ", interrupted" if interrupted else ""
                     self._note(
@@ -171,14 +172,15 @@ class TerminalSink:
                 elif status == "cancelled":
                     self._note(s.yellow("■ ") + step + s.dim(" cancelled"))
                 else:
-                    self._note(s.red("✗ ") + step + s.dim(f" {duration:.2f}s") + f": {error}")
+                    failed = s.red("✗ ") + step + s.dim(f" {duration:.2f}s")
+                    self._note(failed + f": {safe(error)}")
             case ev.LogMessage(message=message):
                 if not silent:
-                    self._note(message)
+                    self._note(safe(message))
             case ev.RunWarning(message=message):
-                self._note(s.yellow("warning: ") + message)
+                self._note(s.yellow("warning: ") + safe(message))
             case ev.RunError(message=message):
-                self._note(s.red("error: ") + message)
+                self._note(s.red("error: ") + safe(message))
             case ev.RunFinished(status=status, duration=duration, tokens=tokens, message=msg):
                 self._end_line()
                 if silent:
@@ -186,7 +188,7 @@ class TerminalSink:
                 summary = f"{duration:.2f}s" + (f" · {tokens} tokens" if tokens else "")
                 if status == "completed":
                     if msg:
-                        self._write_out(msg + "\n")
+                        self._write_out(safe(msg) + "\n")
                     self._note(s.green("✓ completed") + s.dim(f" in {summary}"))
                 elif status == "cancelled":
                     self._note(s.yellow("■ cancelled") + s.dim(f" after {summary}"))
@@ -217,7 +219,11 @@ class TerminalReader:
         prompt_out: TextIO | None = None,
     ) -> None:
         self.stream = stream or sys.stdin
-        self.prompt_out = prompt_out or sys.stdout
+        # The `> ` prompt belongs on the terminal: with stdout redirected to a file it goes
+        # to stderr, so the file holds only the conversation.
+        if prompt_out is None:
+            prompt_out = sys.stdout if _is_tty(sys.stdout) else sys.stderr
+        self.prompt_out = prompt_out
         self.is_tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.history_path = history_path
         self._requests: queue.Queue[str] = queue.Queue()
@@ -249,14 +255,21 @@ class TerminalReader:
 
     def _read_line(self, prompt: str) -> str | None:
         if self.is_tty and self.stream is sys.stdin:
+            if self.prompt_out is not sys.stdout:  # input() would print it to stdout
+                self.prompt_out.write(prompt)
+                self.prompt_out.flush()
+                prompt = ""
             try:
                 line = input(prompt)
             except EOFError:
                 return None
+            except UnicodeDecodeError:
+                return "\ufffd"  # a byte that is not UTF-8: never a crash
+            line = _valid_text(line)
             self._remember(line)
             return line
         line = self.stream.readline()
-        return None if line == "" else line.rstrip("\r\n")
+        return None if line == "" else _valid_text(line.rstrip("\r\n"))
 
     def _work(self) -> None:
         while True:
@@ -300,6 +313,17 @@ class TerminalReader:
             with self._lock:
                 if self._waiter is not None and self._waiter[1] is future:
                     self._waiter = None
+
+
+def _is_tty(stream: TextIO) -> bool:
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def _valid_text(line: str) -> str:
+    """Bytes that were not UTF-8 (surrogate escapes from stdin) become U+FFFD."""
+    if line.isascii():
+        return line
+    return line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _resolve(future: asyncio.Future[str | None], line: str | None) -> None:
@@ -414,4 +438,4 @@ def describe_state(state: RunState) -> str:
                 mark = " [interrupted]" if turn.interrupted else ""
                 who = "you" if turn.role == "user" else "agent"
                 lines.append(f"              {who}: {text}{mark}".replace("\n", " "))
-    return "\n".join(lines)
+    return safe("\n".join(lines))  # stored text may carry escape sequences

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -45,7 +46,14 @@ def spawn(tmp_path: Path, storage: Path, *args: str) -> pexpect.spawn:
         timeout=30,
         dimensions=(40, 200),
     )
+    # Everything read from the terminal: `before` after expect(EOF) only holds what came
+    # after the last match, so checks over the whole session read this instead.
+    child.logfile_read = io.StringIO()
     return child
+
+
+def transcript(child: pexpect.spawn) -> str:
+    return child.logfile_read.getvalue()
 
 
 def test_chat_in_a_terminal_with_ctrl_c_during_reply(tmp_path: Path):
@@ -69,9 +77,10 @@ def test_chat_in_a_terminal_with_ctrl_c_during_reply(tmp_path: Path):
         child.expect(pexpect.EOF)
     finally:
         child.close()
-    assert child.exitstatus == 0, child.before
-    screen = child.before
-    assert "tell me more" not in screen  # the typed line is not printed a second time
+    assert child.exitstatus == 0, transcript(child)
+    screen = transcript(child)
+    # The terminal echoed the typed line as it was typed; awf does not print it again.
+    assert screen.count("tell me more") == 1, screen
 
     state = json.loads((storage / "runs" / only_run_id(storage) / "state.json").read_text())
     conv = state["steps"]["chat"]["conversation"]
@@ -105,7 +114,7 @@ def test_ctrl_c_at_the_prompt_cancels_the_run(tmp_path: Path):
     state = json.loads((storage / "runs" / run_id / "state.json").read_text())
     assert state["status"] == "cancelled"
     assert state["steps"]["chat"]["conversation"]["stopped_by"] == "cancelled"
-    assert f"awf resume {run_id}" in child.before
+    assert f"awf resume {run_id}" in transcript(child)
 
 
 def test_missing_required_input_is_asked_for_on_a_terminal(tmp_path: Path):
@@ -130,3 +139,33 @@ states:
     finally:
         child.close()
     assert child.exitstatus == 0
+
+
+def test_with_stdout_redirected_the_prompt_stays_on_the_terminal(tmp_path: Path):
+    storage = tmp_path / "storage"
+    (tmp_path / "chat.yaml").write_text(CHAT)
+    env = {**os.environ, "AWF_STORAGE": str(storage), "TERM": "xterm"}
+    env.pop("NO_COLOR", None)  # colours on: they must still not reach the file
+    child = pexpect.spawn(
+        "/bin/sh",
+        ["-c", f"{sys.executable} -m awf_nb.cli run chat.yaml > out.txt"],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=30,
+    )
+    child.logfile_read = io.StringIO()
+    try:
+        child.expect_exact("> ")  # the prompt is on the terminal (stderr)
+        child.sendline("tell me more")
+        child.expect_exact("> ")
+        child.sendline("")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, transcript(child)
+    saved = (tmp_path / "out.txt").read_text()
+    assert "first reply" in saved and "a very long second reply" in saved
+    assert "\x1b" not in saved, repr(saved)  # no colour codes in a file
+    assert "> hello there" in saved  # the conversation, as a transcript
+    assert not any(line == "> " for line in saved.splitlines()), repr(saved)
