@@ -5,6 +5,7 @@ UTF-8 are replaced."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import subprocess
@@ -45,7 +46,7 @@ def test_no_control_character_reaches_the_terminal_however_a_reply_is_split(
     out, err = io.StringIO(), io.StringIO()
     sink = TerminalSink(out=out, err=err, color=False)
     points = sorted({min(c, len(text)) for c in cuts} | {0, len(text)})
-    for start, end in zip(points, points[1:], strict=False):
+    for start, end in itertools.pairwise(points):
         sink.emit(ev.AgentText("r", "s", text[start:end]))
     sink.emit(ev.StepOutput("r", "s", text, "stdout"))
     sink.emit(ev.RunWarning("r", text, "s"))
