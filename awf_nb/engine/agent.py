@@ -110,6 +110,12 @@ class AgentSession:
         self.st = st
         self.provider_name = provider_name
         self.provider = provider
+        if system_prompt is None and conversation is not None:
+            # Continuing another step's conversation without a system prompt of its own:
+            # the conversation keeps the one it started with (a replayed session too).
+            system_prompt = next(
+                (t.content for t in conversation.turns if t.role == "system"), None
+            )
         self.system_prompt = system_prompt
         # The engine bounds every provider's reply (a server or CLI that never stops must
         # not take the machine's memory); the option is the engine's, not the provider's.

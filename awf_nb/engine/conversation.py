@@ -5,7 +5,8 @@ then the person's next message is read from the `InputReader` (a `> ` prompt, a 
 text box, or a scripted list). An empty or blank line, `exit`, `quit` (any case) or end of
 input ends it with `stopped_by: user_exit` and the step succeeds with the last reply as
 `Output`. A provider error stops it with `stopped_by: error` (the step fails, the last good
-reply stays in `Output`); cancellation or a turn timeout with `stopped_by: cancelled`.
+reply stays in `Output`); cancellation or a timeout with `stopped_by: cancelled`. A step's `timeout`
+bounds each reply and also each wait for the person at the prompt.
 Every turn is persisted as it happens (see `AgentSession`).
 """
 
@@ -32,6 +33,7 @@ async def converse(session: AgentSession, prompt: str, *, resuming: bool = False
     conv.stopped_by = ""
     run = session.run
     step = session.step.name
+    timeout = session.step.timeout
     message: str | None = prompt
     already_recorded = False
     if resuming and session.replies > 0:
@@ -39,14 +41,14 @@ async def converse(session: AgentSession, prompt: str, *, resuming: bool = False
         if pending is not None:  # the process died while this message was being answered
             message, already_recorded = pending, True
         else:
-            message = await read_message(run, step, session.replies + 1)
+            message = await read_message(run, step, session.replies + 1, timeout)
     elif message is not None:
         run.emit(ev.UserMessage(run.run_id, step, run.masker.mask(message), 1))
     try:
         while message is not None:
             await session.turn(message, already_recorded=already_recorded)
             already_recorded = False
-            message = await read_message(run, step, session.replies + 1)
+            message = await read_message(run, step, session.replies + 1, timeout)
         conv.stopped_by = "user_exit"
     except (asyncio.CancelledError, TurnTimeout):
         conv.stopped_by = "cancelled"
@@ -60,13 +62,22 @@ def is_end_of_conversation(text: str | None) -> bool:
     return text is None or not text.strip() or text.strip().lower() in EXIT_WORDS
 
 
-async def read_message(run: Runner, step: str, turn: int) -> str | None:
+async def read_message(
+    run: Runner, step: str, turn: int, timeout: float | None = None
+) -> str | None:
     """The person's next message, or None when they ended the conversation."""
     reader = run.config.reader
     if reader is None:  # headless: behave as if input reached its end
         return None
     run.emit(ev.AwaitingInput(run.run_id, step, PROMPT))
-    text = await reader.read(PROMPT)
+    try:
+        async with asyncio.timeout(timeout):
+            text = await reader.read(PROMPT)
+    except TimeoutError:
+        raise TurnTimeout(
+            f"step {step}: no message at the prompt within the step timeout ({timeout:g}s)",
+            step=step,
+        ) from None
     if is_end_of_conversation(text):
         return None
     assert text is not None

@@ -69,6 +69,9 @@ class StepState(_State):
     response: Any = None  # parsed JSON object when the output is one
     json_: Any = Field(default=None, alias="json")  # output_format: json
     tokens_used: int = 0
+    # A parallel step's tokens are its branches' (each also a step of the run): shown on the
+    # step, not counted again in the run's total.
+    sums_branches: bool = False
     tokens_input: int = 0
     tokens_output: int = 0
     tokens_estimated: bool = False
@@ -189,7 +192,7 @@ class RunState(_State):
 
     @property
     def total_tokens(self) -> int:
-        return sum(s.tokens_used for s in self.steps.values())
+        return sum(s.tokens_used for s in self.steps.values() if not s.sums_branches)
 
     def to_json(self, *, indent: int | None = 2) -> str:
         return self.model_dump_json(by_alias=True, indent=indent)

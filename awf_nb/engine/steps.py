@@ -175,6 +175,7 @@ async def execute_parallel(
     st.output = json.dumps(outputs)
     st.response = outputs
     st.tokens_used = sum(run.state.steps[n].tokens_used for n in outputs)
+    st.sums_branches = True
     names = ", ".join(f.name for f in failed)
     if step.strategy == "all_succeed" and failed:
         raise ExecutionError(f"step {step.name}: branch failed: {names} ({failed[0].error})")

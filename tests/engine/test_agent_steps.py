@@ -367,6 +367,50 @@ async def test_session_id_provider_without_id_or_history(run_yaml):
     assert any("no session id" in w.message for w in sink.of(RunWarning))
 
 
+async def test_session_fallback_replay_keeps_the_seed_system_prompt_and_warns_once(run_yaml):
+    class SessionScripted(RecordingScripted):
+        session_kind = "session_id"
+
+    made: list[SessionScripted] = []
+
+    def factory(name: str) -> SessionScripted:
+        if not made:
+            made.append(SessionScripted(name))
+        return made[0]
+
+    sink = Collect()
+    result = await run_yaml(
+        """
+        name: t
+        states:
+          initial: seed
+          seed:
+            type: agent
+            provider: session_scripted
+            system_prompt: You are terse.
+            prompt: hi
+            conversation: {}
+            on_success: recall
+          recall:
+            type: agent
+            provider: session_scripted
+            prompt: again
+            conversation: {continue_from: seed}
+            on_success: done
+          done: {type: terminal}
+        """,
+        sink=sink,
+        providers=with_providers(session_scripted=factory),
+    )
+    assert result.ok, result.error
+    seed_turn, replayed = made[0].requests
+    assert replayed.session_id is None  # nothing to resume: the turns are replayed
+    assert replayed.system_prompt == "You are terse."
+    assert [m.content for m in replayed.history] == ["hi", seed_turn.prompt]
+    warnings = [w for w in sink.of(RunWarning) if "no session id" in w.message]
+    assert len(warnings) == 1, warnings
+
+
 async def test_session_id_provider_with_neither_id_nor_history(run_yaml):
     from awf_nb.providers.scripted import ScriptedProvider
 

@@ -261,3 +261,18 @@ states:
     assert state.status == "completed", state.error
     conv = state.steps["chat"].conversation
     assert [t.content for t in conv.turns if t.role == "user"] == ["item 2"]
+
+
+async def test_the_step_timeout_bounds_the_wait_at_the_prompt(store, workdir):
+    text = chat().replace("mode: conversation", "mode: conversation\n    timeout: 300ms")
+    reader = BlockingReader()  # a person who never answers
+    runner = prepare_run(load_text(text), reader=reader, store=store, cwd=workdir)
+    state = await asyncio.wait_for(runner.execute(), 30)  # the hang guard
+    step = state.steps["chat"]
+    assert reader.cancelled
+    assert step.status == "failed"
+    assert "no message at the prompt within the step timeout (0.3s)" in step.error
+    assert step.conversation.stopped_by == "cancelled"
+    assert step.output == "first reply"  # the reply before the wait is kept
+    saved = store.load_state(runner.run_id)
+    assert saved.steps["chat"].conversation.stopped_by == "cancelled"

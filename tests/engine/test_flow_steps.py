@@ -347,3 +347,21 @@ async def test_token_totals(run_yaml):
         """
     )
     assert result.tokens == result.steps["a"].tokens_used + result.steps["b"].tokens_used > 0
+
+
+async def test_parallel_tokens_are_counted_once_in_the_run_total(run_yaml):
+    text = """
+name: t
+states:
+  initial: fan
+  fan: {type: parallel, parallel: [a, b], on_success: done}
+  a: {type: agent, provider: scripted, prompt: "one two three four", on_success: done}
+  b: {type: agent, provider: scripted, prompt: "five six seven eight", on_success: done}
+  done: {type: terminal}
+"""
+    result = await run_yaml(text)
+    assert result.ok, result.error
+    branches = result.steps["a"].tokens_used + result.steps["b"].tokens_used
+    assert branches > 0
+    assert result.steps["fan"].tokens_used == branches  # the step shows its branches' sum
+    assert result.tokens == branches  # the run counts them once
