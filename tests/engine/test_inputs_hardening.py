@@ -150,3 +150,17 @@ def test_validate_a_missing_file_says_it_does_not_exist(tmp_path: Path) -> None:
     assert "/nonexistent.yaml" in result.stdout + result.stderr
     assert "does not exist" in result.stdout + result.stderr
     assert "must be inside a workflow folder" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("step", "what"),
+    [
+        ("{type: agent, provider: scripted, prompt_file: /dev/zero, on_success: d}", "prompt_file"),
+        ("{type: step, script_file: /dev/zero, on_success: d}", "script_file"),
+    ],
+)
+async def test_an_endless_template_file_is_refused(run_yaml, step: str, what: str) -> None:
+    text = f"name: t\nstates:\n  initial: a\n  a: {step}\n  d: {{type: terminal}}\n"
+    result = await run_yaml(text)
+    assert result.status == "failed"
+    assert f"{what} /dev/zero is larger than 1 MiB" in result.error

@@ -25,6 +25,9 @@ _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # before it can exhaust the stack (the C composer segfaults on very deep nesting) or memory.
 MAX_DEPTH = 100
 MAX_NODES = 200_000
+# Text, counted as built: an alias repeating a long string counts each time it is used,
+# so "aliases repeating a 1 MB string" cannot turn a small file into gigabytes of work.
+MAX_TEXT_CHARS = 16 << 20
 
 
 class _Abort(Exception):
@@ -139,6 +142,7 @@ class _DataBuilder:
     def __init__(self, doc: _Document) -> None:
         self.doc = doc
         self.nodes = 0
+        self.chars = 0
         self.open: set[int] = set()  # collections being built: a repeat is a recursive alias
 
     def build(self, node: yaml.Node, path: str, depth: int) -> Any:
@@ -155,6 +159,14 @@ class _DataBuilder:
             raise _Abort
         self.doc.locations.setdefault(path, _position(node))
         if isinstance(node, yaml.ScalarNode):
+            self.chars += len(node.value)
+            if self.chars > MAX_TEXT_CHARS:
+                message = (
+                    f"the workflow's text, with its aliases expanded, is larger than "
+                    f"{MAX_TEXT_CHARS >> 20} MiB"
+                )
+                self.doc.problems.append(_at_mark(self.doc, node.start_mark, message))
+                raise _Abort
             return self._scalar(node, path)
         if id(node) in self.open:
             self.doc.problems.append(

@@ -25,10 +25,20 @@ if TYPE_CHECKING:
     )
 
 
+# Bounds on one render, so a template can neither take all the memory nor run for ages
+# ({{range 100000000}}, a nested range over a big list): steps are statements executed and
+# range iterations; size is the characters written.
+MAX_RENDER_STEPS = 2_000_000
+MAX_RENDER_CHARS = 16 << 20
+
+
 class _Exec:
     """The state of one render: output, variables, and what errors need to say."""
 
-    __slots__ = ("base_dir", "data", "defines", "depth", "name", "out", "source", "vars")
+    __slots__ = (
+        "base_dir", "data", "defines", "depth", "name", "out", "size", "source", "steps",
+        "vars",
+    )  # fmt: skip
 
     def __init__(self, template: Template, data: Any, base_dir: Path | None, name: str) -> None:
         self.source = template.source
@@ -39,10 +49,31 @@ class _Exec:
         self.out: list[str] = []
         self.vars: list[list[Any]] = [["$", data]]
         self.depth = 0
+        self.steps = 0
+        self.size = 0
 
     def walk(self, nodes: list[_Statement], dot: Any) -> None:
         for node in nodes:
+            self.tick(node)
             node.render(self, dot)
+
+    def tick(self, node: Any) -> None:
+        """Count one unit of work; past the budget the render stops with an error."""
+        self.steps += 1
+        if self.steps > MAX_RENDER_STEPS:
+            self.fail(
+                f"the template does too much work (over {MAX_RENDER_STEPS:,} steps); "
+                "check its range loops",
+                _located(node),
+            )
+
+    def write(self, text: str, node: Any) -> None:
+        self.size += len(text)
+        if self.size > MAX_RENDER_CHARS:
+            self.fail(
+                f"the rendered text is larger than {MAX_RENDER_CHARS >> 20} MiB", _located(node)
+            )
+        self.out.append(text)
 
     def variable(self, name: str, node: _Operand) -> Any:
         for entry in reversed(self.vars):
@@ -87,3 +118,17 @@ class _Exec:
         raise TemplateRenderError(
             reason, name=self.name, field=field, line=line, column=column, snippet=snippet
         )
+
+
+class _Nowhere:
+    start = end = 0
+
+
+def _located(node: Any) -> Any:
+    """`node` if it has a place in the source, else its pipeline's first command."""
+    if hasattr(node, "start"):
+        return node
+    pipe = getattr(node, "pipe", None)
+    if pipe is not None and pipe.cmds:
+        return pipe.cmds[0]
+    return _Nowhere()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from awf_nb.workflow.files import MAX_FILE_BYTES, FileTooLarge, read_text_capped
 from awf_nb.workflow.template.errors import _CallError
 from awf_nb.workflow.template.namespaces import _NAMESPACES
-from awf_nb.workflow.template.printf import _sprintf
+from awf_nb.workflow.template.printf import WidthTooLarge, _sprintf
 from awf_nb.workflow.template.values import (
     _MISSING,
     _fmt_v,
@@ -183,7 +183,10 @@ def _sprint(args: list[Any]) -> str:
 
 
 def _printf(st: _Exec, args: list[Any]) -> str:
-    return _sprintf(_want_string(args, 0), args[1:])
+    try:
+        return _sprintf(_want_string(args, 0), args[1:])
+    except WidthTooLarge as exc:
+        raise _CallError(str(exc)) from None
 
 
 def _escaper_text(args: list[Any]) -> str:

@@ -246,7 +246,7 @@ class _Text(_Statement):
         self.text = text
 
     def render(self, st: _Exec, dot: Any) -> None:
-        st.out.append(self.text)
+        st.write(self.text, self)
 
 
 class _Action(_Statement):
@@ -258,7 +258,7 @@ class _Action(_Statement):
     def render(self, st: _Exec, dot: Any) -> None:
         value = self.pipe.eval(st, dot)
         if not self.pipe.decl:
-            st.out.append(value if type(value) is str else _print_value(value))
+            st.write(value if type(value) is str else _print_value(value), self.pipe.cmds[0])
 
 
 class _Control(_Statement):
@@ -316,6 +316,7 @@ class _Range(_Control):
         body_mark = len(st.vars)
         ran = False
         for index, elem in self._items(st, collection):
+            st.tick(self.pipe.cmds[0])
             ran = True
             self._bind(st, body_mark, index, elem)
             try:

@@ -85,6 +85,15 @@ def _arg_index(fmt: str, pos: int, arg_index: int, count: int) -> tuple[int, int
     return close + 1, arg_index, True, True
 
 
+# A width or precision past this would only build a huge string (printf "%099999999999d").
+MAX_WIDTH = 100_000
+
+
+class WidthTooLarge(ValueError):
+    def __init__(self, number: int) -> None:
+        super().__init__(f"printf width or precision {number} is larger than {MAX_WIDTH}")
+
+
 def _width_or_prec(
     fmt: str, pos: int, args: list[Any], arg_index: int, spec: _Spec | None
 ) -> tuple[int, int, int | None, str]:
@@ -100,10 +109,14 @@ def _width_or_prec(
                 return pos + 1, arg_index + 1, None, ""
             spec.flags += "-"
             number = -number
+        if number > MAX_WIDTH:
+            raise WidthTooLarge(number)
         return pos + 1, arg_index + 1, number, ""
     end = pos
     while end < len(fmt) and "0" <= fmt[end] <= "9":
         end += 1
+    if end - pos > 6 and int(fmt[pos:end]) > MAX_WIDTH:
+        raise WidthTooLarge(int(fmt[pos:end]))
     return end, arg_index, (int(fmt[pos:end]) if end > pos else None), ""
 
 
