@@ -52,6 +52,28 @@ class NullSink:
         pass
 
 
+class ProviderSet:
+    """The providers of one run, the single owner of their lifetime: one instance per name,
+    shared with the workflows the run calls, closed once when the top-level run ends."""
+
+    def __init__(self, factory: ProviderFactory) -> None:
+        self._factory = factory
+        self._instances: dict[str, Provider] = {}
+
+    def get(self, name: str) -> Provider:
+        if name not in self._instances:
+            self._instances[name] = self._factory(name)
+        return self._instances[name]
+
+    async def aclose(self) -> None:
+        """Close every provider once (aliases may share an instance); never raises."""
+        instances, self._instances = self._instances, {}
+        unique = {id(provider): provider for provider in instances.values()}
+        for provider in unique.values():
+            with contextlib.suppress(Exception):
+                await provider.aclose()
+
+
 @dataclass
 class RunConfig:
     """Everything a run needs from outside the workflow file."""
@@ -68,6 +90,8 @@ class RunConfig:
     call_stack: tuple[str, ...] = ()
     parent_run_id: str = ""
     load_child: Callable[[str, Path], Workflow] | None = None
+    # The run's providers: made by the top-level run, passed on to called workflows.
+    provider_set: ProviderSet | None = None
 
 
 class _RunEnds(Exception):
@@ -127,7 +151,11 @@ class Runner:
             cwd=config.cwd,
             base_dir=workflow.base_dir,
         )
-        self._providers: dict[str, Provider] = {}
+        if config.provider_set is None:  # the top-level run: it owns the providers
+            config.provider_set = ProviderSet(config.providers)
+            self._owns_providers = True
+        else:
+            self._owns_providers = False
         self._task: asyncio.Task[Any] | None = None
         self._turn_task: asyncio.Task[Any] | None = None
         self._turn_interrupted = False
@@ -382,15 +410,12 @@ class Runner:
     # --- providers, events, persistence ---------------------------------------------------------
 
     def provider(self, name: str) -> Provider:
-        if name not in self._providers:
-            self._providers[name] = self.config.providers(name)
-        return self._providers[name]
+        assert self.config.provider_set is not None
+        return self.config.provider_set.get(name)
 
     async def _close_providers(self) -> None:
-        providers, self._providers = self._providers, {}
-        for provider in providers.values():
-            with contextlib.suppress(Exception):
-                await provider.aclose()
+        if self._owns_providers and self.config.provider_set is not None:
+            await self.config.provider_set.aclose()
 
     def emit(self, event: ev.RunEvent) -> None:
         # try/except rather than contextlib.suppress: this runs once per streamed token.

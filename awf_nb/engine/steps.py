@@ -327,6 +327,7 @@ async def execute_call(
     resolved = resolve_inputs(child, inputs, cwd=config.cwd)
     child_config = RunConfig(
         providers=config.providers,
+        provider_set=config.provider_set,
         sink=PrefixSink(config.sink, step.name),
         reader=config.reader,
         store=config.store,

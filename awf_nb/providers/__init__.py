@@ -94,7 +94,8 @@ def create_provider(name: str) -> Provider:
 
 
 class RunProviders:
-    """A `ProviderFactory` for one run: one instance per provider, all closed by `aclose`.
+    """A `ProviderFactory` for one run: one instance per provider (the engine's per-run
+    `ProviderSet` owns their lifetime and closes them).
 
     Aliases share their canonical provider's instance, so `openai` and
     `openai_compatible` steps in one run reuse the same HTTP connections.
@@ -108,23 +109,6 @@ class RunProviders:
         if canonical not in self._instances:
             self._instances[canonical] = create_provider(canonical)
         return self._instances[canonical]
-
-    @property
-    def instances(self) -> dict[str, Provider]:
-        """The providers created so far, by canonical name."""
-        return dict(self._instances)
-
-    async def aclose(self) -> None:
-        """Close every provider created; one failing to close does not stop the others."""
-        instances, self._instances = list(self._instances.values()), {}
-        first_error: BaseException | None = None
-        for provider in instances:
-            try:
-                await provider.aclose()
-            except Exception as exc:  # close the rest first, then report the first failure
-                first_error = first_error or exc
-        if first_error is not None:
-            raise first_error
 
 
 def provider_factory() -> RunProviders:
