@@ -32,8 +32,8 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.engine.state import ConversationState, StepState, Turn, now
+from awf_nb.engine.tokens import estimate_tokens, tokens_for_chars
 from awf_nb.errors import ExecutionError, ProviderError
-from awf_nb.providers.history import estimate_tokens
 from awf_nb.workflow.model import AgentStep
 
 if TYPE_CHECKING:
@@ -319,7 +319,7 @@ class AgentSession:
             estimated = usage.estimated
         else:  # the len/4 estimate, from running totals (no pass over the history)
             sent = len(request.system_prompt or "") + len(request.prompt) + self._dialogue_chars
-            tokens_in, tokens_out, estimated = (sent + 3) // 4, estimate_tokens(text), True
+            tokens_in, tokens_out, estimated = tokens_for_chars(sent), estimate_tokens(text), True
         st.tokens_input += tokens_in
         st.tokens_output += tokens_out
         st.tokens_used = st.tokens_input + st.tokens_output

@@ -9,7 +9,6 @@ shown as written, since those results do not exist yet.
 from __future__ import annotations
 
 import os
-from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from awf_nb.engine.inputs import resolve_inputs
 from awf_nb.engine.state import RunState
 from awf_nb.errors import ExecutionError
 from awf_nb.secrets import Masker
+from awf_nb.workflow.checks import execution_order
 from awf_nb.workflow.model import (
     AgentStep,
     AnyStep,
@@ -35,15 +35,8 @@ from awf_nb.workflow.model import (
 
 def reachable_order(workflow: Workflow) -> list[str]:
     """Step names in breadth-first order from `initial`, then the unreachable ones."""
-    seen: dict[str, None] = {}
-    queue = deque([workflow.initial])
-    while queue:
-        name = queue.popleft()
-        if name in seen or name not in workflow.steps:
-            continue
-        seen[name] = None
-        queue.extend(workflow.steps[name].targets())
-    return [*seen, *(n for n in workflow.steps if n not in seen)]
+    seen = execution_order(workflow)
+    return [*seen, *(n for n in workflow.steps if n not in set(seen))]
 
 
 def _routes(step: AnyStep) -> str:

@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from awf_nb.engine.events import RunEvent
+
+if TYPE_CHECKING:
+    from awf_nb.engine.state import RunState
 
 # --- what a provider is asked ----------------------------------------------------------------
 
@@ -132,3 +135,18 @@ class EventSink(Protocol):
     """Receives the run's events on the run's event loop. Must not block."""
 
     def emit(self, event: RunEvent) -> None: ...
+
+
+class RunStore(Protocol):
+    """Where a run is saved as it goes (awf_nb.store.Store is the one implementation).
+
+    The engine is given one; it never imports the store, which imports the engine's state.
+    """
+
+    def new_run_id(self) -> str: ...
+
+    def save_state(self, state: RunState) -> None: ...
+
+    def record_run(self, state: RunState) -> None: ...
+
+    def append_transcript(self, run_id: str, record: dict[str, Any]) -> int: ...

@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.context import LoopFrame, RunContext, command_env
-from awf_nb.engine.ports import EventSink, InputReader, Provider, ProviderFactory
+from awf_nb.engine.ports import EventSink, InputReader, Provider, ProviderFactory, RunStore
 from awf_nb.engine.process import run_shell
 from awf_nb.engine.state import RunState, StepState, now, process_start_time
 from awf_nb.errors import AwfError
@@ -38,9 +38,6 @@ from awf_nb.workflow.model import (
     TerminalStep,
     Workflow,
 )
-
-if TYPE_CHECKING:
-    from awf_nb.store import Store
 
 # A runaway transitions cycle must end somewhere; loops have their own max_iterations.
 MAX_STEP_EXECUTIONS = 100_000
@@ -81,7 +78,7 @@ class RunConfig:
     providers: ProviderFactory
     sink: EventSink = field(default_factory=NullSink)
     reader: InputReader | None = None  # None: headless, conversations end after turn 1
-    store: Store | None = None
+    store: RunStore | None = None
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     cwd: Path = field(default_factory=Path.cwd)
     masker: Masker = field(default_factory=Masker)

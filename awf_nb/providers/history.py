@@ -11,6 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from awf_nb.engine.ports import Message, Notice, TurnRequest
+from awf_nb.engine.tokens import estimate_message_tokens, estimate_tokens
+
+__all__ = [
+    "build_messages",
+    "estimate_message_tokens",
+    "estimate_tokens",
+    "fit_to_window",
+    "truncation_notice",
+]
 
 
 def build_messages(turn: TurnRequest) -> list[Message]:
@@ -21,16 +30,6 @@ def build_messages(turn: TurnRequest) -> list[Message]:
     messages.extend(m for m in turn.history if m.role != "system")
     messages.append(Message("user", turn.prompt))
     return messages
-
-
-def estimate_tokens(text: str) -> int:
-    """The len/4 estimate used when a provider reports no usage."""
-    return max(1, (len(text) + 3) // 4) if text else 0
-
-
-def estimate_message_tokens(messages: list[Message]) -> int:
-    """The len/4 estimate of a message list (for providers that cannot count tokens)."""
-    return sum(estimate_tokens(m.content) for m in messages)
 
 
 def truncation_notice(dropped: int, window: int) -> Notice:

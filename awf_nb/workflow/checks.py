@@ -30,11 +30,11 @@ from awf_nb.workflow.model import (
     CommandStep,
     ForEachStep,
     HookAction,
+    LoopBase,
     ParallelStep,
     TerminalStep,
     WhileStep,
     Workflow,
-    _LoopBase,
 )
 
 __all__ = [
@@ -119,23 +119,8 @@ def execution_order(wf: Workflow) -> list[str]:
             continue
         seen.add(name)
         order.append(name)
-        queue.extend(n for n in _successors(wf.steps[name]) if n not in seen)
+        queue.extend(n for n in wf.steps[name].successors() if n not in seen)
     return order
-
-
-def _successors(step: AnyStep) -> list[str]:
-    inner: list[str] = []
-    if isinstance(step, ParallelStep):
-        inner = list(step.parallel)
-    elif isinstance(step, _LoopBase):
-        inner = list(step.body)
-    routes = [step.on_success] if step.on_success else []
-    if isinstance(step.on_failure, str):
-        routes.append(step.on_failure)
-    routes.extend(t.goto for t in step.transitions)
-    if isinstance(step, _LoopBase) and step.on_complete:
-        routes.append(step.on_complete)
-    return inner + routes
 
 
 @dataclass(frozen=True)
@@ -167,7 +152,7 @@ class _Checker:
             for branch in step.parallel
         }
         self.in_body = {
-            name for step in wf.steps.values() if isinstance(step, _LoopBase) for name in step.body
+            name for step in wf.steps.values() if isinstance(step, LoopBase) for name in step.body
         }
 
     def run(self) -> None:
@@ -226,7 +211,7 @@ class _Checker:
         for i, transition in enumerate(step.transitions):
             where = join_path(join_path(join_path(path, "transitions"), i), "goto")
             routes.append(("transition", transition.goto, where))
-        if isinstance(step, _LoopBase):
+        if isinstance(step, LoopBase):
             if step.on_complete:
                 routes.append(("on_complete", step.on_complete, join_path(path, "on_complete")))
             routes.extend(
@@ -263,14 +248,14 @@ class _Checker:
                     join_path(join_path(path, "conversation"), "continue_from"),
                     hint=did_you_mean(target, self.wf.steps),
                 )
-        if isinstance(step, _LoopBase):
+        if isinstance(step, LoopBase):
             self.check_loop(step, path)
         for i, transition in enumerate(step.transitions):
             if transition.when:
                 where = join_path(join_path(path, "transitions"), i)
                 self.check_condition(transition.when, join_path(where, "when"))
 
-    def check_loop(self, step: _LoopBase, path: str) -> None:
+    def check_loop(self, step: LoopBase, path: str) -> None:
         if isinstance(step, WhileStep):
             self.check_condition(step.while_, join_path(path, "while"))
         if step.break_when:
@@ -328,7 +313,7 @@ class _Checker:
             yield from lenient(step.inputs, "inputs")
         if isinstance(step, ForEachStep) and isinstance(step.items, str):
             yield from strict(step.items, "items")
-        if isinstance(step, _LoopBase) and isinstance(step.max_iterations, str):
+        if isinstance(step, LoopBase) and isinstance(step.max_iterations, str):
             yield from strict(step.max_iterations, "max_iterations")
         if not isinstance(step.on_failure, str | None):
             yield from lenient(step.on_failure.message, "on_failure.message", after_step=True)
@@ -514,13 +499,13 @@ class _Checker:
         for name, step in self.wf.steps.items():
             if isinstance(step, TerminalStep) or not isinstance(step.on_failure, str | None):
                 done.append(name)
-            for target in _successors(step):
+            for target in step.successors():
                 incoming.setdefault(target, set()).add(name)
             # A branch or body step hands control back to its parallel / loop step.
             if name in self.branch_of:
                 incoming[self.branch_of[name]].add(name)
         for name, step in self.wf.steps.items():
-            if isinstance(step, _LoopBase):
+            if isinstance(step, LoopBase):
                 for body in step.body:
                     incoming.setdefault(step.name or name, set()).add(body)
         finishing: set[str] = set()

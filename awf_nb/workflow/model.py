@@ -269,8 +269,10 @@ class _StepBase(_Model):
     def _canonical_type(cls, value: Any) -> Any:
         return canonical_kind(value) or value
 
-    def targets(self) -> list[str]:
-        """Every step name this step can route to (for reference and reachability checks)."""
+    def successors(self) -> list[str]:
+        """Every step this one can lead to, in order: what it runs inside (parallel
+        branches, a loop body), then its routes. The one definition of the step graph,
+        for checks, plans and diagrams."""
         names = [self.on_success] if self.on_success else []
         if isinstance(self.on_failure, str):
             names.append(self.on_failure)
@@ -373,27 +375,29 @@ class ParallelStep(_StepBase):
     strategy: Literal["all_succeed", "any_succeed", "best_effort"] = "all_succeed"
     max_concurrent: int = Field(default=0, ge=0)
 
-    def targets(self) -> list[str]:
-        return [*super().targets(), *self.parallel]
+    def successors(self) -> list[str]:
+        return [*self.parallel, *super().successors()]
 
 
-class _LoopBase(_StepBase):
+class LoopBase(_StepBase):
+    """What for_each and while share: a body of steps run again and again."""
+
     body: list[str]
     max_iterations: int | str = 100
     break_when: str | None = None
     on_complete: str | None = None
 
-    def targets(self) -> list[str]:
-        extra = [self.on_complete] if self.on_complete else []
-        return [*super().targets(), *extra, *self.body]
+    def successors(self) -> list[str]:
+        after = [self.on_complete] if self.on_complete else []
+        return [*self.body, *super().successors(), *after]
 
 
-class ForEachStep(_LoopBase):
+class ForEachStep(LoopBase):
     type: Literal["for_each"] = "for_each"
     items: str | list[Any]
 
 
-class WhileStep(_LoopBase):
+class WhileStep(LoopBase):
     type: Literal["while"] = "while"
     while_: str = Field(alias="while")
 

@@ -1,0 +1,92 @@
+"""The layers of design.md, checked on every import in the package (function-local and
+TYPE_CHECKING ones included): data flows workflow -> engine -> providers + frontends.
+
+- `workflow/` imports nothing from the engine, providers, frontends, store or api;
+- `engine/` imports nothing from providers, frontends, the store or api (it is given them);
+- `providers/` and `frontends/` never import each other;
+- nothing outside `frontends/notebook/` imports IPython or ipywidgets.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "awf_nb"
+
+# layer of a module (by its dotted name) -> prefixes it must not import
+FORBIDDEN = {
+    "awf_nb.workflow": (
+        "awf_nb.engine", "awf_nb.providers", "awf_nb.frontends", "awf_nb.store", "awf_nb.api",
+        "awf_nb.cli", "awf_nb.diagram",
+    ),
+    "awf_nb.engine": (
+        "awf_nb.providers", "awf_nb.frontends", "awf_nb.store", "awf_nb.api", "awf_nb.cli",
+    ),
+    "awf_nb.providers": ("awf_nb.frontends", "awf_nb.store", "awf_nb.api", "awf_nb.cli"),
+    "awf_nb.frontends": ("awf_nb.providers",),
+    "awf_nb.diagram": ("awf_nb.engine", "awf_nb.providers", "awf_nb.frontends"),
+}  # fmt: skip
+NOTEBOOK_ONLY = ("IPython", "ipywidgets", "ipykernel", "comm")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """(line, imported module) for every import statement anywhere in the source."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against this module's package
+                package = module.split(".")
+                if not is_package:
+                    package = package[:-1]
+                package = package[: len(package) - (node.level - 1)]
+                base = ".".join([*package, base] if base else package)
+            found.append((node.lineno, base))
+            found.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names)
+    return found
+
+
+def violations(module: str, source: str, is_package: bool = False) -> list[str]:
+    problems = []
+    for line, imported in imports_of(source, module, is_package):
+        for layer, forbidden in FORBIDDEN.items():
+            if module == layer or module.startswith(layer + "."):
+                for prefix in forbidden:
+                    if imported == prefix or imported.startswith(prefix + "."):
+                        problems.append(f"{module}:{line} imports {imported}")
+        top = imported.split(".")[0]
+        if top in NOTEBOOK_ONLY and not module.startswith("awf_nb.frontends.notebook"):
+            problems.append(f"{module}:{line} imports {imported} (notebook only)")
+    return sorted(set(problems))
+
+
+def test_no_module_imports_against_the_layers() -> None:
+    problems: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        problems += violations(module_name(path), path.read_text(), path.name == "__init__.py")
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("awf_nb.engine.agent", "from awf_nb.providers.history import estimate_tokens"),
+        ("awf_nb.engine.run", "def f():\n    from awf_nb.store import Store"),
+        ("awf_nb.workflow.checks", "from awf_nb.engine import run"),
+        ("awf_nb.frontends.terminal", "import awf_nb.providers.local"),
+        ("awf_nb.providers.local", "from ..frontends import terminal"),
+        ("awf_nb.engine.run", "import ipywidgets"),
+    ],
+)
+def test_the_check_catches_an_upward_import(module: str, source: str) -> None:
+    assert violations(module, source), f"{source!r} in {module} was not caught"
