@@ -25,7 +25,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import secrets
 import sqlite3
 import tempfile
 import threading
@@ -37,7 +36,7 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from awf_nb.engine.state import ConversationState, RunState, RunStatus, Turn
+from awf_nb.engine.state import ConversationState, RunState, RunStatus, Turn, new_run_id
 from awf_nb.errors import AwfSystemError, UserError
 
 STATE_FILE = "state.json"
@@ -160,7 +159,7 @@ class Store:
         """
         self._ensure_dir(self.runs_dir)
         for _ in range(_RUN_ID_ATTEMPTS):
-            run_id = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+            run_id = new_run_id()
             try:
                 (self.runs_dir / run_id).mkdir(mode=PRIVATE_DIR)
             except FileExistsError:

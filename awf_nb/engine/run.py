@@ -27,7 +27,7 @@ from awf_nb.engine import events as ev
 from awf_nb.engine.context import LoopFrame, RunContext, command_env
 from awf_nb.engine.ports import EventSink, InputReader, Provider, ProviderFactory, RunStore
 from awf_nb.engine.process import run_shell
-from awf_nb.engine.state import RunState, StepState, now, process_start_time
+from awf_nb.engine.state import RunState, StepState, new_run_id, now, process_start_time
 from awf_nb.errors import AwfError
 from awf_nb.secrets import Masker, is_secret_input
 from awf_nb.workflow.model import (
@@ -128,7 +128,7 @@ class Runner:
         self._error_codes: dict[str, int] = {}  # step -> exit code of its last error
         store = config.store
         self.state = state or RunState(
-            run_id=store.new_run_id() if store else _local_run_id(),
+            run_id=store.new_run_id() if store else new_run_id(),
             workflow_name=workflow.name,
             workflow_path=str(workflow.source_path or ""),
             # Kept exactly as written, so the run can be resumed; the store keeps it in a
@@ -503,12 +503,6 @@ def _retry_delay(step: AnyStep, attempt: int) -> float:
     if policy.jitter:
         delay *= 1 + random.uniform(-policy.jitter, policy.jitter)
     return max(delay, 0.0)
-
-
-def _local_run_id() -> str:
-    import secrets as _secrets
-
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + _secrets.token_hex(3)
 
 
 class PrefixSink:

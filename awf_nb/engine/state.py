@@ -209,3 +209,12 @@ def process_start_time(pid: int) -> str:
             return stat.read().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return ""
+
+
+def new_run_id() -> str:
+    """A run id: UTC start time + random hex (`20261122-030501-3fa9c1`), sorting by start.
+
+    The store reserves it (creates the run's folder, retrying on a clash)."""
+    import secrets
+
+    return f"{now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from awf_nb.workflow.expr.errors import ExprEvalError
+from awf_nb.workflow.kinds import type_word
 
 
 def _is_number(value: Any) -> bool:
@@ -27,21 +28,9 @@ def _is_list(value: Any) -> bool:
 
 
 def _type_name(value: Any) -> str:
-    if value is None:
-        return "nil"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if _is_list(value):
+    if _is_list(value):  # the condition language's own idea of a list
         return "list"
-    if isinstance(value, Mapping):
-        return "map"
-    return type(value).__name__
+    return type_word(value)
 
 
 def _shorten(text: str, limit: int = 40) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from awf_nb.errors import Problem
 from awf_nb.workflow.checks import locate
+from awf_nb.workflow.kinds import type_word
 
 
 @dataclass
@@ -65,21 +66,7 @@ def _at_mark(doc: _Document, mark: Any, message: str, hint: str | None = None) -
 
 def go_type(value: Any) -> str:
     """The type word a Go programmer (and AWF's messages) would use for a YAML value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "map"
-    return type(value).__name__
+    return type_word(value, none="null")
 
 
 def _plain(value: Any) -> str:
