@@ -81,7 +81,9 @@ def test_new_run_id_format_and_uniqueness(store: Store) -> None:
 
 def test_new_run_id_retries_on_collision(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     hexes = iter(["aaaaaa", "aaaaaa", "bbbbbb"])
-    monkeypatch.setattr(store_module.secrets, "token_hex", lambda n: next(hexes))
+    import secrets
+
+    monkeypatch.setattr(secrets, "token_hex", lambda n: next(hexes))
     first, second = store.new_run_id(), store.new_run_id()
     assert first.endswith("aaaaaa") and second.endswith("bbbbbb")
 
