@@ -449,26 +449,29 @@ class _Checker:
         yield from _namespace_property(ref, item, "loop", _LOOP_PROPERTIES)
 
     def check_shell_escaping(self, parsed: template.Template, item: _Field) -> None:
-        """Beyond AWF: warn when an input is pasted into a shell command unquoted."""
-        warned: set[str] = set()
-        for ref in parsed.references():
-            if ref.path[0] != "inputs" or len(ref.path) < 2 or ref.path[1] in warned:
+        """Beyond AWF: warn when untrusted text (an input, a step's output) is pasted into
+        a shell command unprotected (see template/shell_safety.py)."""
+        warned: set[tuple[str, ...]] = set()
+        for finding in parsed.unsafe_shell_actions():
+            path = finding.ref.path
+            if path[0] == "inputs" and len(path) > 1:
+                declared = next((i for i in self.wf.inputs if i.name == path[1]), None)
+                if declared is not None and declared.type in ("integer", "boolean", "number"):
+                    continue  # validated: nothing to inject
+            what = _untrusted_what(path)
+            if path[:2] in warned:
                 continue
-            name = ref.path[1]
-            declared = next((i for i in self.wf.inputs if i.name == name), None)
-            if declared is not None and declared.type != "string":
-                continue  # integers and booleans are validated: nothing to inject
-            action = _enclosing_action(item.source, ref.line, ref.column)
-            if _ESCAPED.search(action) or _CONTROL_ACTION.match(action):
-                continue
-            warned.add(name)
-            safe = f'"${name}" or ' if name.isidentifier() else ""
-            self.report(
-                f'input "{name}" is interpolated into a shell command without escaping',
-                item.path,
-                "warning",
-                hint=f"use {safe}{{{{.inputs.{name} | escape}}}}",
-            )
+            warned.add(path[:2])
+            written = ".".join(path[:3]) if path[0] == "states" else ".".join(path[:2])
+            if finding.reason == "quoted":
+                message = f"{what} is escaped but inside quotes in a shell command"
+                hint = f"put {{{{.{written} | escape}}}} outside the quotes: it quotes itself"
+            else:
+                message = f"{what} is interpolated into a shell command without escaping"
+                env = path[1] if path[0] == "inputs" and len(path) > 1 else ""
+                safe = f'"${env}" or ' if env.isidentifier() else ""
+                hint = f"use {safe}{{{{.{written} | escape}}}}"
+            self.report(message, item.path, "warning", hint=hint)
 
     # -- graph (beyond AWF: warnings)
 
@@ -592,18 +595,13 @@ def _namespace_property(
     yield from _property_problem(message, prop, allowed, item.severity)
 
 
-# `{{.inputs.x | escape}}`, `{{escape .inputs.x}}`: quoted for the shell.
-_ESCAPED = re.compile(r"\bescape\b")
-# `{{if .inputs.x}}` and friends only test or rebind the value: nothing is printed.
-_CONTROL_ACTION = re.compile(r"\{\{-?\s*(if|else|with|range|define|block|template)\b")
-
-
-def _enclosing_action(source: str, line: int, column: int) -> str:
-    """The `{{ … }}` action around a position (1-based line/column) of a template."""
-    start_of_line = 0
-    for _ in range(line - 1):
-        start_of_line = source.index("\n", start_of_line) + 1
-    offset = start_of_line + column - 1
-    start = source.rfind("{{", 0, offset + 1)
-    end = source.find("}}", offset)
-    return source[max(start, 0) : end + 2 if end >= 0 else len(source)]
+def _untrusted_what(path: tuple[str, ...]) -> str:
+    if path[0] == "inputs" and len(path) > 1:
+        return f'input "{path[1]}"'
+    if path[0] == "inputs":
+        return "the inputs"
+    if path[0] == "states" and len(path) > 1:
+        return f'the output of step "{path[1]}"'
+    if path[0] == "loop":
+        return "the loop item"
+    return ".".join(path)

@@ -16,6 +16,7 @@ from awf_nb.workflow.template.errors import (
 from awf_nb.workflow.template.execute import _Exec
 from awf_nb.workflow.template.parser import _ParseError, _Parser
 from awf_nb.workflow.template.references import FieldRef, _ReferenceCollector
+from awf_nb.workflow.template.shell_safety import Finding, unsafe_actions
 
 if TYPE_CHECKING:
     from awf_nb.workflow.template.nodes import _Statement
@@ -72,6 +73,10 @@ class Template:
                 "data or template nested too deeply to render", name=name
             ) from None
         return "".join(state.out)
+
+    def unsafe_shell_actions(self) -> list[Finding]:
+        """Actions that paste untrusted text into a shell command unprotected."""
+        return unsafe_actions(self.source, self._nodes)
 
     def references(self) -> list[FieldRef]:
         """Every field chain read from the run data, in source order.
