@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
+import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,8 +93,14 @@ async def run_process(
     timeout: float | None = None,
     on_stdout: Callable[[str], None] | None = None,
     on_stderr: Callable[[str], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> ProcessResult:
-    """Run `argv` in its own process group; kill the group on timeout or cancellation."""
+    """Run `argv` in its own process group; kill the group on timeout or cancellation.
+
+    `on_start(pgid)` is called once the group exists, so the caller can record it (a run
+    killed with -9 cannot kill it; `awf resume` can). The child also gets the parent-death
+    signal where the platform has it (Linux): if awf dies, the command dies with it.
+    """
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=str(cwd),
@@ -100,7 +109,10 @@ async def run_process(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
+    if on_start is not None:
+        on_start(proc.pid)  # a new session: the group id is the child's pid
     out: list[str] = []
     err: list[str] = []
     pumps = asyncio.gather(_pump(proc.stdout, out, on_stdout), _pump(proc.stderr, err, on_stderr))
@@ -124,6 +136,64 @@ async def run_process(
             await asyncio.wait_for(pumps, 5.0)
     code = proc.returncode if proc.returncode is not None else -1
     return ProcessResult("".join(out), "".join(err), code, timed_out)
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    # Resolved once, in the parent: the child (between fork and exec) only makes the call.
+    if sys.platform != "linux":
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL it when the parent (awf) dies (Linux only)."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of group `pgid` still runs (zombies waiting to be reaped by
+    whoever adopted them do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def kill_leftover_group(pgid: int, grace: float = 2.0) -> bool:
+    """SIGTERM the group, then SIGKILL what is left after `grace` s; True if one was there."""
+    if not group_alive(pgid):
+        return False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and group_alive(pgid):
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    return True
 
 
 async def run_shell(command: str, **kwargs: object) -> ProcessResult:

@@ -191,9 +191,12 @@ class Runner:
         state.status = "running"
         state.error = ""
         state.completed_at = None
+        same_host = state.host in ("", socket.gethostname())
         state.pid, state.host = os.getpid(), socket.gethostname()
         state.pid_started = process_start_time(state.pid)
         self.emit(ev.RunStarted(self.run_id, self.workflow.name, state.inputs, self.resumed))
+        if self.resumed and same_host:  # a group id means nothing on another machine
+            self._stop_leftover_commands()
         for warning in self.startup_warnings:
             self.emit(ev.RunWarning(self.run_id, self.masker.mask(warning), ""))
         self.checkpoint(history=True)
@@ -220,6 +223,24 @@ class Runner:
                 self._finish()
             await self._close_providers()
         return state
+
+    def _stop_leftover_commands(self) -> None:
+        """Commands the interrupted run left behind (awf was killed while they ran) are
+        stopped before anything runs again, so a resumed step never runs twice at once."""
+        from awf_nb.engine.process import kill_leftover_group
+
+        for st in self.state.steps.values():
+            if st.process_group:
+                if kill_leftover_group(st.process_group):
+                    self.emit(
+                        ev.RunWarning(
+                            self.run_id,
+                            f"step {st.name}: its command was still running from the "
+                            f"interrupted run (process group {st.process_group}); stopped it",
+                            st.name,
+                        )
+                    )
+                st.process_group = 0
 
     def _finish(self) -> None:
         state = self.state

@@ -72,6 +72,9 @@ class StepState(_State):
     # A parallel step's tokens are its branches' (each also a step of the run): shown on the
     # step, not counted again in the run's total.
     sums_branches: bool = False
+    # The process group of a command while it runs (0 otherwise): if awf is killed, the
+    # next `awf resume` stops what is left of it before running anything again.
+    process_group: int = 0
     tokens_input: int = 0
     tokens_output: int = 0
     tokens_estimated: bool = False

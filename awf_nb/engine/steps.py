@@ -92,13 +92,24 @@ async def execute_command(
         if shown := stderr_masker.feed(text):
             run.emit(ev.StepOutput(run.run_id, step.name, shown, "stderr"))
 
+    def on_start(pgid: int) -> None:
+        st.process_group = pgid
+        run.checkpoint()  # saved before the wait: a kill -9 now leaves a trace to clean up
+
     try:
         result = await run_process(
-            argv, cwd=cwd, env=env, timeout=step.timeout, on_stdout=on_stdout, on_stderr=on_stderr
+            argv,
+            cwd=cwd,
+            env=env,
+            timeout=step.timeout,
+            on_stdout=on_stdout,
+            on_stderr=on_stderr,
+            on_start=on_start,
         )
     except OSError as exc:
         raise ExecutionError(f"step {step.name}: cannot start command: {exc}") from None
     finally:
+        st.process_group = 0
         if script_path is not None:
             script_path.unlink(missing_ok=True)
     for masker, stream in ((stdout_masker, "stdout"), (stderr_masker, "stderr")):

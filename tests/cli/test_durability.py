@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -197,3 +198,51 @@ def test_a_locked_history_says_so(awf, storage, tmp_path):
     assert result.returncode == 4
     assert "is locked by another process" in result.stderr
     assert "move it away" not in result.stderr
+
+
+def test_a_command_left_running_by_a_killed_run_is_stopped_on_resume(awf, storage, tmp_path):
+    starts, pidfile = tmp_path / "starts", tmp_path / "pid"
+    wf = tmp_path / "slow.yaml"
+    # The step records each start and the pid of a background worker that outlives the
+    # shell: the parent-death signal reaches the shell only, the group is left behind.
+    wf.write_text(
+        "name: slow\nstates:\n  initial: a\n"
+        f"  a: {{type: step, command: 'echo x >> {starts}; (sleep 60 & echo $! > {pidfile}; wait) ; sleep 60', on_success: d}}\n"
+        "  d: {type: terminal}\n"
+    )
+    proc = spawn_awf("run", str(wf), storage=storage, cwd=tmp_path)
+    try:
+        wait_until(pidfile.exists, "the background worker")
+        wait_until(lambda: pidfile.read_text().strip() != "", "its pid")
+        os.kill(proc.pid, signal.SIGKILL)  # awf only: its command's group lives on
+    finally:
+        proc.wait(10)
+    worker = int(pidfile.read_text())
+    state = json.loads((storage / "runs" / only_run_id(storage) / "state.json").read_text())
+    assert state["steps"]["a"]["process_group"] > 0
+    os.kill(worker, 0)  # still alive: an orphan
+
+    resumed = spawn_awf("resume", only_run_id(storage), storage=storage, cwd=tmp_path)
+    try:
+        wait_until(lambda: starts.read_text().count("x") == 2, "the step to start again")
+        wait_until(lambda: not _alive(worker), "the orphan to be stopped")
+    finally:
+        os.killpg(resumed.pid, signal.SIGKILL)
+        _, err = resumed.communicate(timeout=10)
+        again = json.loads((storage / "runs" / only_run_id(storage) / "state.json").read_text())
+        if again["steps"]["a"]["process_group"]:  # the resumed run's own command
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(again["steps"]["a"]["process_group"], signal.SIGKILL)
+    assert "still running from the interrupted run" in err
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
