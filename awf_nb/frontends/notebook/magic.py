@@ -458,6 +458,9 @@ def build_cell_parser() -> MagicArgumentParser:
         "to run from the search path",
     )
     _add_run_flags(parser)
+    parser.add_argument(
+        "--diagram", action="store_true", help="show the workflow as a diagram; do not run it"
+    )
     return parser
 
 
@@ -494,6 +497,13 @@ def build_line_parser() -> MagicArgumentParser:
     status = command("status", "show one run: steps, outputs, conversations")
     status.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
     status.add_argument("--storage", metavar="DIR", help="where runs are stored")
+    diagram = command("diagram", "show a workflow as a diagram (Mermaid, rendered by JupyterLab)")
+    diagram.add_argument("workflow", metavar="NAME_OR_FILE")
+    diagram.add_argument("--format", choices=("mermaid", "svg", "dot"), default="mermaid")
+    diagram.add_argument(
+        "--direction", default="TB", type=str.upper, choices=("TB", "LR", "BT", "RL")
+    )
+    diagram.add_argument("--highlight", nargs="+", default=[], metavar="STEP")
     return parser
 
 
@@ -624,7 +634,9 @@ class AwfMagics(Magics):
         except _HelpShown:
             return None
         if parser is self.line_parser and args.command is None:
-            raise UsageError("%awf: choose a command: run, resume, validate, list, history, status")
+            raise UsageError(
+                "%awf: choose a command: run, resume, validate, list, history, status, diagram"
+            )
         return args
 
     def _cell_launch(self, line: str, body: str) -> tuple[RunHandle, RunMode] | None:
@@ -634,6 +646,11 @@ class AwfMagics(Magics):
         options = run_options(args, self.shell.user_ns)
         try:
             workflow = cell_workflow(args.workflow, body)
+            if args.diagram:
+                from awf_nb.frontends.notebook.diagram import show_diagram
+
+                show_diagram(workflow)
+                return None
             if args.dry_run:
                 self._dry_run(workflow, options)
                 return None
@@ -796,6 +813,21 @@ class AwfMagics(Magics):
     def _command(self, args: argparse.Namespace) -> None:
         from awf_nb import cli
 
+        if args.command == "diagram":
+            from awf_nb.frontends.notebook.diagram import show_diagram
+            from awf_nb.workflow.loader import load_workflow
+
+            try:
+                workflow = load_workflow(args.workflow, cwd=Path.cwd())
+                show_diagram(
+                    workflow,
+                    format=args.format,
+                    direction=args.direction,
+                    highlight=args.highlight,
+                )
+            except AwfError as exc:
+                raise _cell_error(exc) from None
+            return
         namespace = argparse.Namespace(**vars(args), json=False)
         if args.command == "status":
             namespace.run_id = expand_braces(args.run_id, self.shell.user_ns)

@@ -1,0 +1,39 @@
+"""`%awf diagram` and `%%awf --diagram`: a workflow's picture in the notebook.
+
+Shown as `text/vnd.mermaid`, which JupyterLab (4.1 and later) renders itself, offline, with
+the Mermaid text as the plain-text fallback (what a saved notebook keeps for other
+viewers). `--format svg` draws with Graphviz instead; `--format dot` shows the DOT text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from awf_nb.workflow.model import Workflow
+
+MERMAID_MIME = "text/vnd.mermaid"
+
+
+def diagram_bundle(
+    workflow: Workflow,
+    *,
+    format: str = "mermaid",
+    direction: str = "TB",
+    highlight: Iterable[str] = (),
+) -> dict[str, str]:
+    """The MIME bundle that shows `workflow` in a notebook."""
+    from awf_nb.diagram import diagram
+
+    drawing = diagram(workflow, format=format, direction=direction, highlight=highlight)
+    assert isinstance(drawing, str)
+    if format == "mermaid":
+        return {MERMAID_MIME: drawing, "text/plain": drawing}
+    if format == "svg":
+        return {"image/svg+xml": drawing, "text/plain": f"<diagram of {workflow.name}>"}
+    return {"text/plain": drawing}
+
+
+def show_diagram(workflow: Workflow, **options: object) -> None:
+    from IPython.display import display
+
+    display(diagram_bundle(workflow, **options), raw=True)  # type: ignore[arg-type]
