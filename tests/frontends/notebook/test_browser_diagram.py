@@ -1,11 +1,13 @@
 """Workflow diagrams in a real JupyterLab: its own Mermaid renderer turns `%awf diagram`'s
 output into an SVG, offline, with every step's name in it. This is the check that the
-Mermaid text awf writes is accepted by the real Mermaid parser."""
+Mermaid text awf writes is accepted by the real Mermaid parser (a text it cannot parse
+draws an error picture without the step names)."""
 
 from __future__ import annotations
 
 import re
 import shutil
+import urllib.parse
 from typing import Any
 
 import pytest
@@ -35,9 +37,14 @@ def open_and_run(page: Any, lab: JupyterLabServer, name: str, cells: list[str]) 
 
 
 def rendered_text(notebook: Any, index: int = 0) -> str:
-    diagram = notebook.locator(".jp-RenderedMermaid svg").nth(index)
-    diagram.wait_for(timeout=RENDER_MS)
-    return diagram.text_content() or ""
+    """The SVG JupyterLab's Mermaid renderer drew (it shows it as a data: URL image)."""
+    image = notebook.locator(".jp-RenderedMermaid img").nth(index)
+    image.wait_for(timeout=RENDER_MS)
+    source = image.get_attribute("src") or ""
+    assert source.startswith("data:image/svg+xml,"), source[:80]
+    svg = urllib.parse.unquote(source.removeprefix("data:image/svg+xml,"))
+    assert "<svg" in svg
+    return svg
 
 
 @pytest.mark.parametrize(
