@@ -7,7 +7,8 @@ viewers). `--format svg` draws with Graphviz instead; `--format dot` shows the D
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from awf_nb.workflow.model import Workflow
 
@@ -20,11 +21,14 @@ def diagram_bundle(
     format: str = "mermaid",
     direction: str = "TB",
     highlight: Iterable[str] = (),
+    marks: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """The MIME bundle that shows `workflow` in a notebook."""
     from awf_nb.diagram import diagram
 
-    drawing = diagram(workflow, format=format, direction=direction, highlight=highlight)
+    drawing = diagram(
+        workflow, format=format, direction=direction, highlight=highlight, marks=marks
+    )
     assert isinstance(drawing, str)
     if format == "mermaid":
         return {MERMAID_MIME: drawing, "text/plain": drawing}

@@ -739,7 +739,7 @@ class AwfMagics(Magics):
             ) from None
         if interactive:
             config.reader = WidgetReader()
-        panel = RunPanel(runner.workflow.name, interactive=interactive)
+        panel = RunPanel(runner.workflow.name, interactive=interactive, workflow=runner.workflow)
         config.sink = panel
         return panel
 

@@ -43,6 +43,7 @@ from awf_nb.frontends.notebook.summary import (
 
 if TYPE_CHECKING:
     from awf_nb.frontends.notebook.reader import WidgetReader
+    from awf_nb.workflow.model import Workflow
 
 FLUSH_INTERVAL = 0.1  # seconds between flushes of streamed text: 10 Hz
 STATUS_INTERVAL = 1.0  # the status line's clock
@@ -157,6 +158,7 @@ class PanelStats:
 
     flushes: int = 0  # flushes that sent at least one update
     updates: int = 0  # widget value updates sent by flushes
+    diagram_updates: int = 0  # redraws of the live diagram (one per step start/end)
 
 
 class _Streamed(Protocol):
@@ -312,8 +314,14 @@ class RunPanel:
         interactive: bool = False,
         flush_interval: float = FLUSH_INTERVAL,
         status_interval: float = STATUS_INTERVAL,
+        workflow: Workflow | None = None,
     ) -> None:
         self.title = title
+        # With the workflow, a "Diagram" toggle shows it live: the running step highlighted,
+        # finished steps marked. Off by default; redrawn only while shown.
+        self.workflow = workflow
+        self._step_status: dict[str, str] = {}
+        self._current_step = ""
         self.interactive = interactive
         self.flush_interval = flush_interval
         self.status_interval = status_interval
@@ -371,9 +379,17 @@ class RunPanel:
             [self.text_holder, buttons] if self.interactive else [buttons],
             _dom_classes=("awf-controls",),
         )
+        top: list[widgets.Widget] = [css, self.status]
+        if self.workflow is not None:
+            self.diagram_toggle = widgets.ToggleButton(
+                description="Diagram", value=False, _dom_classes=("awf-diagram-toggle",)
+            )
+            self.diagram = widgets.Output(_dom_classes=("awf-diagram",))
+            self.diagram_toggle.observe(lambda _: self._refresh_diagram(), names="value")
+            top += [self.diagram_toggle, self.diagram]
         self.widget = PanelBox(
             self.title,
-            children=[css, self.status, self.notes, self.steps, self.controls],
+            children=[*top, self.notes, self.steps, self.controls],
             _dom_classes=("awf-panel",),
         )
         self._update_status()
@@ -552,6 +568,8 @@ class RunPanel:
             self.steps.children = (*self.steps.children, section.widget)
         self._activity = f"running {event.step}"
         self._update_status()
+        self._current_step = event.step
+        self._refresh_diagram()
 
     def _on_step_output(self, event: ev.StepOutput) -> None:
         section = self._sections.get(event.step)
@@ -642,6 +660,8 @@ class RunPanel:
             section.add_html(_error_html(event.error), "awf-error")
         section.finish(event)
         self._update_status()
+        self._step_status[event.step] = event.status
+        self._refresh_diagram()
 
     def _on_run_finished(self, event: ev.RunFinished) -> None:
         self.flush()
@@ -666,6 +686,24 @@ class RunPanel:
         summary = self.html(self.summary.to_html(), *classes)
         kept = tuple(c for c in self.widget.children if c is not self.controls)
         self.widget.children = (*kept, summary)
+        self._current_step = ""
+        self._refresh_diagram()
+
+    def _refresh_diagram(self) -> None:
+        """Redraw the workflow diagram with the run's progress, when it is shown."""
+        if self.workflow is None:
+            return
+        if not self.diagram_toggle.value:
+            if self.diagram.outputs:
+                self.diagram.outputs = ()
+            return
+        from awf_nb.diagram import marks_for
+        from awf_nb.frontends.notebook.diagram import diagram_bundle
+
+        marks = marks_for(self._step_status, self._current_step)
+        bundle = diagram_bundle(self.workflow, marks=marks)
+        self.stats.diagram_updates += 1
+        self.diagram.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
     # --- flushing -----------------------------------------------------------------------------
 

@@ -69,3 +69,27 @@ def test_cell_diagram_shows_without_running(page: Any, lab: JupyterLabServer) ->
     text = rendered_text(notebook)
     assert "prepare" in text and "notify" in text
     assert notebook.locator(".awf-panel").count() == 0, "the workflow was not run"
+
+
+SLOW = """name: slow
+states:
+  initial: first
+  first: {type: step, command: "echo one", on_success: second}
+  second: {type: step, command: "sleep 60", on_success: done}
+  done: {type: terminal}
+"""
+
+
+def test_the_live_diagram_highlights_the_running_step(page: Any, lab: JupyterLabServer) -> None:
+    notebook = open_and_run(page, lab, "live-diagram.ipynb", [
+        "%load_ext awf_nb",
+        "%%awf --no-wait\n" + SLOW,
+    ])  # fmt: skip
+    panel = notebook.locator(".awf-panel").first
+    panel.locator(".awf-status").filter(has_text="second").first.wait_for(timeout=RENDER_MS)
+    panel.get_by_role("button", name="Diagram").click()
+    svg = rendered_text(panel)
+    assert "first" in svg and "second" in svg
+    assert "current" in svg  # the class Mermaid gives the highlighted (running) step
+    panel.get_by_role("button", name="Stop").click()
+    panel.locator(".awf-status").filter(has_text="cancelled").first.wait_for(timeout=RENDER_MS)
