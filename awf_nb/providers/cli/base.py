@@ -39,6 +39,7 @@ from awf_nb.engine.ports import (
     TurnRequest,
     Usage,
 )
+from awf_nb.engine.process import group_alive
 from awf_nb.errors import EXIT_DEFINITION, EXIT_USER, ProviderError
 
 # One NDJSON line can carry a whole file the agent read; 16 MiB keeps us clear of that.
@@ -652,41 +653,13 @@ async def _kill_and_reap(process: asyncio.subprocess.Process, grace: float) -> N
     loop = asyncio.get_running_loop()
     deadline = loop.time() + grace
     # The leader may obey at once while its children still clean up: wait for the group.
-    while _group_alive(process.pid) and loop.time() < deadline:
+    while group_alive(process.pid) and loop.time() < deadline:
         await asyncio.sleep(_POLL_SECONDS / 2)
     _signal_group(process.pid, signal.SIGKILL)
     # SIGKILL cannot be ignored; the bound only guards against a lost exit notification.
     deadline = loop.time() + _REAP_TIMEOUT
     while process.returncode is None and loop.time() < deadline:
         await asyncio.sleep(_POLL_SECONDS / 2)
-
-
-def _group_alive(pgid: int) -> bool:
-    """True while a live (non-zombie) process is in the group."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # kill(0) also succeeds for zombies, which linger where PID 1 does not reap orphans
-    # (containers): look closer where /proc tells us.
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    for entry in proc.iterdir():
-        if entry.name.isdigit() and _live_member(entry / "stat", pgid):
-            return True
-    return False
-
-
-def _live_member(stat_file: Path, pgid: int) -> bool:
-    try:
-        fields = stat_file.read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return False
-    # After the command name: state, ppid, pgrp, …
-    return len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X")
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:
