@@ -24,6 +24,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Protocol
 
 import ipywidgets as widgets
@@ -53,79 +54,21 @@ TOOL_ARGUMENT_CHARS = 200
 SEND_SETTLE = 0.1  # seconds from a Send click to reading the text box (see `_send`)
 SEND_PATIENCE = 1.0  # how long an empty box is looked at again before saying it is empty
 
+
+def _asset(name: str) -> str:
+    return (files("awf_nb.frontends.notebook") / name).read_text(encoding="utf-8")
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 _markdown = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(
     ["table", "strikethrough"]
 )
 
-PANEL_CSS = """<style>
-.awf-panel { border: 1px solid var(--jp-border-color2, #ddd); border-radius: 6px;
-  padding: 4px 10px 8px 10px; }
-.awf-panel .widget-html > .widget-html-content { line-height: 1.45; white-space: normal; }
-.awf-panel .awf-user { align-self: flex-end; max-width: 85%; }
-.awf-panel .awf-user > .widget-html-content { background: var(--jp-brand-color3, #dbeafe);
-  border-radius: 12px; padding: 4px 12px; white-space: pre-wrap; }
-.awf-panel .awf-assistant { align-self: flex-start; max-width: 85%; }
-.awf-panel .awf-assistant > .widget-html-content { background: var(--jp-layout-color2, #f2f2f2);
-  border-radius: 12px; padding: 2px 12px; }
-.awf-panel .awf-assistant p { margin: 6px 0; }
-.awf-panel .awf-error > .widget-html-content, .awf-panel .awf-error-text {
-  color: var(--jp-error-color1, #c62828); }
-.awf-panel .awf-warning > .widget-html-content { color: var(--jp-warn-color1, #b26a00); }
-.awf-panel .awf-note, .awf-panel .awf-tool > .widget-html-content,
-.awf-panel .awf-log > .widget-html-content { color: var(--jp-ui-font-color2, #777);
-  font-size: 0.92em; }
-.awf-panel .awf-output pre { margin: 0; white-space: pre-wrap; word-break: break-all;
-  font-size: var(--jp-code-font-size, 12px); }
-.awf-panel .awf-stderr { color: var(--jp-warn-color1, #b26a00); }
-.awf-panel .awf-input textarea { min-height: 3em; }
-.awf-panel .awf-steps-table td { padding: 0 8px 0 0; text-align: left; }
-</style>"""
-
-# Enter sends, Shift+Enter inserts a new line: ipywidgets' Textarea has no key events on
-# the kernel side, so a page-wide listener (installed once) does it in the browser. The
-# `change` event first syncs the box's value, then the Send click follows it over the same
-# connection, so the kernel sees the text before the click. After a send the kernel puts a
-# fresh text box in place (see `RunPanel._renew_text_box`); the listener focuses it.
-ENTER_TO_SEND_JS = """
-(function () {
-  if (window.__awfPanelKeys) { return; }
-  window.__awfPanelKeys = true;
-  function focusNextBox(panel, old) {
-    var tries = 0;
-    var timer = setInterval(function () {
-      var box = panel.querySelector('.awf-input textarea');
-      var fresh = box && box !== old && box.value === '';
-      if (fresh || ++tries > 40) {
-        clearInterval(timer);
-        if (fresh) { box.focus(); }
-      }
-    }, 50);
-  }
-  document.addEventListener('keydown', function (e) {
-    if (e.key !== 'Enter' || e.shiftKey || e.altKey || e.ctrlKey || e.metaKey || e.isComposing) {
-      return;
-    }
-    var box = e.target;
-    if (!box || box.tagName !== 'TEXTAREA' || !box.closest) { return; }
-    var panel = box.closest('.awf-panel');
-    var send = panel && panel.querySelector('button.awf-send');
-    if (!send || send.disabled) { return; }
-    e.preventDefault();
-    e.stopPropagation();
-    box.dispatchEvent(new Event('change', { bubbles: true }));
-    send.click();
-    focusNextBox(panel, box);
-  }, true);
-  document.addEventListener('click', function (e) {
-    var send = e.target && e.target.closest && e.target.closest('button.awf-send');
-    var panel = send && send.closest('.awf-panel');
-    if (panel && e.isTrusted) {
-      focusNextBox(panel, panel.querySelector('.awf-input textarea'));
-    }
-  }, true);
-})();
-"""
+# The panel's stylesheet and its browser-side script are files of the package, so they
+# can be read and linted as CSS and JavaScript (panel.css, panel.js).
+PANEL_CSS = "<style>\n" + _asset("panel.css") + "</style>"
+# Enter sends, Shift+Enter inserts a new line (see the comment at the top of panel.js).
+ENTER_TO_SEND_JS = _asset("panel.js")
 
 
 def render_markdown(text: str) -> str:
