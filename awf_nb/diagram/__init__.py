@@ -101,12 +101,12 @@ def render_with_graphviz(dot_text: str, format: str) -> bytes:
 
 
 def _unknown_steps(workflow: Workflow, unknown: list[str]) -> str:
-    import difflib
+    from awf_nb.workflow.checks import did_you_mean
 
     parts = []
     for name in unknown:
-        close = difflib.get_close_matches(name, workflow.steps, n=1)
-        parts.append(f'"{name}"' + (f' (did you mean "{close[0]}"?)' if close else ""))
+        hint = did_you_mean(name, workflow.steps)
+        parts.append(f'"{name}"' + (f" ({hint})" if hint else ""))
     return (
         f"--highlight: no step {', '.join(parts)} in workflow {workflow.name}; "
         f"its steps are: {', '.join(workflow.steps)}"

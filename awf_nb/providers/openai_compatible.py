@@ -372,9 +372,7 @@ class _StreamReader:
             if done:
                 await _drain(stream)
         except LineTooLong as exc:
-            raise self.error(
-                f"malformed stream: {exc}; the reply so far is kept", keeps_partial=True
-            ) from None
+            raise self.error(f"malformed stream: {exc}; the reply so far is kept") from None
         except httpx.ReadTimeout:
             raise self.error(
                 f"no data from the server for {self.read_timeout:g}s (read timeout)"
@@ -391,8 +389,7 @@ class _StreamReader:
         for event in self._finish_tool_calls():
             yield event
 
-    def error(self, message: str, *, keeps_partial: bool = False, **kwargs: Any) -> ProviderError:
-        del keeps_partial  # the engine keeps whatever was streamed before any error
+    def error(self, message: str, **kwargs: Any) -> ProviderError:
         return ProviderError(self.provider, f"{self.url}: {mask(message, self.secrets)}", **kwargs)
 
     def _decode(self, data: str) -> dict[str, Any]:

@@ -8,7 +8,6 @@ operation or a missing required input is an error before anything runs); the eng
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -171,14 +170,18 @@ OPERATIONS: dict[str, OperationSpec] = {spec.name: spec for spec in _SPECS}
 
 
 def unknown_operation_message(name: str) -> str:
+    from awf_nb.workflow.checks import did_you_mean  # checks imports the model, which uses this
+
     """The error for an operation name that is not in the catalogue."""
-    close = difflib.get_close_matches(name, OPERATIONS, n=1)
-    hint = f'did you mean "{close[0]}"? ' if close else ""
+    close = did_you_mean(name, OPERATIONS)
+    hint = f"{close} " if close else ""
     return f'unknown operation "{name}": {hint}known operations: {", ".join(OPERATIONS)}'
 
 
 def input_problems(spec: OperationSpec, inputs: dict[str, Any]) -> list[str]:
     """What is wrong with a step's literal inputs: missing required ones, unknown names."""
+    from awf_nb.workflow.checks import did_you_mean
+
     problems = [
         f'operation {spec.name}: input "{name}" is required'
         for name, item in spec.inputs.items()
@@ -186,8 +189,8 @@ def input_problems(spec: OperationSpec, inputs: dict[str, Any]) -> list[str]:
     ]
     for name in inputs:
         if name not in spec.inputs:
-            close = difflib.get_close_matches(name, spec.inputs, n=1)
-            hint = f' (did you mean "{close[0]}"?)' if close else ""
+            close = did_you_mean(name, spec.inputs)
+            hint = f" ({close})" if close else ""
             known = ", ".join(spec.inputs)
             problems.append(
                 f'operation {spec.name}: unknown input "{name}"{hint}; its inputs are: {known}'
