@@ -618,5 +618,29 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def entry() -> NoReturn:
+    """The `awf` program: run `main` and exit with its code.
+
+    The first Ctrl-C outside a run (where the terminal frontend handles it the chat way)
+    stops the command with code 130; later presses, from a key held down while the
+    command is already stopping, are ignored instead of killing it by SIGINT.
+    """
+    import signal
+
+    def first_press_only(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, first_press_only)
+    try:
+        code = main()
+        # Python's finalization puts SIGINT back to the system default (death) unless it
+        # is ignored; the work is done, so it is ignored from here.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:  # first_press_only already ignores the presses after it
+        code = EXIT_CANCELLED
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

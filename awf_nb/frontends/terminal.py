@@ -336,30 +336,38 @@ def run_in_terminal(runner: Runner, sink: TerminalSink, *, double_press: float =
 
     Ctrl-C while a reply streams interrupts that reply only (back to the `> ` prompt);
     at the prompt, or twice within `double_press` seconds, it cancels the run — whose state
-    is persisted with status `cancelled` (the caller exits with code 130).
+    is persisted with status `cancelled` (the caller exits with code 130; Ctrl-C stays
+    ignored after such a cancel).
     """
     import signal
     import time
 
+    last_press = [float("-inf")]
+    running_loop: list[asyncio.AbstractEventLoop] = []
+    cancelled_by_keyboard: list[bool] = []
+
+    def on_sigint() -> None:  # in the loop
+        pressed = time.monotonic()
+        twice = pressed - last_press[0] < double_press
+        last_press[0] = pressed
+        if twice:
+            runner.cancel()
+            cancelled_by_keyboard.append(True)
+        elif runner.interrupt() == "turn":
+            sink.interrupted_turn()
+        else:
+            cancelled_by_keyboard.append(True)
+
+    def on_signal(_signum: int, _frame: object) -> None:  # between bytecodes, main thread
+        if running_loop and not running_loop[0].is_closed():
+            running_loop[0].call_soon_threadsafe(on_sigint)
+
     async def main() -> RunState:
         loop = asyncio.get_running_loop()
+        running_loop.append(loop)
         task = asyncio.current_task()
-        last_press = [float("-inf")]
-
-        def on_sigint() -> None:
-            pressed = time.monotonic()
-            twice = pressed - last_press[0] < double_press
-            last_press[0] = pressed
-            if twice:
-                runner.cancel()
-            elif runner.interrupt() == "turn":
-                sink.interrupted_turn()
-
-        installed = False
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
             loop.add_signal_handler(signal.SIGTERM, runner.cancel)
-            installed = True
         try:
             return await runner.execute()
         except asyncio.CancelledError:
@@ -367,14 +375,26 @@ def run_in_terminal(runner: Runner, sink: TerminalSink, *, double_press: float =
                 task.uncancel()
             return runner.state
         finally:
-            if installed:
-                loop.remove_signal_handler(signal.SIGINT)
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signal.SIGTERM)
 
+    # SIGINT is swapped with signal.signal around the whole event loop, not through
+    # loop.add_signal_handler: asyncio puts Python's default handler back on removal, so a
+    # press while the loop closes would raise KeyboardInterrupt inside asyncio's clean-up.
+    # The caller's handler is back only once the loop is gone; after a cancel from the
+    # keyboard, presses stay ignored instead: the caller is exiting (code 130), and a key
+    # held down must not raise KeyboardInterrupt into its clean-up.
+    swapped, previous_sigint = False, None
+    with contextlib.suppress(ValueError):  # not the main thread: no Ctrl-C handling
+        previous_sigint = signal.signal(signal.SIGINT, on_signal)
+        swapped = True
     terminal_state = _save_terminal()
     try:
         return asyncio.run(main())
     finally:
+        if swapped:  # None: a handler set outside Python; Python's default stands in
+            restored = previous_sigint or signal.default_int_handler
+            signal.signal(signal.SIGINT, signal.SIG_IGN if cancelled_by_keyboard else restored)
         _restore_terminal(terminal_state)
 
 

@@ -113,3 +113,23 @@ def test_exit_code(code: str, awf, tmp_path: Path) -> None:
     assert str(result.returncode) == code, (result.stdout, result.stderr)
     if code not in ("0", "N"):
         assert "Traceback" not in result.stderr
+
+
+def test_ctrl_c_held_down_still_exits_130(tmp_path: Path) -> None:
+    """A user leaning on Ctrl-C sends presses after the run is already cancelled, while
+    the command is exiting: those late presses must not turn 130 into death-by-signal."""
+    marker = tmp_path / "started"
+    text = (
+        "name: t\nstates:\n  initial: a\n"
+        f"  a: {{type: step, command: 'touch {marker}; sleep 30', on_success: d}}\n" + TERMINAL
+    )
+    proc = spawn_awf("run", write(tmp_path, text), storage=tmp_path / "s", cwd=tmp_path)
+    deadline = time.monotonic() + 30  # a hang guard
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    while proc.poll() is None and time.monotonic() < deadline:
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.002)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err
