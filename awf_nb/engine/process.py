@@ -1,14 +1,29 @@
-"""Running shell commands for command steps and hooks, in their own process group.
+"""The one process supervisor: every child awf starts runs in a process group it owns.
 
-The command runs as `$SHELL -c CMD` (fallback `/bin/sh`) in a new session, so a timeout or
-a cancel can kill the whole group — including grandchildren such as `sleep` in a pipeline —
-rather than only the shell. stdout/stderr are read as they arrive and handed to callbacks,
-so a frontend can show a long build's output live.
+Command steps, hooks, operations and the agent-CLI providers all start their children
+through `ProcessGroup`. A child starts in a new session, so it leads its own process group,
+and everything it starts (a pipeline's `sleep`, a CLI's tool subprocess) is stopped with it:
+
+- `stop()` sends SIGTERM to the whole group, gives it a grace period, then SIGKILLs what is
+  left and reaps the leader — in a task of its own, so a second cancellation of the caller
+  cannot leave the group half-stopped;
+- once the leader has exited, whatever it left behind gets `eof_grace` seconds to close
+  the output pipes; then it is stopped too, so `cmd & echo hi` ends shortly after the
+  shell does instead of when the background job does. (A job that redirected its output
+  elsewhere holds no pipe and is left alone; `awf resume` stops it if a run was killed.)
+- On Linux the child also gets the parent-death signal: if awf dies, its children die too.
+
+The leader's exit is an event (the event loop's child watcher); only the rest of the group,
+which has no exit events, is polled, and only while it is being stopped.
+
+`run_process`/`run_shell` are the one-shot form command steps and hooks use: output read
+as it arrives and handed to callbacks, so a frontend can show a long build's output live.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import ctypes
 import os
@@ -19,7 +34,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-KILL_GRACE_SECONDS = 2.0
+KILL_GRACE_SECONDS = 2.0  # from SIGTERM to SIGKILL
+EOF_GRACE_SECONDS = 2.0  # from the leader's exit to stopping what still holds its pipes
+REAP_TIMEOUT_SECONDS = 10.0  # SIGKILL cannot be ignored: this only guards a lost exit event
+GROUP_POLL_SECONDS = 0.05
+STREAM_LIMIT = 64 * 1024  # asyncio's default line limit
 
 
 @dataclass(slots=True)
@@ -35,54 +54,126 @@ def default_shell() -> str:
     return shell if Path(shell).exists() else "/bin/sh"
 
 
-async def kill_group(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECONDS) -> None:
-    """SIGTERM the process group, then SIGKILL it if it has not exited after `grace`."""
-    if proc.returncode is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # stragglers left by an exited shell
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            await asyncio.wait_for(proc.wait(), wait)
-            break
-        except TimeoutError:
-            continue
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's stream protocol, plus a future set the moment the leader exits.
+
+    (`Process.wait()` does not do: from Python 3.12 it also waits for the pipes to close,
+    which a background grandchild can hold open for as long as it likes.)
+    """
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.leader_exited: asyncio.Future[None] = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.leader_exited.done():
+            self.leader_exited.set_result(None)
 
 
-async def _pump(
-    stream: asyncio.StreamReader | None,
-    sink: list[str],
-    on_chunk: Callable[[str], None] | None,
-) -> None:
-    if stream is None:
-        return
-    decoder = _Utf8Decoder()
-    while chunk := await stream.read(65536):
-        text = decoder.decode(chunk)
-        if text:
-            sink.append(text)
-            if on_chunk:
-                on_chunk(text)
-    if tail := decoder.decode(b"", final=True):
-        sink.append(tail)
-        if on_chunk:
-            on_chunk(tail)
+# Strong references to stop tasks that outlive a cancelled caller.
+_stopping: set[asyncio.Task[None]] = set()
 
 
-class _Utf8Decoder:
-    """Incremental UTF-8 decoding: a character split across two reads is not mangled."""
+class ProcessGroup:
+    """A running child that leads its own process group, and the means to end it."""
 
-    def __init__(self) -> None:
-        import codecs
+    def __init__(self, process: asyncio.subprocess.Process, protocol: _Protocol) -> None:
+        self.process = process
+        self.pgid = process.pid  # a new session: the group id is the leader's pid
+        self._leader_exited = protocol.leader_exited
+        self._stop_task: asyncio.Task[None] | None = None
+        self._leftovers_timer: asyncio.TimerHandle | None = None
+        self._closed = False
 
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    @classmethod
+    async def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: Path | str,
+        env: Mapping[str, str],
+        stdin: bool = False,
+        limit: int = STREAM_LIMIT,
+        eof_grace: float = EOF_GRACE_SECONDS,
+        kill_grace: float = KILL_GRACE_SECONDS,
+    ) -> ProcessGroup:
+        """Start `argv` (no shell) with piped stdout/stderr (and stdin if asked).
 
-    def decode(self, data: bytes, final: bool = False) -> str:
-        return self._decoder.decode(data, final)
+        `limit` bounds one line read with `readline()`; `eof_grace` and `kill_grace` are
+        the module's two grace periods for this group. Raises `OSError` when it cannot start.
+        """
+        loop = asyncio.get_running_loop()
+        pipe = asyncio.subprocess.PIPE
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(limit, loop),
+            *argv,
+            stdin=pipe if stdin else asyncio.subprocess.DEVNULL,
+            stdout=pipe,
+            stderr=pipe,
+            cwd=str(cwd),
+            env=dict(env),
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        group = cls(asyncio.subprocess.Process(transport, protocol, loop), protocol)
+        protocol.leader_exited.add_done_callback(
+            lambda _: group._stop_leftovers_later(loop, eof_grace, kill_grace)
+        )
+        return group
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    async def leader_exit(self) -> int:
+        """The leader's exit status, as soon as it has exited (open pipes do not matter)."""
+        await asyncio.shield(self._leader_exited)
+        assert self.process.returncode is not None
+        return self.process.returncode
+
+    async def stop(self, grace: float = KILL_GRACE_SECONDS) -> None:
+        """SIGTERM the group, SIGKILL what is left after `grace` seconds, reap the leader."""
+        await asyncio.shield(self._begin_stop(grace))
+
+    async def close(self, grace: float = KILL_GRACE_SECONDS) -> None:
+        """The caller is done with the child: stop it if the leader still runs.
+
+        What the leader left running is no longer stopped after `eof_grace` either: the
+        caller read the output to its end, so nothing holds the pipes.
+        """
+        self._closed = True
+        if self._leftovers_timer is not None:
+            self._leftovers_timer.cancel()
+        if self.process.returncode is None:
+            await self.stop(grace)
+
+    def _begin_stop(self, grace: float) -> asyncio.Task[None]:
+        if self._stop_task is None:
+            self._stop_task = asyncio.create_task(self._stop(grace))
+            _stopping.add(self._stop_task)
+            self._stop_task.add_done_callback(_stopping.discard)
+        return self._stop_task
+
+    def _stop_leftovers_later(
+        self, loop: asyncio.AbstractEventLoop, eof_grace: float, kill_grace: float
+    ) -> None:
+        """Once the leader has exited: stop what it left running after `eof_grace`."""
+        if not self._closed:
+            self._leftovers_timer = loop.call_later(eof_grace, self._begin_stop, kill_grace)
+
+    async def _stop(self, grace: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        signal_group(self.pgid, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._leader_exited), grace)
+        # The leader may obey at once while its children still clean up: wait for the group.
+        while loop.time() < deadline and group_alive(self.pgid):
+            await asyncio.sleep(GROUP_POLL_SECONDS)
+        signal_group(self.pgid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._leader_exited), REAP_TIMEOUT_SECONDS)
 
 
 async def run_process(
@@ -95,67 +186,69 @@ async def run_process(
     on_stderr: Callable[[str], None] | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> ProcessResult:
-    """Run `argv` in its own process group; kill the group on timeout or cancellation.
+    """Run `argv` in its own process group to the end; stop the group on timeout or cancel.
 
     `on_start(pgid)` is called once the group exists, so the caller can record it (a run
-    killed with -9 cannot kill it; `awf resume` can). The child also gets the parent-death
-    signal where the platform has it (Linux): if awf dies, the command dies with it.
+    killed with -9 cannot stop it; `awf resume` can).
     """
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=str(cwd),
-        env=dict(env),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=_die_with_parent,
-    )
+    group = await ProcessGroup.start(argv, cwd=cwd, env=env)
     if on_start is not None:
-        on_start(proc.pid)  # a new session: the group id is the child's pid
+        on_start(group.pgid)
     out: list[str] = []
     err: list[str] = []
-    pumps = asyncio.gather(_pump(proc.stdout, out, on_stdout), _pump(proc.stderr, err, on_stderr))
+    pumps = asyncio.gather(
+        _pump(group.process.stdout, out, on_stdout), _pump(group.process.stderr, err, on_stderr)
+    )
     timed_out = False
     try:
         await asyncio.wait_for(asyncio.shield(pumps), timeout)
-        await proc.wait()
+        code = await group.leader_exit()
     except TimeoutError:
         timed_out = True
-        await kill_group(proc)
+        await group.stop()
     except asyncio.CancelledError:
-        await kill_group(proc)
+        await group.stop()
         pumps.cancel()
         raise
     finally:
-        if proc.returncode is None:
-            await kill_group(proc)
-        # A background grandchild may keep the pipes open after the shell exits; the group
-        # kill above closes them, so the pumps finish promptly.
+        await group.close()
+        # Stopping the group closed the pipes: the pumps finish promptly.
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await asyncio.wait_for(pumps, 5.0)
-    code = proc.returncode if proc.returncode is not None else -1
+    if timed_out:
+        code = group.returncode if group.returncode is not None else -1
     return ProcessResult("".join(out), "".join(err), code, timed_out)
 
 
-def _load_prctl() -> Callable[..., int] | None:
-    # Resolved once, in the parent: the child (between fork and exec) only makes the call.
-    if sys.platform != "linux":
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
+async def run_shell(command: str, **kwargs: object) -> ProcessResult:
+    """`$SHELL -c command` with `run_process` semantics."""
+    return await run_process([default_shell(), "-c", command], **kwargs)  # type: ignore[arg-type]
 
 
-_PRCTL = _load_prctl()
-_PR_SET_PDEATHSIG = 1
+async def _pump(
+    stream: asyncio.StreamReader | None,
+    sink: list[str],
+    on_chunk: Callable[[str], None] | None,
+) -> None:
+    if stream is None:
+        return
+    # Incremental: a character split across two reads is not mangled.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while True:
+        chunk = await stream.read(65536)
+        text = decoder.decode(chunk, final=not chunk)
+        if text:
+            sink.append(text)
+            if on_chunk:
+                on_chunk(text)
+        if not chunk:
+            return
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL it when the parent (awf) dies (Linux only)."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+def signal_group(pgid: int, signum: signal.Signals) -> None:
+    """Send `signum` to group `pgid`, if it still exists."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
 
 
 def group_alive(pgid: int) -> bool:
@@ -182,20 +275,36 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def kill_leftover_group(pgid: int, grace: float = 2.0) -> bool:
-    """SIGTERM the group, then SIGKILL what is left after `grace` s; True if one was there."""
+def kill_leftover_group(pgid: int, grace: float = KILL_GRACE_SECONDS) -> bool:
+    """Stop a group a killed run left behind (no event loop: called before a resume).
+
+    SIGTERM, then SIGKILL what is left after `grace` s; True if one was there.
+    """
     if not group_alive(pgid):
         return False
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and group_alive(pgid):
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+        time.sleep(GROUP_POLL_SECONDS)
+    signal_group(pgid, signal.SIGKILL)
     return True
 
 
-async def run_shell(command: str, **kwargs: object) -> ProcessResult:
-    """`$SHELL -c command` with `run_process` semantics."""
-    return await run_process([default_shell(), "-c", command], **kwargs)  # type: ignore[arg-type]
+def _load_prctl() -> Callable[..., int] | None:
+    # Resolved once, in the parent: the child (between fork and exec) only makes the call.
+    if sys.platform != "linux":
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL it when the parent (awf) dies (Linux only)."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -260,6 +261,59 @@ async def test_timeout_kills_the_whole_process_group(run_yaml, tmp_path):
         time.sleep(0.05)
     else:
         pytest.fail("the grandchild sleep survived the timeout")
+
+
+async def test_a_background_job_holding_the_output_does_not_hold_the_step(run_yaml, tmp_path):
+    """`job & echo hi`: the shell is done at once; the job, which still holds the output
+    pipe, is stopped after the grace period instead of being waited for."""
+    pidfile = tmp_path / "job.pid"
+    run = run_yaml(
+        f"""
+        name: t
+        states:
+          initial: a
+          a: {{type: step, command: "sleep 300 & echo $! > {pidfile}; echo hi", on_success: ok}}
+          ok: {{type: terminal}}
+        """
+    )
+    result = await asyncio.wait_for(run, 120)  # a hang guard: the job sleeps 300 s
+    assert result.status == "completed", result.error
+    assert result.outputs["a"] == "hi"
+    assert not _alive(int(pidfile.read_text()))
+
+
+async def test_a_background_job_with_its_own_output_is_left_running(run_yaml, tmp_path):
+    """A job that redirected its output (a server started on purpose) holds no pipe of
+    the step: the step ends with the shell and the job is not touched."""
+    pidfile = tmp_path / "job.pid"
+    result = await run_yaml(
+        f"""
+        name: t
+        states:
+          initial: a
+          a:
+            type: step
+            command: "sleep 300 >/dev/null 2>&1 & echo $! > {pidfile}; echo hi"
+            on_success: ok
+          ok: {{type: terminal}}
+        """
+    )
+    pid = int(pidfile.read_text())
+    try:
+        assert result.status == "completed", result.error
+        assert _alive(pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie awaiting its reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ from awf_nb.engine.ports import (
     TurnRequest,
     Usage,
 )
-from awf_nb.engine.process import group_alive
+from awf_nb.engine.process import EOF_GRACE_SECONDS, KILL_GRACE_SECONDS, ProcessGroup
 from awf_nb.errors import EXIT_DEFINITION, EXIT_USER, ProviderError
 
 # One NDJSON line can carry a whole file the agent read; 16 MiB keeps us clear of that.
@@ -55,8 +55,6 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _KNOWN_OPTIONS = frozenset(
     {"model", "dangerously_skip_permissions", "allowed_tools", "extra_args", "env"}
 )
-# Keep strong references to cleanup tasks that outlive a cancelled consumer.
-_reapers: set[asyncio.Task[None]] = set()
 
 
 # --- what a provider builds and what a parser reports ---------------------------------------
@@ -177,12 +175,12 @@ class CliProvider(ABC):
     # stderr lines that are chatter, not an explanation of a failure.
     stderr_noise: ClassVar[tuple[str, ...]] = ()
 
-    kill_grace: float = 2.0  # seconds between SIGTERM and SIGKILL
-    eof_grace: float = 2.0  # seconds to wait for EOF after the CLI exited
+    kill_grace: float = KILL_GRACE_SECONDS  # from SIGTERM to SIGKILL
+    eof_grace: float = EOF_GRACE_SECONDS  # for EOF (and stderr) after the CLI exited
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name or self.default_name
-        self._running: set[asyncio.subprocess.Process] = set()
+        self._running: set[ProcessGroup] = set()
         self._closed = False
         self._noticed: set[str] = set()
 
@@ -235,7 +233,7 @@ class CliProvider(ABC):
         A turn whose process starts after this is killed as soon as it starts.
         """
         self._closed = True
-        await asyncio.gather(*(_terminate_group(p, self.kill_grace) for p in list(self._running)))
+        await asyncio.gather(*(group.stop(self.kill_grace) for group in list(self._running)))
 
     # -- options and prompt
 
@@ -484,10 +482,6 @@ def _describe_status(returncode: int | None) -> str:
 # --- the process ----------------------------------------------------------------------------
 
 
-_POLL_SECONDS = 0.1
-_REAP_TIMEOUT = 10.0
-
-
 class _Run:
     """One CLI process: started in its own group, read line by line, always cleaned up."""
 
@@ -503,99 +497,59 @@ class _Run:
         self.stderr_lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
 
     async def lines(self) -> AsyncIterator[str]:
-        process = await self._spawn()
-        self.provider._running.add(process)
-        if self.provider._closed:  # aclose() ran while the process was starting
-            await _terminate_group(process, self.provider.kill_grace)
-            self.provider._running.discard(process)
-            raise ProviderError(self.provider.name, "the provider was closed; turn not run")
+        provider = self.provider
+        group = await self._spawn()
+        provider._running.add(group)
+        if provider._closed:  # aclose() ran while the process was starting
+            await group.stop(provider.kill_grace)
+            provider._running.discard(group)
+            raise ProviderError(provider.name, "the provider was closed; turn not run")
+        process = group.process
         helpers = [asyncio.create_task(self._drain_stderr(process))]
         if self.command.stdin is not None:
             helpers.append(asyncio.create_task(_feed_stdin(process, self.command.stdin)))
         try:
+            # Something the CLI started may hold stdout after the CLI exited: the group
+            # stops it after eof_grace, which ends this loop.
             async for line in self._stdout_lines(process):
                 yield line
-            self.returncode = await self._leader_exit(process)
+            self.returncode = await group.leader_exit()
             # stderr may still hold the explanation of a failure: let it arrive.
-            await asyncio.wait(helpers, timeout=self.provider.eof_grace)
+            await asyncio.wait(helpers, timeout=provider.eof_grace)
         finally:
-            if process.returncode is None:
-                await _terminate_group(process, self.provider.kill_grace)
+            await group.close(provider.kill_grace)
             for task in helpers:
                 task.cancel()
-            self.provider._running.discard(process)
+            provider._running.discard(group)
 
     async def _stdout_lines(self, process: asyncio.subprocess.Process) -> AsyncIterator[str]:
         assert process.stdout is not None
         while True:
-            read = asyncio.ensure_future(process.stdout.readline())
             try:
-                if not await self._until_read_or_orphaned(process, read):
-                    # The CLI exited, but something it started still holds our pipe.
-                    _signal_group(process.pid, signal.SIGKILL)
-                    return
-                raw = read.result()
+                raw = await process.stdout.readline()
             except ValueError:  # a line over STDOUT_LINE_LIMIT; the reader dropped it
                 self.diagnostics.append("(an output line over 16 MiB was skipped)")
                 continue
-            finally:
-                if not read.done():
-                    read.cancel()
             if not raw:
                 return
             yield raw.decode("utf-8", errors="replace")
 
-    async def _until_read_or_orphaned(
-        self, process: asyncio.subprocess.Process, read: asyncio.Future[bytes]
-    ) -> bool:
-        """Wait for `read`; False when the CLI exited and no EOF came within eof_grace."""
-        exited_at: float | None = None
-        loop = asyncio.get_running_loop()
-        while not read.done():
-            await asyncio.wait({read}, timeout=_POLL_SECONDS)
-            if read.done() or process.returncode is None:
-                continue
-            exited_at = exited_at or loop.time()
-            if loop.time() - exited_at > self.provider.eof_grace:
-                return False
-        return True
-
-    async def _leader_exit(self, process: asyncio.subprocess.Process) -> int:
-        """The CLI's exit status, without hanging on pipes a stray child keeps open.
-
-        (`Process.wait()` also waits for the pipes to close.)
-        """
-        waiter = asyncio.ensure_future(process.wait())
-        try:
-            while process.returncode is None:
-                await asyncio.wait({waiter}, timeout=_POLL_SECONDS)
-            await asyncio.wait({waiter}, timeout=self.provider.eof_grace)
-        finally:
-            if not waiter.done():
-                waiter.cancel()
-                _signal_group(process.pid, signal.SIGKILL)
-        return process.returncode
-
-    async def _spawn(self) -> asyncio.subprocess.Process:
+    async def _spawn(self) -> ProcessGroup:
         provider = self.provider
         executable = shutil.which(self.command.argv[0], path=self.env.get("PATH", os.defpath))
         if executable is None:
             raise ExecutableNotFound(provider.name, provider.binary, provider.package)
         if not self.cwd.is_dir():
             raise ProviderError(provider.name, f"working directory {self.cwd} does not exist")
-        pipe = asyncio.subprocess
-        stdin = pipe.DEVNULL if self.command.stdin is None else pipe.PIPE
         try:
-            return await asyncio.create_subprocess_exec(
-                executable,
-                *self.command.argv[1:],
-                stdin=stdin,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            return await ProcessGroup.start(
+                [executable, *self.command.argv[1:]],
                 cwd=self.cwd,
                 env=self.env,
-                start_new_session=True,  # its own process group: cancel kills its children too
+                stdin=self.command.stdin is not None,
                 limit=STDOUT_LINE_LIMIT,
+                eof_grace=provider.eof_grace,
+                kill_grace=provider.kill_grace,
             )
         except OSError as error:
             reason = error.strerror or str(error)
@@ -634,34 +588,3 @@ async def _feed_stdin(process: asyncio.subprocess.Process, text: str) -> None:
         # Closing matters: codex and opencode wait for EOF on an open pipe.
         with contextlib.suppress(OSError):
             process.stdin.close()
-
-
-async def _terminate_group(process: asyncio.subprocess.Process, grace: float) -> None:
-    """SIGTERM the process group, SIGKILL it after `grace` seconds, and reap the leader.
-
-    Runs in its own task so that a second cancellation of the caller cannot leave a
-    process behind half-killed.
-    """
-    reaper = asyncio.create_task(_kill_and_reap(process, grace))
-    _reapers.add(reaper)
-    reaper.add_done_callback(_reapers.discard)
-    await asyncio.shield(reaper)
-
-
-async def _kill_and_reap(process: asyncio.subprocess.Process, grace: float) -> None:
-    _signal_group(process.pid, signal.SIGTERM)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + grace
-    # The leader may obey at once while its children still clean up: wait for the group.
-    while group_alive(process.pid) and loop.time() < deadline:
-        await asyncio.sleep(_POLL_SECONDS / 2)
-    _signal_group(process.pid, signal.SIGKILL)
-    # SIGKILL cannot be ignored; the bound only guards against a lost exit notification.
-    deadline = loop.time() + _REAP_TIMEOUT
-    while process.returncode is None and loop.time() < deadline:
-        await asyncio.sleep(_POLL_SECONDS / 2)
-
-
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)

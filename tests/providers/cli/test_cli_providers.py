@@ -372,6 +372,20 @@ async def test_timeout_kills_the_process_group(fake_cli: FakeCli, stubborn: bool
     assert wait_until_gone([record["pid"], record["child_pid"]], 10.0) == []
 
 
+async def test_a_child_left_holding_stdout_is_stopped_after_the_cli_exits(
+    fake_cli: FakeCli,
+) -> None:
+    """The CLI answered and exited, but a child it started (60 s of sleep) still holds the
+    output pipe: the turn ends after the grace period, with the reply, and the child is
+    stopped."""
+    fake_cli.install("claude")
+    fake_cli.plan({"sample": "claude-turn1.jsonl", "spawn_child": True})
+    events = await asyncio.wait_for(collect(CLAUDE.make().stream(turn(fake_cli))), 30)
+    assert [e.text for e in events if isinstance(e, Final)] == [CLAUDE.reply1]
+    [record] = fake_cli.records()
+    assert wait_until_gone([record["pid"], record["child_pid"]], 10.0) == []
+
+
 async def test_aclose_kills_a_turn_still_running(fake_cli: FakeCli) -> None:
     fake_cli.install("codex")
     fake_cli.plan({"sample": "codex-turn1.jsonl", "hang": True})
