@@ -236,18 +236,10 @@ class RunResult:
         return self
 
     def summary(self) -> str:
-        state = self.state
-        lines = [
-            f"{state.workflow_name}: {state.status} in {state.duration:.2f}s"
-            + (f", {self.tokens} tokens" if self.tokens else "")
-            + f" (run {state.run_id})"
-        ]
-        if state.error:
-            lines.append(f"error: {state.error}")
-        for name in dict.fromkeys(state.executed):
-            step = state.steps[name]
-            lines.append(f"  {step.status:<9} {name}")
-        return "\n".join(lines)
+        """What the run did, as text: outcome, figures, each step, how to continue."""
+        from awf_nb.engine.summary import RunSummary
+
+        return RunSummary.from_state(self.state).to_text()
 
     def __repr__(self) -> str:
         return f"<RunResult {self.state.workflow_name} {self.status} run={self.run_id}>"

@@ -8,7 +8,10 @@ called workflow, e.g. `review.lint`). Text in events is already secret-masked.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from awf_nb.engine.summary import RunSummary
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,11 +25,27 @@ class RunStarted:
 @dataclass(frozen=True, slots=True)
 class RunFinished:
     run_id: str
-    status: str  # completed | failed | cancelled
-    duration: float
-    tokens: int
-    error: str = ""
-    message: str = ""  # the terminal step's message
+    summary: RunSummary  # built from the final state: what every frontend shows
+
+    @property
+    def status(self) -> str:  # completed | failed | cancelled
+        return self.summary.status
+
+    @property
+    def duration(self) -> float:
+        return self.summary.duration
+
+    @property
+    def tokens(self) -> int:
+        return self.summary.tokens
+
+    @property
+    def error(self) -> str:
+        return self.summary.error
+
+    @property
+    def message(self) -> str:  # the terminal step's message
+        return self.summary.message
 
 
 @dataclass(frozen=True, slots=True)

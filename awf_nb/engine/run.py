@@ -28,6 +28,7 @@ from awf_nb.engine.context import LoopFrame, RunContext, command_env
 from awf_nb.engine.ports import EventSink, InputReader, Provider, ProviderFactory, RunStore
 from awf_nb.engine.process import run_shell
 from awf_nb.engine.state import RunState, StepState, new_run_id, now, process_start_time
+from awf_nb.engine.summary import RunSummary
 from awf_nb.errors import AwfError
 from awf_nb.secrets import Masker, is_secret_input
 from awf_nb.workflow.model import (
@@ -246,16 +247,7 @@ class Runner:
         state = self.state
         state.completed_at = now()
         self.checkpoint(history=True)
-        self.emit(
-            ev.RunFinished(
-                self.run_id,
-                state.status,
-                state.duration,
-                state.total_tokens,
-                error=state.error,
-                message=state.message,
-            )
-        )
+        self.emit(ev.RunFinished(self.run_id, RunSummary.from_state(state)))
 
     async def _drive(self, start: str) -> None:
         current = start

@@ -181,19 +181,15 @@ class TerminalSink:
                 self._note(s.yellow("warning: ") + safe(message))
             case ev.RunError(message=message):
                 self._note(s.red("error: ") + safe(message))
-            case ev.RunFinished(status=status, duration=duration, tokens=tokens, message=msg):
+            case ev.RunFinished(summary=summary):
                 self._end_line()
                 if silent:
                     return
-                summary = f"{duration:.2f}s" + (f" · {tokens} tokens" if tokens else "")
-                if status == "completed":
-                    if msg:
-                        self._write_out(safe(msg) + "\n")
-                    self._note(s.green("✓ completed") + s.dim(f" in {summary}"))
-                elif status == "cancelled":
-                    self._note(s.yellow("■ cancelled") + s.dim(f" after {summary}"))
-                else:
-                    self._note(s.red("✗ failed") + s.dim(f" after {summary}"))
+                if summary.status == "completed" and summary.message:
+                    self._write_out(safe(summary.message) + "\n")
+                color = {"completed": s.green, "cancelled": s.yellow}.get(summary.status, s.red)
+                outcome = color(f"{summary.mark} {summary.status}")
+                self._note(outcome + s.dim(f" {summary.figures()}"))
             case _:
                 pass
 

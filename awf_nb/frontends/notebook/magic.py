@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from awf_nb.api import RunResult
     from awf_nb.engine.run import Runner
     from awf_nb.engine.state import RunState
+    from awf_nb.engine.summary import RunSummary
     from awf_nb.frontends.notebook.panel import RunPanel
-    from awf_nb.frontends.notebook.summary import Summary
     from awf_nb.workflow.model import Workflow
 
 __all__ = [
@@ -329,31 +329,19 @@ class RunHandle:
 
     # --- display ------------------------------------------------------------------------------
 
-    def summary(self) -> Summary:
-        from awf_nb.frontends.notebook.summary import StepLine, Summary
+    def summary(self) -> RunSummary:
+        from awf_nb.engine.summary import RunSummary
 
-        state = self.runner.state
-        steps = [
-            StepLine(name, step.status, step.duration, step.tokens_used)
-            for name, step in ((n, state.steps[n]) for n in dict.fromkeys(state.executed))
-        ]
-        return Summary(
-            workflow=state.workflow_name,
-            status=state.status,
-            duration=state.duration,
-            tokens=state.total_tokens,
-            run_id=state.run_id,
-            error=state.error,
-            message=state.message,
-            steps=steps,
-        )
+        return RunSummary.from_state(self.runner.state)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         if not self.done():
             text = repr(self)
             return {"text/plain": text, "text/html": f"<code>{_html_escape(text)}</code>"}
+        from awf_nb.frontends.notebook.summary import summary_html, summary_text
+
         summary = self.summary()
-        return {"text/plain": summary.to_text(), "text/html": summary.to_html()}
+        return {"text/plain": summary_text(summary), "text/html": summary_html(summary)}
 
     def __repr__(self) -> str:
         step = self.runner.state.current_step

@@ -32,15 +32,8 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 from markdown_it import MarkdownIt
 
 from awf_nb.engine import events as ev
-from awf_nb.frontends.notebook.summary import (
-    STATUS_COLORS,
-    STATUS_MARKS,
-    StepLine,
-    Summary,
-    esc,
-    format_duration,
-    format_elapsed,
-)
+from awf_nb.engine.summary import STATUS_MARKS, RunSummary, format_duration, format_elapsed
+from awf_nb.frontends.notebook.summary import STATUS_COLORS, esc, summary_html
 
 if TYPE_CHECKING:
     from awf_nb.frontends.notebook.reader import WidgetReader
@@ -202,9 +195,6 @@ class _Section:
     def __init__(self, panel: RunPanel, event: ev.StepStarted) -> None:
         self.panel = panel
         self.name = event.step
-        self.status = "running"
-        self.duration = 0.0
-        self.tokens = 0
         self.reply: _Reply | None = None
         self.output: _Output | None = None
         self._output_note: widgets.HTML | None = None
@@ -238,7 +228,6 @@ class _Section:
         return self.reply
 
     def finish(self, event: ev.StepFinished) -> None:
-        self.status, self.duration, self.tokens = event.status, event.duration, event.tokens
         extra = f" · {event.tokens} tokens" if event.tokens else ""
         mark = STATUS_MARKS.get(event.status, "·")
         word = "" if event.status == "completed" else f" · {event.status}"
@@ -271,7 +260,7 @@ class RunPanel:
         self.stats = PanelStats()
         self.run_id = ""
         self.finished = False
-        self.summary: Summary | None = None
+        self.summary: RunSummary | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reader: WidgetReader | None = None
         self._stop: Callable[[], str] | None = None
@@ -613,20 +602,11 @@ class RunPanel:
         self.finished = True
         self._cancel_timers()
         self._tokens = event.tokens or self._tokens
-        self.summary = Summary(
-            workflow=self.title,
-            status=event.status,
-            duration=event.duration,
-            tokens=self._tokens,
-            run_id=event.run_id,
-            error=event.error,
-            message=event.message,
-            steps=[StepLine(s.name, s.status, s.duration, s.tokens) for s in self._order],
-        )
+        self.summary = event.summary
         self._activity = event.status
         self._update_status()
         classes = ("awf-summary", "awf-failed") if event.status == "failed" else ("awf-summary",)
-        summary = self.html(self.summary.to_html(), *classes)
+        summary = self.html(summary_html(self.summary), *classes)
         kept = tuple(c for c in self.widget.children if c is not self.controls)
         self.widget.children = (*kept, summary)
         self._current_step = ""
@@ -713,10 +693,7 @@ class RunPanel:
         if self.finished and self.summary is not None:
             s = self.summary
             color = STATUS_COLORS.get(s.status, "inherit")
-            return (
-                f'{title} · <b style="color:{color}">{esc(s.status)}</b>'
-                f" · {format_duration(s.duration)}" + (f" · {s.tokens} tokens" if s.tokens else "")
-            )
+            return f'{title} · <b style="color:{color}">{esc(s.status)}</b> {esc(s.figures())}'
         parts = [title, esc(self._activity), format_elapsed(time.monotonic() - self._started)]
         if self._tokens:
             parts.append(f"{self._tokens} tokens")

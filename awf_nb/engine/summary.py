@@ -1,0 +1,117 @@
+"""The end-of-run summary: one `RunSummary`, built from the run's state, shown everywhere.
+
+The engine builds it when a run ends and sends it in the `RunFinished` event; the terminal,
+the notebook panel, a `RunHandle` and `RunResult.summary()` all render this same value
+(as text here, as HTML in `frontends/notebook/summary.py`), so they cannot disagree on what
+a run did. Durations and marks are formatted here for the same reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from awf_nb.engine.state import RunState
+
+STATUS_MARKS = {"completed": "✓", "failed": "✗", "cancelled": "■", "skipped": "–"}
+
+
+@dataclass(frozen=True, slots=True)
+class StepLine:
+    """One executed step, as the summary lists it."""
+
+    name: str
+    status: str
+    duration: float
+    tokens: int = 0
+
+    @property
+    def mark(self) -> str:
+        return STATUS_MARKS.get(self.status, "·")
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What a run did: its outcome, and each executed step once, in the order they ran."""
+
+    workflow: str
+    run_id: str
+    status: str  # completed | failed | cancelled (a run that ended)
+    duration: float
+    tokens: int = 0
+    error: str = ""
+    message: str = ""  # the terminal step's message
+    steps: tuple[StepLine, ...] = ()
+
+    @classmethod
+    def from_state(cls, state: RunState) -> RunSummary:
+        steps = tuple(
+            StepLine(name, step.status, step.duration, step.tokens_used)
+            for name, step in ((n, state.steps[n]) for n in dict.fromkeys(state.executed))
+        )
+        return cls(
+            workflow=state.workflow_name,
+            run_id=state.run_id,
+            status=state.status,
+            duration=state.duration,
+            tokens=state.total_tokens,
+            error=state.error,
+            message=state.message,
+            steps=steps,
+        )
+
+    @property
+    def mark(self) -> str:
+        return STATUS_MARKS.get(self.status, "·")
+
+    def figures(self) -> str:
+        """`in 1.23 s · 2 steps · 340 tokens` (`after …` for a run that did not complete)."""
+        word = "in" if self.status == "completed" else "after"
+        parts = [f"{word} {format_duration(self.duration)}"]
+        parts.append(f"{len(self.steps)} step{'s' if len(self.steps) != 1 else ''}")
+        if self.tokens:
+            parts.append(f"{self.tokens} tokens")
+        return " · ".join(parts)
+
+    def resume_hint(self, resume_command: str = "awf resume") -> str:
+        """How to continue a run that failed or was cancelled ("" for one that completed)."""
+        if self.status in ("failed", "cancelled") and self.run_id:
+            return f"continue it with {resume_command} {self.run_id}"
+        return ""
+
+    def to_text(self, resume_command: str = "awf resume") -> str:
+        lines = [f"{self.workflow}: {self.status} {self.figures()} (run {self.run_id})"]
+        if self.message:
+            lines.append(self.message)
+        if self.error:
+            lines.append(f"error: {self.error}")
+        lines.extend(
+            f"  {s.mark} {s.name:<20} {s.status:<9} {format_duration(s.duration):>8}"
+            + (f"  {s.tokens} tokens" if s.tokens else "")
+            for s in self.steps
+        )
+        if hint := self.resume_hint(resume_command):
+            lines.append(hint)
+        return "\n".join(lines)
+
+
+def format_duration(seconds: float) -> str:
+    """`0.42 s`, `12.3 s`, `2 min 05 s`, `1 h 02 min`."""
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def format_elapsed(seconds: float) -> str:
+    """Whole seconds, for a status line that ticks once a second."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    return format_duration(whole)
