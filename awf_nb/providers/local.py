@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from awf_nb.engine.ports import (
     Final,
@@ -37,6 +37,8 @@ from awf_nb.engine.ports import (
 )
 from awf_nb.errors import EXIT_USER, AwfError, ProviderError
 from awf_nb.providers.history import build_messages, fit_to_window
+from awf_nb.providers.options import OptionsModel
+from awf_nb.providers.options import parse_options as parse_provider_options
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -65,10 +67,8 @@ GGUF_MAGIC = b"GGUF"
 # --- options ---------------------------------------------------------------------------------
 
 
-class LocalOptions(BaseModel):
+class LocalOptions(OptionsModel):
     """The `options:` map of a `provider: local` step."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     model: str | None = Field(None, min_length=1)
     context_window: int = Field(DEFAULT_CONTEXT_WINDOW, ge=128, le=1_048_576)
@@ -106,22 +106,7 @@ class LocalOptions(BaseModel):
 
 def parse_options(options: Mapping[str, Any]) -> LocalOptions:
     """Validate a step's options; every problem is reported on one line."""
-    try:
-        return LocalOptions.model_validate(dict(options))
-    except ValidationError as exc:
-        problems = "; ".join(_describe_option_error(e) for e in exc.errors(include_url=False))
-        raise ProviderError(NAME, f"invalid options: {problems}") from None
-
-
-def _describe_option_error(error: Mapping[str, Any]) -> str:
-    where = ".".join(str(part) for part in error["loc"])
-    if error["type"] == "extra_forbidden":
-        known = ", ".join(LocalOptions.model_fields)
-        return f'unknown option "{where}" (known: {known})'
-    message = str(error["msg"]).removeprefix("Value error, ")
-    if not where:
-        return message
-    return f"options.{where}: {message} (got {error['input']!r})"
+    return parse_provider_options(NAME, LocalOptions, options)
 
 
 # --- locating the model ----------------------------------------------------------------------

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
+from pydantic import Field
 
 from awf_nb.engine.ports import (
     Final,
@@ -45,6 +46,7 @@ from awf_nb.providers.history import (
     fit_to_window,
     truncation_notice,
 )
+from awf_nb.providers.options import OptionsModel, parse_options
 from awf_nb.providers.sse import LineTooLong, SSEDecoder
 from awf_nb.secrets import Masker, is_secret_header
 
@@ -53,7 +55,6 @@ DEFAULT_READ_TIMEOUT = 300.0
 _MAX_SERVER_MESSAGE = 300
 _DRAIN_SECONDS = 0.5
 _ENDPOINT = "/chat/completions"
-_MAX_TOKEN_FIELDS = ("max_completion_tokens", "max_tokens")
 
 
 @dataclass(frozen=True)
@@ -205,119 +206,66 @@ class OpenAICompatibleProvider:
     # --- options -----------------------------------------------------------------------------
 
     def _resolve(self, turn: TurnRequest) -> _Settings:
-        options = _Options(self.name, turn.options, {**os.environ, **turn.env})
-        base_url = options.required_text("base_url", "OPENAI_BASE_URL").rstrip("/")
+        options = parse_options(self.name, OpenAIOptions, turn.options)
+        env = {**os.environ, **turn.env}
+        base_url = self._required(options.base_url, "base_url", env, "OPENAI_BASE_URL")
         # A full endpoint URL is a common slip: accept it rather than POST to …/chat/completions
         # twice and fail with a 404.
-        base_url = base_url.removesuffix(_ENDPOINT)
+        base_url = base_url.rstrip("/").removesuffix(_ENDPOINT)
         if not base_url.startswith(("http://", "https://")):
             raise self._error(
                 f"base_url must start with http:// or https:// (got {_display_url(base_url)!r})"
             )
+        sampling = {
+            "temperature": options.temperature,
+            "top_p": options.top_p,
+            "seed": options.seed,
+            "stop": options.stop,
+        }
         return _Settings(
             base_url=base_url,
-            model=options.required_text("model", "OPENAI_MODEL"),
-            api_key=options.text("api_key", "OPENAI_API_KEY"),
-            headers=options.headers(),
-            parameters=options.sampling_parameters(),
-            max_tokens=options.max_tokens(),
-            max_tokens_field=options.choice("max_tokens_field", _MAX_TOKEN_FIELDS),
-            context_window=options.whole_number("context_window") or 0,
+            model=self._required(options.model, "model", env, "OPENAI_MODEL"),
+            api_key=(options.api_key or env.get("OPENAI_API_KEY") or "").strip(),
+            headers={name: str(value) for name, value in options.headers.items()},
+            parameters={key: value for key, value in sampling.items() if value is not None},
+            max_tokens=options.max_completion_tokens or options.max_tokens,
+            max_tokens_field=options.max_tokens_field,
+            context_window=options.context_window or 0,
         )
+
+    def _required(self, value: str | None, key: str, env: Mapping[str, str], env_name: str) -> str:
+        """The option, else its environment variable (blank counts as unset), else an error."""
+        text = (value or "").strip() or (env.get(env_name) or "").strip()
+        if not text:
+            raise ProviderError(
+                self.name,
+                f"{key} is required",
+                hint=f"set options.{key} on the step or the {env_name} environment variable",
+            )
+        return text
 
     def _error(self, message: str, **kwargs: Any) -> ProviderError:
         return ProviderError(self.name, message, **kwargs)
 
 
-class _Options:
-    """Reads and checks one step's options; every mistake is a one-line ProviderError."""
+class OpenAIOptions(OptionsModel):
+    """The `options:` map of a `provider: openai_compatible` step."""
 
-    def __init__(self, provider: str, options: Mapping[str, Any], env: Mapping[str, str]):
-        self.provider = provider
-        self.options = options
-        self.env = env
-
-    def fail(self, message: str) -> ProviderError:
-        return ProviderError(self.provider, message)
-
-    def text(self, key: str, env_name: str | None = None) -> str:
-        value = self.options.get(key)
-        if value is None or value == "":
-            return (self.env.get(env_name) or "").strip() if env_name else ""
-        if not isinstance(value, str):
-            raise self.fail(f"options.{key} must be a string")
-        return value.strip()
-
-    def required_text(self, key: str, env_name: str) -> str:
-        value = self.text(key, env_name)
-        if not value:
-            raise ProviderError(
-                self.provider,
-                f"{key} is required",
-                hint=f"set options.{key} on the step or the {env_name} environment variable",
-            )
-        return value
-
-    def number(self, key: str, low: float, high: float) -> float | None:
-        value = self.options.get(key)
-        if value is None:
-            return None
-        if not _is_number(value) or not low <= value <= high:
-            raise self.fail(
-                f"options.{key} must be a number from {low:g} to {high:g} (got {value!r})"
-            )
-        return value
-
-    def whole_number(self, key: str, minimum: int | None = 1) -> int | None:
-        value = self.options.get(key)
-        if value is None:
-            return None
-        whole = _is_number(value) and float(value).is_integer()
-        if not whole or (minimum is not None and value < minimum):
-            at_least = "" if minimum is None else f" >= {minimum}"
-            raise self.fail(f"options.{key} must be a whole number{at_least} (got {value!r})")
-        return int(value)
-
-    def choice(self, key: str, allowed: tuple[str, ...]) -> str | None:
-        value = self.options.get(key)
-        if value is None:
-            return None
-        if value not in allowed:
-            raise self.fail(f"options.{key} must be one of {', '.join(allowed)} (got {value!r})")
-        return str(value)
-
-    def max_tokens(self) -> int | None:
-        for key in _MAX_TOKEN_FIELDS:
-            if self.options.get(key) is not None:
-                return self.whole_number(key)
-        return None
-
-    def sampling_parameters(self) -> dict[str, Any]:
-        parameters = {
-            "temperature": self.number("temperature", 0, 2),
-            "top_p": self.number("top_p", 0, 1),
-            "seed": self.whole_number("seed", minimum=None),
-            "stop": self.stop(),
-        }
-        return {key: value for key, value in parameters.items() if value is not None}
-
-    def stop(self) -> str | list[str] | None:
-        value = self.options.get("stop")
-        if value is None or isinstance(value, str):
-            return value
-        if isinstance(value, list) and all(isinstance(item, str) for item in value):
-            return value
-        raise self.fail("options.stop must be a string or a list of strings")
-
-    def headers(self) -> dict[str, str]:
-        value = self.options.get("headers")
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str | int | float) for k, v in value.items()
-        ):
-            raise self.fail("options.headers must map header names to string values")
-        return {k: str(v) for k, v in value.items()}
+    base_url: str | None = None  # else $OPENAI_BASE_URL
+    model: str | None = None  # else $OPENAI_MODEL
+    api_key: str | None = None  # else $OPENAI_API_KEY
+    headers: dict[str, str | int | float] = Field(
+        default_factory=dict, description="a mapping of header names to string values"
+    )
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)  # wins over max_tokens
+    # Which field carries the limit; by default the newer one, the older after a 400.
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] | None = None
+    context_window: int | None = Field(None, ge=1)
 
 
 class _StreamReader:

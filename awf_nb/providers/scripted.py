@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from awf_nb.engine.ports import (
     Final,
@@ -41,6 +42,7 @@ from awf_nb.providers.history import (
     fit_to_window,
     truncation_notice,
 )
+from awf_nb.providers.options import OptionsModel, parse_options
 
 CHUNK_CHARS = 8
 
@@ -48,15 +50,38 @@ CHUNK_CHARS = 8
 _WORDISH = re.compile(r"\S+\s*|\s+")
 
 
-@dataclass(frozen=True, slots=True)
-class _Script:
-    """The step's options, checked once per turn."""
+class ScriptedError(OptionsModel):
+    """A reply that is a provider error instead: `{error: "rate limited", retryable: true}`."""
 
-    replies: list[Any] | None
-    delay: float
-    tool_uses: list[ToolUse]
-    fail_after_chars: int | None
-    context_window: int
+    error: str
+    retryable: bool = False
+    retry_after: float | None = Field(None, ge=0)
+
+
+class ScriptedToolUse(OptionsModel):
+    """A tool call to report before the reply: `{name: Read, argument: notes.md}`."""
+
+    name: str = Field(min_length=1)
+    argument: Any = None
+
+
+Reply = Annotated[
+    str | int | float | ScriptedError,
+    Field(description="a string, a number or {error, retryable, retry_after}"),
+]
+ToolUseEntry = Annotated[
+    str | ScriptedToolUse, Field(description="a tool name or {name, argument}")
+]
+
+
+class ScriptedOptions(OptionsModel):
+    """The `options:` map of a `provider: scripted` step."""
+
+    replies: list[Reply] | None = None  # None: echo the prompt
+    delay_ms: float = Field(0, ge=0)  # between chunks
+    fail_after_chars: int | None = Field(None, ge=0)  # cut the stream there, then fail
+    context_window: int = Field(0, ge=0)  # 0: no limit
+    tool_uses: list[ToolUseEntry] = Field(default_factory=list)
 
 
 class ScriptedProvider:
@@ -69,15 +94,18 @@ class ScriptedProvider:
         self._next_reply: dict[str, int] = {}  # step name -> index of its next reply
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
-        script = self._read_options(turn.options)
+        script = parse_options(self.name, ScriptedOptions, turn.options)
         messages, dropped = _fit(build_messages(turn), script.context_window)
         reply = turn.prompt if script.replies is None else self._take_reply(turn, script.replies)
         for tool_use in script.tool_uses:
-            yield tool_use
+            if isinstance(tool_use, str):
+                yield ToolUse(tool_use)
+            else:
+                yield ToolUse(tool_use.name, _argument_text(tool_use.argument))
         text = reply if script.fail_after_chars is None else reply[: script.fail_after_chars]
         for index, chunk in enumerate(split_chunks(text)):
-            if index and script.delay:
-                await asyncio.sleep(script.delay)
+            if index and script.delay_ms:
+                await asyncio.sleep(script.delay_ms / 1000)
             yield TextDelta(chunk)
         if script.fail_after_chars is not None:
             raise self._mid_stream_error(len(text))
@@ -99,27 +127,11 @@ class ScriptedProvider:
         if index >= len(replies):
             raise ProviderError(self.name, "no more replies")
         entry = replies[index]
-        if isinstance(entry, dict) and "error" in entry:
-            raise self._scripted_error(entry, index)
-        if isinstance(entry, str):
-            return entry
-        if isinstance(entry, int | float) and not isinstance(entry, bool):
-            return str(entry)
-        raise ProviderError(
-            self.name,
-            f"options.replies[{index}] must be a string or {{error: ...}} (got {entry!r})",
-        )
-
-    def _scripted_error(self, entry: dict[str, Any], index: int) -> ProviderError:
-        retry_after = entry.get("retry_after")
-        if retry_after is not None and not _is_number(retry_after):
-            raise ProviderError(self.name, f"options.replies[{index}].retry_after must be a number")
-        return ProviderError(
-            self.name,
-            str(entry["error"]),
-            retryable=bool(entry.get("retryable", False)),
-            retry_after=float(retry_after) if retry_after is not None else None,
-        )
+        if isinstance(entry, ScriptedError):
+            raise ProviderError(
+                self.name, entry.error, retryable=entry.retryable, retry_after=entry.retry_after
+            )
+        return str(entry)
 
     def _mid_stream_error(self, streamed: int) -> ProviderError:
         # Retryable on purpose: it lets tests check that the engine refuses to retry a turn
@@ -129,55 +141,6 @@ class ScriptedProvider:
             f"stream failed after {streamed} characters (fail_after_chars)",
             retryable=True,
         )
-
-    def _read_options(self, options: dict[str, Any]) -> _Script:
-        fail_after = self._number_option(options, "fail_after_chars", integer=True)
-        return _Script(
-            replies=self._replies_option(options.get("replies")),
-            delay=(self._number_option(options, "delay_ms") or 0) / 1000,
-            tool_uses=self._tool_uses_option(options.get("tool_uses")),
-            fail_after_chars=None if fail_after is None else int(fail_after),
-            context_window=int(self._number_option(options, "context_window", integer=True) or 0),
-        )
-
-    def _replies_option(self, value: Any) -> list[Any] | None:
-        if value is None:
-            return None
-        if not isinstance(value, list):
-            raise ProviderError(
-                self.name, f"options.replies must be a list (got {type(value).__name__})"
-            )
-        return value
-
-    def _tool_uses_option(self, value: Any) -> list[ToolUse]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise ProviderError(self.name, "options.tool_uses must be a list of {name, argument}")
-        tool_uses = []
-        for index, item in enumerate(value):
-            if isinstance(item, str) and item:
-                tool_uses.append(ToolUse(item))
-            elif isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"]:
-                tool_uses.append(ToolUse(item["name"], _argument_text(item.get("argument"))))
-            else:
-                raise ProviderError(
-                    self.name, f"options.tool_uses[{index}] must be {{name, argument}}"
-                )
-        return tool_uses
-
-    def _number_option(
-        self, options: dict[str, Any], key: str, *, integer: bool = False
-    ) -> float | None:
-        """`options[key]` as a number >= 0 (None when absent), or a clear error."""
-        value = options.get(key)
-        if value is None:
-            return None
-        wrong_type = not _is_number(value) or (integer and not float(value).is_integer())
-        if wrong_type or value < 0:
-            kind = "a whole number" if integer else "a number"
-            raise ProviderError(self.name, f"options.{key} must be {kind} >= 0 (got {value!r})")
-        return float(value)
 
 
 def split_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
@@ -193,7 +156,3 @@ def _fit(messages: list[Message], window: int) -> tuple[list[Message], int]:
 
 def _argument_text(value: Any) -> str:
     return "" if value is None else str(value)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)

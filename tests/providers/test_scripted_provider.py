@@ -113,18 +113,29 @@ async def test_numbers_are_replies_too() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"replies": "just one"}, "options.replies must be a list (got str)"),
-        ({"replies": [["nested"]]}, "options.replies[0] must be a string or {error: ...}"),
+        ({"replies": "just one"}, "options.replies must be a list of items, each a string,"),
+        (
+            {"replies": [["nested"]]},
+            "options.replies[0] must be a string, a number or {error, retryable, retry_after} "
+            "(got ['nested'])",
+        ),
+        ({"replies": [True]}, "options.replies[0] must be a string, a number or {error,"),
         ({"delay_ms": -1}, "options.delay_ms must be a number >= 0 (got -1)"),
         ({"delay_ms": "fast"}, "options.delay_ms must be a number >= 0 (got 'fast')"),
         ({"fail_after_chars": 2.5}, "options.fail_after_chars must be a whole number >= 0"),
         ({"context_window": True}, "options.context_window must be a whole number >= 0"),
-        ({"tool_uses": "grep"}, "options.tool_uses must be a list of {name, argument}"),
-        ({"tool_uses": [{"argument": "x"}]}, "options.tool_uses[0] must be {name, argument}"),
+        ({"tool_uses": "grep"}, "options.tool_uses must be a list of items, each a tool name"),
+        ({"tool_uses": [{"argument": "x"}]}, "options.tool_uses[0].name is required"),
         (
             {"replies": [{"error": "x", "retry_after": "soon"}]},
-            "options.replies[0].retry_after must be a number",
+            "options.replies[0].retry_after must be a number >= 0 (got 'soon')",
         ),
+        (
+            {"replies": [{"eror": "x"}]},
+            "options.replies[0].error is required; options.replies[0].eror is not a known "
+            "field of {error, retryable, retry_after}",
+        ),
+        ({"reply": ["x"]}, 'unknown option "reply" (did you mean "replies"?)'),
     ],
 )
 async def test_bad_options_are_clear_errors(options: dict[str, Any], message: str) -> None:

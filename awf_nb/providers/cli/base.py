@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from pydantic import Field, ValidationInfo, field_validator
+
 from awf_nb.engine.ports import (
     Final,
     Message,
@@ -40,7 +42,8 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.engine.process import EOF_GRACE_SECONDS, KILL_GRACE_SECONDS, ProcessGroup
-from awf_nb.errors import EXIT_DEFINITION, EXIT_USER, ProviderError
+from awf_nb.errors import EXIT_USER, ProviderError
+from awf_nb.providers.options import OptionsModel, parse_options, unknown_options
 
 # One NDJSON line can carry a whole file the agent read; 16 MiB keeps us clear of that.
 STDOUT_LINE_LIMIT = 16 * 1024 * 1024
@@ -52,23 +55,56 @@ MAX_DIAGNOSTIC_LINES = 10_000  # non-JSON stdout lines kept per turn
 TOOL_ARGUMENT_WIDTH = 80
 
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_KNOWN_OPTIONS = frozenset(
-    {"model", "dangerously_skip_permissions", "allowed_tools", "extra_args", "env"}
-)
 
 
 # --- what a provider builds and what a parser reports ---------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class CliOptions:
-    """The validated `options:` of an agent step that uses a CLI provider."""
+class CliOptions(OptionsModel):
+    """The `options:` of an agent step that uses a CLI provider (others are ignored,
+    with a notice)."""
 
     model: str | None = None
     dangerously_skip_permissions: bool = False
-    allowed_tools: tuple[str, ...] = ()
-    extra_args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    allowed_tools: tuple[str, ...] = Field(
+        (), description="a list of tool names or one comma-separated string"
+    )
+    extra_args: tuple[str, ...] = Field((), description="a list of strings")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="a mapping of variable names to values"
+    )
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _blank_model_is_unset(cls, value: Any) -> Any:
+        return value or None
+
+    @field_validator("allowed_tools", "extra_args", mode="before")
+    @classmethod
+    def _words(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return ()
+        if isinstance(value, str) and info.field_name == "allowed_tools":
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        if isinstance(value, list | tuple) and all(
+            isinstance(item, str | int | float) and not isinstance(item, bool) for item in value
+        ):
+            return tuple(str(item) for item in value)
+        return value  # reported as not a list of strings
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_text(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return {} if value is None else value
+        for key in value:
+            if not isinstance(key, str) or not key or "=" in key:
+                raise ValueError(f"options.env: invalid variable name {key!r}")
+        # Scalars become the text a CLI would see; a mapping or list is reported.
+        return {
+            key: item if isinstance(item, Mapping | list) else _env_value(item)
+            for key, item in value.items()
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,53 +274,10 @@ class CliProvider(ABC):
     # -- options and prompt
 
     def _options(self, raw: Mapping[str, Any]) -> CliOptions:
-        if not isinstance(raw, Mapping):
-            raise self._option_error("options must be a mapping")
-        model = raw.get("model")
-        if model is not None and not isinstance(model, str):
-            raise self._option_error("options.model must be a string")
-        skip = raw.get("dangerously_skip_permissions", False)
-        if not isinstance(skip, bool):
-            raise self._option_error("options.dangerously_skip_permissions must be true or false")
-        return CliOptions(
-            model=model or None,
-            dangerously_skip_permissions=skip,
-            allowed_tools=self._string_list(raw, "allowed_tools", split_commas=True),
-            extra_args=self._string_list(raw, "extra_args", split_commas=False),
-            env=self._env(raw.get("env")),
-        )
-
-    def _string_list(
-        self, raw: Mapping[str, Any], key: str, *, split_commas: bool
-    ) -> tuple[str, ...]:
-        value = raw.get(key)
-        if value is None:
-            return ()
-        if isinstance(value, str) and split_commas:
-            return tuple(part.strip() for part in value.split(",") if part.strip())
-        if isinstance(value, list | tuple) and all(isinstance(v, str | int | float) for v in value):
-            return tuple(str(v) for v in value)
-        raise self._option_error(f"options.{key} must be a list of strings")
-
-    def _env(self, value: Any) -> dict[str, str]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise self._option_error("options.env must be a mapping of names to values")
-        env: dict[str, str] = {}
-        for key, item in value.items():
-            if not isinstance(key, str) or not key or "=" in key:
-                raise self._option_error(f"options.env: invalid variable name {key!r}")
-            if isinstance(item, Mapping | list):
-                raise self._option_error(f"options.env.{key} must be a string")
-            env[key] = _env_value(item)
-        return env
-
-    def _option_error(self, message: str) -> ProviderError:
-        return ProviderError(self.name, message, exit_code=EXIT_DEFINITION)
+        return parse_options(self.name, CliOptions, raw, ignore_unknown=True)
 
     def _option_notices(self, raw: Mapping[str, Any], options: CliOptions) -> list[Notice]:
-        ignored = sorted(k for k in raw if k not in _KNOWN_OPTIONS)
+        ignored = sorted(unknown_options(CliOptions, raw))
         if options.allowed_tools and not self.supports_allowed_tools:
             ignored.insert(0, "allowed_tools")
         notices = []

@@ -697,7 +697,8 @@ async def test_unknown_options_are_noticed_once_per_run(fake_cli: FakeCli) -> No
         ({"dangerously_skip_permissions": "yes"}, "must be true or false"),
         ({"env": ["A=1"]}, "options.env must be a mapping"),
         ({"env": {"A": {"b": 1}}}, "options.env.A must be a string"),
-        ({"allowed_tools": [{"x": 1}]}, "options.allowed_tools must be a list of strings"),
+        ({"allowed_tools": [{"x": 1}]}, "options.allowed_tools must be a list of tool names"),
+        ({"env": {"A=B": "1"}}, "options.env: invalid variable name 'A=B'"),
     ],
 )
 async def test_bad_options_are_clear_definition_errors(
