@@ -82,8 +82,7 @@ def test_valid_options_are_kept() -> None:
         ({"model": 7}, "options.model must be a non-empty string (got 7)"),
         (
             {"max_tokens": 512, "context_window": 512},
-            "local: options.max_tokens (512) must be smaller than "
-            "options.context_window (512)",
+            "local: options.max_tokens (512) must be smaller than options.context_window (512)",
         ),
         ({"temprature": 0.5}, 'unknown option "temprature" (did you mean "temperature"?)'),
         ({"colour": 1}, 'unknown option "colour" (known: context_window, frequency_penalty,'),
