@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from awf_nb.engine.ports import EventSink, InputReader, ProviderFactory
 from awf_nb.engine.run import RunConfig, Runner
 from awf_nb.engine.state import RunState, StepState
 from awf_nb.errors import AwfError, DefinitionError, UserError
+from awf_nb.frontends.connect import Show
 from awf_nb.secrets import Masker
 from awf_nb.store import Store
 from awf_nb.workflow.model import Workflow
@@ -258,6 +260,7 @@ async def arun(
     replies: Iterable[str] | None = None,
     reader: InputReader | None = None,
     sink: EventSink | None = None,
+    show: Show = "auto",
     storage: Store | str | os.PathLike[str] | bool | None = None,
     providers: ProviderFactory | None = None,
     cwd: str | os.PathLike[str] | None = None,
@@ -265,16 +268,19 @@ async def arun(
 ) -> RunResult:
     """Run a workflow on the running event loop and return its result.
 
-    `replies` answers conversation turns in order (then end of input); with neither
-    `replies` nor `reader`, conversations end after their first reply (headless).
+    `show` picks how the run is shown (`frontends.connect.pick_frontend`): "auto" (the
+    default) shows it where someone can see it — the live panel in a notebook, streamed
+    replies and progress in a terminal — and nothing in a script whose output is not a
+    terminal; True always shows it, False never. A `sink` of your own replaces all that.
+
+    `replies` answers conversation turns in order (then end of input). In a terminal where
+    a person types (stdin and stderr are terminals, and `show` is not False), a
+    conversation asks at a `> ` prompt; otherwise, without `replies` or `reader`, it ends
+    after its first reply. (To chat in a notebook, use the `%%awf` magic.)
     Runs are stored (state file, transcript, history) unless `storage=False`.
     """
     base = Path(cwd) if cwd is not None else None
     wf = load(workflow, cwd=base)
-    if reader is None and replies is not None:
-        from awf_nb.frontends.scripted import ScriptedReader
-
-        reader = ScriptedReader(replies)
     runner = prepare_run(
         wf,
         inputs,
@@ -285,7 +291,30 @@ async def arun(
         cwd=base,
         env=env,
     )
+    if sink is None:
+        _show(runner, show, replies=None if replies is None else list(replies), reader=reader)
+    elif reader is None and replies is not None:
+        from awf_nb.frontends.scripted import ScriptedReader
+
+        runner.config.reader = ScriptedReader(replies)
     return RunResult(await runner.execute())
+
+
+def _show(runner: Runner, show: Show, *, replies: list[str] | None, reader: Any) -> None:
+    """Connect the frontend `show` picks; a caller's own `reader` keeps answering."""
+    from awf_nb.frontends.connect import connect, pick_frontend
+
+    frontend = pick_frontend(show)
+    person_types = frontend == "terminal" and sys.stdin.isatty() and reader is None
+    shown = connect(runner, frontend, replies=replies, interactive=person_types)
+    if reader is not None:
+        runner.config.reader = reader
+    if frontend == "notebook":
+        from awf_nb.frontends.notebook.panel import RunPanel, display_panel
+
+        assert isinstance(shown, RunPanel)
+        display_panel(shown)
+        shown.attach(stop=runner.interrupt, loop=asyncio.get_running_loop())
 
 
 def run(

@@ -423,7 +423,7 @@ def _format_from_path(path: str | None) -> str | None:
 # --- awf run / resume / status / history ---------------------------------------------------
 
 
-def _configure_run_io(parser: argparse.ArgumentParser) -> None:
+def configure_run_io(parser: argparse.ArgumentParser) -> None:
     """The flags `awf run` and `awf resume` share."""
     parser.add_argument(
         "-i",
@@ -454,31 +454,27 @@ def _configure_storage(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage", metavar="DIR", help="where runs are stored")
 
 
-def _configure_run(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("workflow", metavar="WORKFLOW", help="file path or workflow name")
-    _configure_run_io(parser)
+def configure_dry_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print the resolved plan; run nothing"
     )
 
 
-def _terminal_io(args: argparse.Namespace, store: Any) -> tuple[Any, Any]:
-    """The input reader and the event sink for a run in this terminal."""
-    from awf_nb.frontends.scripted import ScriptedReader
-    from awf_nb.frontends.terminal import TerminalReader, TerminalSink
+def _configure_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("workflow", metavar="WORKFLOW", help="file path or workflow name")
+    configure_run_io(parser)
+    configure_dry_run(parser)
 
-    reader: Any
-    if args.reply is not None:
-        # argv bytes that are not UTF-8 arrive as surrogate escapes: shown as U+FFFD
-        replies = [
-            r.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for r in args.reply
-        ]
-        reader, echo = ScriptedReader(replies), True
-    else:
-        reader = TerminalReader(history_path=store.input_history_path)
-        echo = not reader.is_tty  # a person's typing is already on the screen
-    mode = args.output or ("silent" if args.json else "streaming")
-    return reader, TerminalSink(mode, echo_input=echo)
+
+def _show_in_terminal(runner: Any, args: argparse.Namespace) -> Any:
+    """Connect the run to this terminal; returns its `TerminalSink`."""
+    from awf_nb.frontends.connect import connect
+
+    replies = None
+    if args.reply is not None:  # argv bytes that are not UTF-8 are shown as U+FFFD
+        replies = [_utf8(reply) for reply in args.reply]
+    output = args.output or ("silent" if args.json else "streaming")
+    return connect(runner, "terminal", replies=replies, output=output)
 
 
 def _ask_on_tty(spec: Any) -> str | None:
@@ -532,9 +528,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(describe_plan(workflow, given))
         return 0
-    store = Store(args.storage)
-    reader, sink = _terminal_io(args, store)
-    runner = prepare_run(workflow, given, reader=reader, sink=sink, store=store, ask=_ask_on_tty)
+    runner = prepare_run(workflow, given, store=Store(args.storage), ask=_ask_on_tty)
+    sink = _show_in_terminal(runner, args)
     return _run_outcome(run_in_terminal(runner, sink), args)
 
 
@@ -543,7 +538,7 @@ def _configure_resume(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from", dest="from_step", metavar="STEP", help="start at this step instead"
     )
-    _configure_run_io(parser)
+    configure_run_io(parser)
 
 
 @command("resume", "continue a failed, cancelled or interrupted run", _configure_resume)
@@ -557,16 +552,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from awf_nb.frontends.terminal import run_in_terminal
     from awf_nb.store import Store
 
-    store = Store(args.storage)
-    reader, sink = _terminal_io(args, store)
     runner = prepare_resume(
         args.run_id,
-        store=store,
+        store=Store(args.storage),
         from_step=args.from_step,
         inputs=parse_input_args(args.input, cwd=Path.cwd()),
-        reader=reader,
-        sink=sink,
     )
+    sink = _show_in_terminal(runner, args)
     return _run_outcome(run_in_terminal(runner, sink), args)
 
 

@@ -14,9 +14,11 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TextIO
+from typing import TYPE_CHECKING, Literal, Protocol, TextIO
 
 from awf_nb.engine import events as ev
 from awf_nb.frontends.terminal_text import terminal_safe as safe
@@ -327,36 +329,65 @@ def _resolve(future: asyncio.Future[str | None], line: str | None) -> None:
         future.set_result(line)
 
 
-def run_in_terminal(runner: Runner, sink: TerminalSink, *, double_press: float = 1.0) -> RunState:
-    """Run to completion on a fresh event loop, with Ctrl-C handled the chat way.
+class Interruptible(Protocol):
+    """A run Ctrl-C can act on: a `Runner`, or a notebook `RunHandle`."""
 
-    Ctrl-C while a reply streams interrupts that reply only (back to the `> ` prompt);
-    at the prompt, or twice within `double_press` seconds, it cancels the run — whose state
-    is persisted with status `cancelled` (the caller exits with code 130; Ctrl-C stays
-    ignored after such a cancel).
+    def interrupt(self) -> str: ...  # "turn" (a reply was cut short) or "run" (cancelled)
+
+    def cancel(self) -> object: ...
+
+
+class CtrlC:
+    """What Ctrl-C does during a run — one policy for `awf run` and for `%awf` in a terminal
+    IPython: while a reply streams it interrupts that reply only (back to the `> ` prompt);
+    at the prompt, or twice within `double_press` seconds, it cancels the run.
+
+    Call it (in the event loop) once per press; `cancelled` says whether a press ended the
+    run.
+    """
+
+    def __init__(
+        self,
+        run: Interruptible,
+        on_reply_interrupted: Callable[[], None],
+        *,
+        double_press: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.run = run
+        self.on_reply_interrupted = on_reply_interrupted
+        self.double_press = double_press
+        self.clock = clock
+        self.cancelled = False
+        self._last_press = float("-inf")
+
+    def __call__(self) -> None:
+        pressed = self.clock()
+        twice = pressed - self._last_press < self.double_press
+        self._last_press = pressed
+        if twice:
+            self.run.cancel()
+            self.cancelled = True
+        elif self.run.interrupt() == "turn":
+            self.on_reply_interrupted()
+        else:
+            self.cancelled = True
+
+
+def run_in_terminal(runner: Runner, sink: TerminalSink, *, double_press: float = 1.0) -> RunState:
+    """Run to completion on a fresh event loop, with Ctrl-C handled the chat way (`CtrlC`).
+
+    A run cancelled from the keyboard is persisted with status `cancelled` (the caller
+    exits with code 130; Ctrl-C stays ignored after such a cancel).
     """
     import signal
-    import time
 
-    last_press = [float("-inf")]
+    ctrl_c = CtrlC(runner, sink.interrupted_turn, double_press=double_press)
     running_loop: list[asyncio.AbstractEventLoop] = []
-    cancelled_by_keyboard: list[bool] = []
-
-    def on_sigint() -> None:  # in the loop
-        pressed = time.monotonic()
-        twice = pressed - last_press[0] < double_press
-        last_press[0] = pressed
-        if twice:
-            runner.cancel()
-            cancelled_by_keyboard.append(True)
-        elif runner.interrupt() == "turn":
-            sink.interrupted_turn()
-        else:
-            cancelled_by_keyboard.append(True)
 
     def on_signal(_signum: int, _frame: object) -> None:  # between bytecodes, main thread
         if running_loop and not running_loop[0].is_closed():
-            running_loop[0].call_soon_threadsafe(on_sigint)
+            running_loop[0].call_soon_threadsafe(ctrl_c)
 
     async def main() -> RunState:
         loop = asyncio.get_running_loop()
@@ -390,7 +421,7 @@ def run_in_terminal(runner: Runner, sink: TerminalSink, *, double_press: float =
     finally:
         if swapped:  # None: a handler set outside Python; Python's default stands in
             restored = previous_sigint or signal.default_int_handler
-            signal.signal(signal.SIGINT, signal.SIG_IGN if cancelled_by_keyboard else restored)
+            signal.signal(signal.SIGINT, signal.SIG_IGN if ctrl_c.cancelled else restored)
         _restore_terminal(terminal_state)
 
 

@@ -2,11 +2,13 @@
 
 Shown as `text/vnd.mermaid`, which JupyterLab (4.1 and later) renders itself, offline, with
 the Mermaid text as the plain-text fallback (what a saved notebook keeps for other
-viewers). `--format svg` draws with Graphviz instead; `--format dot` shows the DOT text.
+viewers). `--format svg` (or png, pdf) draws with Graphviz instead; `--format dot` shows the DOT
+text; `-o FILE` writes the file, as `awf diagram` does.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -29,7 +31,10 @@ def diagram_bundle(
     drawing = diagram(
         workflow, format=format, direction=direction, highlight=highlight, marks=marks
     )
-    assert isinstance(drawing, str)
+    if isinstance(drawing, bytes):  # png or pdf, drawn by Graphviz
+        mime = "image/png" if format == "png" else "application/pdf"
+        text = f"<{format} diagram of {workflow.name}>"
+        return {mime: base64.b64encode(drawing).decode("ascii"), "text/plain": text}
     if format == "mermaid":
         return {MERMAID_MIME: drawing, "text/plain": drawing}
     if format == "svg":

@@ -345,3 +345,26 @@ def test_provider_error_fails_the_cell_and_shows_in_the_panel(awf_kernel: Kernel
     # all_text leaves out the cell's error message: this is the panel's own copy.
     assert "the model is on fire" in all_text(awf_kernel), awf_kernel.describe()
     assert any("failed" in text for text in awf_kernel.texts("awf-status"))
+
+
+# ---------------------------------------------------------------------------- awf_nb.arun()
+
+
+@pytest.mark.parametrize("kernel_python", ["7.4"], indirect=True)
+def test_arun_in_a_notebook_shows_the_panel_unless_told_not_to(
+    awf_kernel: KernelSession, kernel_python: Any
+) -> None:
+    code = f"import awf_nb\nr = await awf_nb.arun({NO_INPUT_WORKFLOW!r})\nprint(r.status)"
+    outcome = awf_kernel.execute(code, timeout=CELL_SECONDS)
+
+    assert outcome.status == "ok", failure(awf_kernel, outcome)
+    assert outcome.stdout.split() == ["completed"]
+    assert len(awf_kernel.find_widgets(css_class="awf-panel")) == 1, awf_kernel.describe()
+    assert any("completed" in text for text in awf_kernel.texts("awf-status"))
+
+    hidden = f"r = await awf_nb.arun({NO_INPUT_WORKFLOW!r}, show=False)\nprint(r.status)"
+    outcome = awf_kernel.execute(hidden, timeout=CELL_SECONDS)
+
+    assert outcome.status == "ok", failure(awf_kernel, outcome)
+    assert outcome.stdout.split() == ["completed"]
+    assert len(awf_kernel.find_widgets(css_class="awf-panel")) == 1, "a second panel was drawn"

@@ -18,7 +18,8 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 
 from awf_nb.api import RunResult
-from awf_nb.frontends.notebook.magic import AwfCellError, RunHandle, expand_braces
+from awf_nb.frontends.notebook.handle import AwfCellError, RunHandle
+from awf_nb.frontends.notebook.parsers import expand_braces
 
 ROOT = Path(__file__).resolve().parents[3]
 

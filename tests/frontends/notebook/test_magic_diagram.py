@@ -52,3 +52,22 @@ def test_unknown_highlight_is_a_clear_error(shell: InteractiveShell, shown: list
     result = shell.run_cell("%awf diagram pic.yaml --highlight helo", store_history=False)
     assert not result.success
     assert 'no step "helo" (did you mean "hello"?)' in str(result.error_in_exec)
+
+
+def test_line_magic_shows_a_png_drawn_by_graphviz(shell: InteractiveShell, shown: list[Any]) -> None:
+    import base64
+
+    result = shell.run_cell("%awf diagram pic.yaml --format png", store_history=False)
+    assert result.success, result.error_in_exec
+    (bundle,) = shown
+    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
+    assert bundle["text/plain"] == "<png diagram of pic>"
+
+
+def test_line_magic_writes_a_file_with_o_like_the_cli(
+    shell: InteractiveShell, shown: list[Any], tmp_path: Path
+) -> None:
+    result = shell.run_cell("%awf diagram pic.yaml -o pic.mmd", store_history=False)
+    assert result.success, result.error_in_exec
+    assert shown == []
+    assert (tmp_path / "pic.mmd").read_text().startswith("flowchart TB")

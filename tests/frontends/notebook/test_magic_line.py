@@ -9,7 +9,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 
-from awf_nb.frontends.notebook.magic import AwfCellError
+from awf_nb.frontends.notebook.handle import AwfCellError
 
 GOOD = """\
 name: good
@@ -65,6 +65,19 @@ def test_run_a_workflow_by_name(ip: InteractiveShell, capsys) -> None:
     assert outcome.success, outcome.error_in_exec
     assert ip.user_ns["h"].result().state.message == "hi from good"
     assert "hi from good" in capsys.readouterr().out
+
+
+def test_run_with_json_and_silent_output_prints_only_the_final_state(
+    ip: InteractiveShell, capsys
+) -> None:
+    import json
+
+    outcome = line(ip, "%awf run good --output silent --json")
+
+    assert outcome.success, outcome.error_in_exec
+    state = json.loads(capsys.readouterr().out)
+    assert state["status"] == "completed"
+    assert state["steps"]["hi"]["output"].strip() == "hi from good"
 
 
 def test_run_a_workflow_file_inside_other_code(ip: InteractiveShell) -> None:
@@ -146,7 +159,7 @@ def test_status_of_an_unknown_run(ip: InteractiveShell) -> None:
     [
         ("%awf", "choose a command"),
         ("%awf frobnicate", "invalid choice: 'frobnicate'"),
-        ("%awf validate", "the following arguments are required: FILE"),
+        ("%awf validate", "the following arguments are required: WORKFLOW"),
         ("%awf history -n many", "invalid int value"),
     ],
 )

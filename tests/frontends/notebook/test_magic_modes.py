@@ -1,6 +1,6 @@
 """Run modes: the cell transformer, the mode choice, and the panel driven through the magic.
 
-A kernel is emulated where it matters: `uses_panel` and `kernel_version` are patched so the
+A kernel is emulated where it matters: `in_kernel` and `kernel_version` are patched so the
 magic draws the widget panel and decides as it would on ipykernel 6.29 or 7.4. Clicks come
 from another thread, as ipykernel 7 subshells deliver them.
 """
@@ -16,14 +16,16 @@ import pytest
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 
 from awf_nb.api import load
+from awf_nb.frontends import connect
+from awf_nb.frontends.notebook import handle as handle_module
 from awf_nb.frontends.notebook import magic
-from awf_nb.frontends.notebook.magic import (
+from awf_nb.frontends.notebook.run_mode import (
     choose_run_mode,
     is_headless,
-    make_transformer,
     parse_version,
     workflow_needs_input,
 )
+from awf_nb.frontends.notebook.transformer import make_transformer
 from tests.support.waiting import wait_until
 
 CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
@@ -130,7 +132,7 @@ def test_the_transformer_rewrites_awf_cells_into_one_await() -> None:
     compile(code, "<cell>", "exec", flags=0x2000)  # PyCF_ALLOW_TOP_LEVEL_AWAIT
 
     assert transform(["%awf run hello -i a=1\n"]) == [
-        'await __import__("awf_nb.frontends.notebook.magic", fromlist=["run_cell"])'
+        'await __import__("awf_nb.frontends.notebook.transformer", fromlist=["run_cell"])'
         ".run_line('run hello -i a=1')\n"
     ]
     assert transform(["# a comment\n", "%awf resume 2026-abc\n", "\n"])[0].endswith(
@@ -186,7 +188,7 @@ def ip(
 
 
 def as_kernel(monkeypatch: pytest.MonkeyPatch, version: tuple[int, ...]) -> None:
-    monkeypatch.setattr(magic, "uses_panel", lambda shell: True)
+    monkeypatch.setattr(connect, "in_kernel", lambda shell=None: True)
     monkeypatch.setattr(magic, "kernel_version", lambda shell: version)
 
 
@@ -212,13 +214,13 @@ def person_in_another_thread(ip: InteractiveShell, messages: list[str]) -> threa
             wait_until(lambda: "talk" in panel._sections, "the step to start")
             section = panel._sections["talk"]
             for message in messages:
-                wait_until(lambda: not panel.send_button.disabled, "the prompt")
-                panel.text.value = message
-                panel.send_button._handle_msg(CLICK)
+                wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
+                panel.input.text.value = message
+                panel.input.send_button._handle_msg(CLICK)
                 shown = lambda m=message: any(c.value == m for c in section.body.children)  # noqa: E731
                 wait_until(shown, "the message in the chat")
-            wait_until(lambda: not panel.end_button.disabled, "the last prompt")
-            panel.end_button._handle_msg(CLICK)
+            wait_until(lambda: not panel.input.end_button.disabled, "the last prompt")
+            panel.input.end_button._handle_msg(CLICK)
         except BaseException as exc:  # reported by the test
             errors.append(exc)
             give_up(ip)
@@ -258,7 +260,7 @@ def test_on_ipykernel_6_a_conversation_runs_in_the_background(
     handle = ip.user_ns["chat"]
     assert not handle.done()  # the cell returned at once
     assert any("await chat" in w.value for w in handle.panel.notes.children)
-    assert handle.task in magic._RUNNING  # a strong reference keeps it alive
+    assert handle.task in handle_module._RUNNING  # a strong reference keeps it alive
     person = person_in_another_thread(ip, ["more"])
     outcome = cell(ip, "result = await chat")
     person.join(timeout=WAIT_SECONDS)
@@ -266,7 +268,7 @@ def test_on_ipykernel_6_a_conversation_runs_in_the_background(
     assert not person.errors, person.errors  # type: ignore[attr-defined]
     assert outcome.success, outcome.error_in_exec
     assert ip.user_ns["result"].steps["talk"].conversation.total_turns == 2
-    assert handle.task not in magic._RUNNING
+    assert handle.task not in handle_module._RUNNING
 
 
 @pytest.mark.parametrize("line", ["--reply ''", "--no-interactive"])
@@ -305,8 +307,8 @@ def test_stop_at_the_prompt_cancels_an_awaiting_run(
         try:
             wait_until(lambda: "chat" in ip.user_ns, "the handle")
             panel = ip.user_ns["chat"].panel
-            wait_until(lambda: not panel.send_button.disabled, "the prompt")
-            panel.stop_button._handle_msg(CLICK)
+            wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
+            panel.input.stop_button._handle_msg(CLICK)
         except AssertionError:
             give_up(ip)  # the assertions below then report what went wrong
 
@@ -343,7 +345,7 @@ def test_headless_panel_runs_show_the_summary(
     panel = ip.user_ns["chat"].panel
     assert "awf run panel: chat" in capsys.readouterr().out  # the panel's text form
     assert panel.summary is not None and panel.summary.status == "completed"
-    assert panel.controls not in panel.widget.children
+    assert panel.input.widget not in panel.widget.children
 
 
 async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveShell) -> None:
@@ -358,7 +360,7 @@ async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveS
     magics = magic.AwfMagics(shell)
     cell_task = asyncio.create_task(magics._run_async(handle, "await"))
     async with asyncio.timeout(WAIT_SECONDS):
-        while panel.send_button.disabled:
+        while panel.input.send_button.disabled:
             await asyncio.sleep(0.01)
 
     cell_task.cancel()  # what ipykernel does to an awaiting cell on an interrupt

@@ -11,8 +11,9 @@ import pytest
 
 from awf_nb.api import load, prepare_run
 from awf_nb.engine import events as ev
-from awf_nb.frontends.notebook.magic import AwfCellError, RunHandle
-from awf_nb.frontends.notebook.panel import RunPanel, clean_output, render_markdown
+from awf_nb.frontends.notebook.handle import AwfCellError, RunHandle
+from awf_nb.frontends.notebook.panel import RunPanel
+from awf_nb.frontends.notebook.panel_items import clean_output, render_markdown
 from awf_nb.frontends.notebook.reader import WidgetReader
 from tests.support.waiting import until
 
@@ -84,14 +85,14 @@ def find(widget: widgets.Widget, kind: type) -> list[Any]:
 async def test_a_conversation_driven_only_by_clicks_completes() -> None:
     panel, handle = start(conversation(["Hi! What next?", "Noted: *two*.", "unused"]))
 
-    await until(lambda: not panel.send_button.disabled, "the first prompt")
-    type_into(panel.text, "Remember two things")
-    assert panel.text.value == "Remember two things"
-    click(panel.send_button)
+    await until(lambda: not panel.input.send_button.disabled, "the first prompt")
+    type_into(panel.input.text, "Remember two things")
+    assert panel.input.text.value == "Remember two things"
+    click(panel.input.send_button)
     await until(lambda: len(bubbles(panel)) == 4, "the message and its reply")
-    assert panel.text.value == ""
-    await until(lambda: not panel.send_button.disabled, "the second prompt")
-    click(panel.end_button)
+    assert panel.input.text.value == ""
+    await until(lambda: not panel.input.send_button.disabled, "the second prompt")
+    click(panel.input.end_button)
     result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
 
     assert result.ok and result.state.message == "2 replies"
@@ -101,7 +102,7 @@ async def test_a_conversation_driven_only_by_clicks_completes() -> None:
     assert shown[2][1] == "Remember two things"
     assert shown[3][1] == "<p>Noted: <em>two</em>.</p>\n"
     assert "completed" in panel.status.value
-    assert panel.controls not in panel.widget.children
+    assert panel.input.widget not in panel.widget.children
     summary = panel.widget.children[-1]
     assert "awf-summary" in summary._dom_classes and "2 replies" in summary.value
 
@@ -112,7 +113,7 @@ async def test_the_panel_has_the_widgets_the_browser_tests_rely_on() -> None:
     assert "awf-panel" in panel.widget._dom_classes
     assert "awf-status" in panel.status._dom_classes
     textareas = find(panel.widget, widgets.Textarea)
-    assert textareas == [panel.text]
+    assert textareas == [panel.input.text]
     assert [b.description for b in find(panel.widget, widgets.Button)] == [
         "Send",
         "End conversation",
@@ -125,37 +126,37 @@ async def test_the_panel_has_the_widgets_the_browser_tests_rely_on() -> None:
 
 async def test_send_with_an_empty_box_sends_nothing() -> None:
     panel, handle = start(conversation(["a", "b"]))
-    await until(lambda: not panel.send_button.disabled, "the prompt")
+    await until(lambda: not panel.input.send_button.disabled, "the prompt")
 
-    type_into(panel.text, "   ")
-    click(panel.send_button)
+    type_into(panel.input.text, "   ")
+    click(panel.input.send_button)
     await until(lambda: any("Type a message" in n.value for n in panel.notes.children), "hint")
 
-    assert not panel.send_button.disabled  # still waiting for a message
+    assert not panel.input.send_button.disabled  # still waiting for a message
     assert handle.state.steps["talk"].conversation.total_turns == 1
-    click(panel.end_button)
+    click(panel.input.end_button)
     assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
 
 
 async def test_stop_during_a_reply_interrupts_it_and_returns_to_the_prompt() -> None:
     long_reply = " ".join(["streaming"] * 200)
     panel, handle = start(conversation(["short", long_reply, "after the stop"], delay_ms=10))
-    await until(lambda: not panel.send_button.disabled, "the first prompt")
-    type_into(panel.text, "go on")
-    click(panel.send_button)
+    await until(lambda: not panel.input.send_button.disabled, "the first prompt")
+    type_into(panel.input.text, "go on")
+    click(panel.input.send_button)
     await until(lambda: "streaming" in panel._sections["talk"].body.children[-1].value, "text")
 
-    click(panel.stop_button)
-    await until(lambda: not panel.send_button.disabled, "the prompt after the stop")
+    click(panel.input.stop_button)
+    await until(lambda: not panel.input.send_button.disabled, "the prompt after the stop")
 
     assert not handle.done()
     last = bubbles(panel)[-1]
     assert last[0] == "awf-assistant" and "reply interrupted" in last[1]
     assert last[1].count("streaming") < 200
-    type_into(panel.text, "and now?")
-    click(panel.send_button)
+    type_into(panel.input.text, "and now?")
+    click(panel.input.send_button)
     await until(lambda: "after the stop" in bubbles(panel)[-1][1], "the next reply")
-    click(panel.end_button)
+    click(panel.input.end_button)
     result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
     turns = result.steps["talk"].conversation.turns
     assert [t.interrupted for t in turns if t.role == "assistant"] == [False, True, False]
@@ -163,20 +164,20 @@ async def test_stop_during_a_reply_interrupts_it_and_returns_to_the_prompt() -> 
 
 async def test_stop_at_the_prompt_cancels_the_run() -> None:
     panel, handle = start(conversation(["a", "b"]))
-    await until(lambda: not panel.send_button.disabled, "the prompt")
+    await until(lambda: not panel.input.send_button.disabled, "the prompt")
 
-    click(panel.stop_button)
+    click(panel.input.stop_button)
     await asyncio.wait_for(asyncio.wait({handle.task}), WAIT_SECONDS)
 
     assert handle.state.status == "cancelled"
     with pytest.raises(AwfCellError, match="was cancelled; continue it with %awf resume"):
         handle.result()
     assert "cancelled" in panel.status.value
-    assert panel.controls not in panel.widget.children
+    assert panel.input.widget not in panel.widget.children
     # A late click does nothing: no message is taken, nothing on the panel changes.
     shown = (panel.status.value, tuple(panel.widget.children))
     transcript = [t.content for t in handle.state.steps["talk"].conversation.turns]
-    click(panel.send_button)
+    click(panel.input.send_button)
     await asyncio.sleep(0.01)
     assert (panel.status.value, tuple(panel.widget.children)) == shown
     assert [t.content for t in handle.state.steps["talk"].conversation.turns] == transcript
@@ -185,15 +186,15 @@ async def test_stop_at_the_prompt_cancels_the_run() -> None:
 
 async def test_clicks_from_another_thread_reach_the_run() -> None:
     panel, handle = start(conversation(["a", "b"]))
-    await until(lambda: not panel.send_button.disabled, "the prompt")
+    await until(lambda: not panel.input.send_button.disabled, "the prompt")
 
     def person() -> None:
-        panel.text.value = "from a thread"
-        click(panel.send_button)
+        panel.input.text.value = "from a thread"
+        click(panel.input.send_button)
 
     await asyncio.to_thread(person)
     await until(lambda: bubbles(panel)[-1][1] == "<p>b</p>\n", "the reply")
-    await asyncio.to_thread(click, panel.end_button)
+    await asyncio.to_thread(click, panel.input.end_button)
     assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
 
 
@@ -237,7 +238,7 @@ states:
 
 
 async def test_long_command_output_is_split_and_the_oldest_parts_dropped(monkeypatch) -> None:
-    from awf_nb.frontends.notebook import panel as panel_module
+    from awf_nb.frontends.notebook import panel_items as panel_module
 
     monkeypatch.setattr(panel_module, "OUTPUT_CHUNK_CHARS", 100)
     monkeypatch.setattr(panel_module, "MAX_OUTPUT_CHUNKS", 3)
@@ -319,17 +320,17 @@ def test_clean_output() -> None:
 async def test_text_arriving_just_after_the_click_is_still_sent() -> None:
     # ipykernel 7 may handle the box's update and the click on different threads.
     panel, handle = start(conversation(["a", "b"], delay_ms=200))
-    await until(lambda: not panel.send_button.disabled, "the prompt")
+    await until(lambda: not panel.input.send_button.disabled, "the prompt")
 
-    click(panel.send_button)
+    click(panel.input.send_button)
     # No second click while it is being sent (the reply then streams for a while).
-    await until(lambda: panel.send_button.disabled, "Send disabled while sending")
-    click(panel.end_button)  # ignored: the button is disabled
-    type_into(panel.text, "late text")
+    await until(lambda: panel.input.send_button.disabled, "Send disabled while sending")
+    click(panel.input.end_button)  # ignored: the button is disabled
+    type_into(panel.input.text, "late text")
     await until(lambda: "late text" in [v for _, v in bubbles(panel)], "the late message")
 
-    await until(lambda: not panel.end_button.disabled, "the next prompt")
-    click(panel.end_button)
+    await until(lambda: not panel.input.end_button.disabled, "the next prompt")
+    click(panel.input.end_button)
     assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
 
 
@@ -337,22 +338,22 @@ async def test_a_text_box_reaches_the_kernel_once_then_a_fresh_one_takes_its_pla
     # The browser sends a widget's next change only after an idle status for the previous
     # one, which ipykernel 7.4 does not send while a cell awaits: so every box syncs once.
     panel, handle = start(conversation(["a", "b"]))
-    await until(lambda: not panel.send_button.disabled, "the prompt")
-    first = panel.text
+    await until(lambda: not panel.input.send_button.disabled, "the prompt")
+    first = panel.input.text
 
     type_into(first, "half a thought")
-    await until(lambda: panel.text is not first, "a fresh box")
+    await until(lambda: panel.input.text is not first, "a fresh box")
 
-    assert panel.text.value == "half a thought"
+    assert panel.input.text.value == "half a thought"
     assert first.comm is None  # closed: its view goes away
-    assert panel.text_holder.children == (panel.text,)
-    assert panel.controls.children[0] is panel.text_holder  # the button row is untouched
-    second = panel.text
+    assert panel.input.text_holder.children == (panel.input.text,)
+    assert panel.input.widget.children[0] is panel.input.text_holder  # the button row is untouched
+    second = panel.input.text
     type_into(second, "half a thought, finished")
-    await until(lambda: panel.text is not second, "another fresh box")
-    click(panel.send_button)
+    await until(lambda: panel.input.text is not second, "another fresh box")
+    click(panel.input.send_button)
     await until(lambda: "half a thought, finished" in [v for _, v in bubbles(panel)], "sent")
-    assert panel.text.value == ""
-    await until(lambda: not panel.end_button.disabled, "the next prompt")
-    click(panel.end_button)
+    assert panel.input.text.value == ""
+    await until(lambda: not panel.input.end_button.disabled, "the next prompt")
+    click(panel.input.end_button)
     assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok

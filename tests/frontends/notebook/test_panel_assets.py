@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from awf_nb.frontends.notebook import panel
+from awf_nb.frontends.notebook import panel_items as panel
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -1,0 +1,217 @@
+"""What a notebook run gives the person: its `RunHandle`, and `AwfCellError` for a run that
+failed (one short red paragraph instead of a traceback).
+
+`%%awf --out chat` binds `chat` to the handle: `await chat` gives the `RunResult`,
+`chat.result()`, `chat.cancel()`, `chat.state`; displayed, it shows the run's summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from awf_nb.errors import AwfError
+from awf_nb.frontends.notebook.summary import esc
+
+if TYPE_CHECKING:
+    from awf_nb.api import RunResult
+    from awf_nb.engine.run import Runner
+    from awf_nb.engine.state import RunState
+    from awf_nb.engine.summary import RunSummary
+    from awf_nb.frontends.notebook.panel import RunPanel
+
+__all__ = ["DEFAULT_HANDLE", "AwfCellError", "RunHandle", "cell_error"]
+
+DEFAULT_HANDLE = "_awf"
+
+# Background runs: the event loop keeps only weak references to tasks.
+_RUNNING: set[asyncio.Task[Any]] = set()
+
+
+class AwfCellError(Exception):
+    """A workflow or provider error, shown as one short red paragraph instead of a traceback.
+
+    The cell still fails (so nbval, nbclient and papermill notice). `result` is the
+    `RunResult` of a run that failed or was cancelled, when there is one.
+    """
+
+    def __init__(self, message: str, *, result: RunResult | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.result = result
+
+    def _render_traceback_(self) -> list[str]:
+        lines = self.message.splitlines() or [""]
+        return [f"\x1b[0;31m{lines[0]}\x1b[0m", *lines[1:]]
+
+
+def cell_error(err: AwfError) -> AwfCellError:
+    return AwfCellError(str(err))
+
+
+class RunHandle:
+    """A run started from a cell. `await h` -> RunResult; `h.result()`, `h.cancel()`.
+
+    A failed or cancelled run raises `AwfCellError` from `await h` and `h.result()` (its
+    `result` attribute holds the RunResult); `h.state` is the live `RunState` at any time.
+    """
+
+    def __init__(self, runner: Runner, *, panel: RunPanel | None = None, name: str = "") -> None:
+        self.runner = runner
+        self.panel = panel
+        self.name = name or DEFAULT_HANDLE
+        self.task: asyncio.Task[RunResult] | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.runner.run_id
+
+    @property
+    def workflow(self) -> str:
+        return self.runner.workflow.name
+
+    @property
+    def state(self) -> RunState:
+        return self.runner.state
+
+    @property
+    def status(self) -> str:
+        return self.runner.state.status
+
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Schedule the run on `loop` (default: the running loop, else IPython's)."""
+        if self.task is not None:
+            return
+        if loop is None:
+            loop = _current_loop()
+        self.task = loop.create_task(self._drive(), name=f"awf run {self.run_id}")
+        _RUNNING.add(self.task)
+        self.task.add_done_callback(_forget)
+
+    async def _drive(self) -> RunResult:
+        from awf_nb.api import RunResult
+        from awf_nb.frontends.notebook.reader import WidgetReader
+
+        loop = asyncio.get_running_loop()
+        reader = self.runner.config.reader
+        if isinstance(reader, WidgetReader):
+            reader.bind(loop)
+        if self.panel is not None:
+            self.panel.attach(
+                reader=reader if isinstance(reader, WidgetReader) else None,
+                stop=self.runner.interrupt,
+                loop=loop,
+            )
+        try:
+            return RunResult(await self.runner.execute())
+        except AwfError as exc:  # the run could not start (e.g. its storage is unwritable)
+            self._show_failure(str(exc))
+            raise
+        except Exception as exc:
+            self._show_failure(f"internal error: {type(exc).__name__}: {exc}")
+            raise
+
+    def _show_failure(self, message: str) -> None:
+        if self.panel is not None:
+            self.panel.abort(message)
+
+    def done(self) -> bool:
+        return self.task is not None and self.task.done()
+
+    def cancel(self) -> bool:
+        """Cancel the run (its state is kept: `%awf resume RUN_ID` continues it)."""
+        if self.task is None or self.task.done():
+            return False
+        # The run executes inside this task, so cancelling it is `Runner.cancel()` — and also
+        # works before the run has reached its first step.
+        self.task.cancel()
+        return True
+
+    def interrupt(self) -> str:
+        """Like the Stop button: interrupt the reply being streamed, else cancel the run."""
+        return self.runner.interrupt()
+
+    def result(self) -> RunResult:
+        """The RunResult of a finished run; a clear error while it runs or when it failed."""
+        task = self.task
+        if task is None or not task.done():
+            raise AwfCellError(
+                f"run {self.run_id} of {self.workflow} is still running; "
+                f"`await {self.name}` waits for it, `{self.name}.cancel()` stops it"
+            )
+        if task.cancelled():
+            raise AwfCellError(
+                f"run {self.run_id} of {self.workflow} was cancelled; "
+                f"continue it with %awf resume {self.run_id}",
+                result=self._partial_result(),
+            )
+        error = task.exception()
+        if isinstance(error, AwfError):
+            raise cell_error(error) from error
+        if error is not None:
+            raise error
+        result = task.result()
+        if not result.ok:
+            raise AwfCellError(_failure_message(result), result=result)
+        return result
+
+    def _partial_result(self) -> RunResult:
+        from awf_nb.api import RunResult
+
+        return RunResult(self.runner.state)
+
+    async def wait(self) -> RunResult:
+        """Wait for the end of the run (not cancelled if this wait is), then `result()`."""
+        if self.task is None:
+            raise AwfCellError(f"run {self.run_id} of {self.workflow} was never started")
+        await asyncio.wait({self.task})
+        return self.result()
+
+    def __await__(self) -> Any:
+        return self.wait().__await__()
+
+    # --- display ------------------------------------------------------------------------------
+
+    def summary(self) -> RunSummary:
+        from awf_nb.engine.summary import RunSummary
+
+        return RunSummary.from_state(self.runner.state)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        if not self.done():
+            text = repr(self)
+            return {"text/plain": text, "text/html": f"<code>{esc(text)}</code>"}
+        from awf_nb.frontends.notebook.summary import summary_html, summary_text
+
+        summary = self.summary()
+        return {"text/plain": summary_text(summary), "text/html": summary_html(summary)}
+
+    def __repr__(self) -> str:
+        step = self.runner.state.current_step
+        where = f" at step {step}" if step and not self.done() else ""
+        return f"<awf run {self.workflow}: {self.status}{where} (run {self.run_id})>"
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    _RUNNING.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved here; `result()` re-raises it for the person
+
+
+def _failure_message(result: RunResult) -> str:
+    state = result.state
+    what = "was cancelled" if state.status == "cancelled" else f"failed: {state.error}"
+    return (
+        f"workflow {state.workflow_name} {what}\n"
+        f"(run {state.run_id}; continue it with %awf resume {state.run_id})"
+    )
+
+
+def _current_loop() -> asyncio.AbstractEventLoop:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        from IPython.core.async_helpers import get_asyncio_loop
+
+        return get_asyncio_loop()
