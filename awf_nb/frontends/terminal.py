@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 OutputMode = Literal["streaming", "buffered", "silent"]
 
+# How long streamed reply text may wait in stdout's buffer: well under what a person notices
+# (the aim is <= 50 ms from byte to screen), long enough to write a burst of tokens at once.
+STREAM_FLUSH_DELAY = 0.02
+
 
 class _Style:
     def __init__(self, enabled: bool) -> None:
@@ -86,6 +90,7 @@ class TerminalSink:
         self.style = _Style(_use_color(self.err) if color is None else color)
         self.out_style = _Style(_use_color(self.out) if color is None else color)
         self._at_line_start = True
+        self._flush_timer: asyncio.TimerHandle | None = None
 
     # --- low-level writes -------------------------------------------------------------------
 
@@ -93,14 +98,38 @@ class TerminalSink:
         if not text:
             return
         self.out.write(text)
-        self.out.flush()
+        self._flush_out()
         self._at_line_start = text.endswith("\n")
+
+    def _write_streamed(self, text: str) -> None:
+        """Reply text as it streams: buffered, and flushed within STREAM_FLUSH_DELAY (one
+        system call per burst of tokens instead of one per token)."""
+        if not text:
+            return
+        self.out.write(text)
+        self._at_line_start = text.endswith("\n")
+        if self._flush_timer is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.out.flush()
+            return
+        self._flush_timer = loop.call_later(STREAM_FLUSH_DELAY, self._flush_out)
+
+    def _flush_out(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        self.out.flush()
 
     def _end_line(self) -> None:
         if not self._at_line_start:
             self._write_out("\n")
 
     def _note(self, text: str) -> None:
+        if self._flush_timer is not None:
+            self._flush_out()
         self._end_line()
         self.err.write(text + "\n")
         self.err.flush()
@@ -110,8 +139,10 @@ class TerminalSink:
     def emit(self, event: ev.RunEvent) -> None:
         if type(event) is ev.AgentText:  # the hot path: once per streamed token
             if self.mode == "streaming":
-                self._write_out(safe(event.text))
+                self._write_streamed(safe(event.text))
             return
+        if self._flush_timer is not None:  # streamed text first, then what follows it
+            self._flush_out()
         s = self.style
         silent = self.mode == "silent"
         match event:

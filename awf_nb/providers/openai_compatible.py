@@ -310,13 +310,21 @@ class _StreamReader:
         decoder = SSEDecoder()
         stream = response.aiter_bytes()
         try:
-            async for data in _sse_events(stream, decoder):
-                if data.strip() == "[DONE]":
-                    done = True
+            # The events of one network read become at most one TextDelta each between
+            # other events: a fast server sends dozens of tokens per read, and every event
+            # costs the engine and the frontends the same whatever its length.
+            async for datas in _sse_reads(stream, decoder):
+                events: list[ProviderEvent] = []
+                for data in datas:
+                    if data.strip() == "[DONE]":
+                        done = True
+                        break
+                    if data.strip():
+                        events.extend(self._chunk_events(self._decode(data)))
+                for event in _merge_text(events):
+                    yield event
+                if done:
                     break
-                if data.strip():
-                    for event in self._chunk_events(self._decode(data)):
-                        yield event
             if done:
                 await _drain(stream)
         except LineTooLong as exc:
@@ -415,13 +423,32 @@ class _StreamReader:
         return events
 
 
-async def _sse_events(stream: AsyncIterator[bytes], decoder: SSEDecoder) -> AsyncIterator[str]:
-    """The data of each server-sent event, as the bytes arrive."""
+async def _sse_reads(stream: AsyncIterator[bytes], decoder: SSEDecoder) -> AsyncIterator[list[str]]:
+    """The data of the server-sent events completed by each network read, as they arrive."""
     async for chunk in stream:
-        for data in decoder.feed(chunk):
-            yield data
-    for data in decoder.end():
-        yield data
+        if datas := decoder.feed(chunk):
+            yield datas
+    if datas := decoder.end():
+        yield datas
+
+
+def _merge_text(events: list[ProviderEvent]) -> list[ProviderEvent]:
+    """Consecutive `TextDelta`s joined into one (other events keep their place)."""
+    if len(events) < 2:
+        return events
+    merged: list[ProviderEvent] = []
+    texts: list[str] = []
+    for event in events:
+        if type(event) is TextDelta:
+            texts.append(event.text)
+            continue
+        if texts:
+            merged.append(TextDelta("".join(texts)))
+            texts = []
+        merged.append(event)
+    if texts:
+        merged.append(TextDelta("".join(texts)))
+    return merged
 
 
 async def _drain(stream: AsyncIterator[Any]) -> None:

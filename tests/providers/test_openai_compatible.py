@@ -104,6 +104,31 @@ async def test_streams_deltas_then_usage_then_final(
     assert events[5:] == [Final("The answer is 42.")]
 
 
+async def test_events_arriving_in_one_read_become_one_text_delta(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    """A fast server packs many events into one network read: the engine gets their text
+    as one delta (per-event costs are paid once), in order; other events are kept."""
+
+    def event(delta: dict[str, Any]) -> str:
+        chunk = {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        return f"data: {json.dumps(chunk)}\n\n"
+
+    words = [f" w{i}" for i in range(40)]
+    call = {"tool_calls": [{"index": 0, "function": {"name": "search", "arguments": "{}"}}]}
+    raw = "".join(event({"content": w}) for w in words[:20]) + event(call)
+    raw += "".join(event({"content": w}) for w in words[20:]) + "data: [DONE]\n\n"
+    openai_server.script(Reply(raw=raw))
+
+    events = await collect(provider.stream(turn_for(openai_server)))
+
+    deltas = of_type(events, TextDelta)
+    assert "".join(d.text for d in deltas) == "".join(words)
+    assert len(deltas) < 10, "one delta per read, not one per event"
+    assert of_type(events, ToolUse) == [ToolUse("search", "{}")]
+    assert events[-1] == Final("".join(words))
+
+
 async def test_the_request_is_a_streamed_chat_completion(
     openai_server: OpenAIServer, provider: OpenAICompatibleProvider
 ) -> None:

@@ -31,6 +31,8 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
+from tests.support import stream_view
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENV_ROOT = REPO_ROOT / ".kernel-venvs"
 VENV_ROOT_ENV = "AWF_KERNEL_VENVS"
@@ -168,6 +170,18 @@ class WidgetModel:
 
     comm_id: str
     state: dict[str, Any] = field(default_factory=dict)
+    # A StreamHTML widget (streamed replies and output): what its view shows, kept from its
+    # custom messages the way its JavaScript keeps it.
+    streamed: tuple[str, str] | None = None
+
+    def update(self, state: dict[str, Any]) -> None:
+        self.state.update(state)
+        if self.streamed is not None and "value" in state:
+            self.streamed = (str(state["value"]), "")
+
+    def receive(self, message: dict[str, Any]) -> None:
+        if self.streamed is not None:
+            self.streamed = stream_view.apply(*self.streamed, message)
 
     @property
     def model_name(self) -> str:
@@ -179,6 +193,8 @@ class WidgetModel:
 
     @property
     def value(self) -> Any:
+        if self.streamed is not None:
+            return "".join(self.streamed)
         return self.state.get("value")
 
 
@@ -311,14 +327,17 @@ class KernelSession:
             if parent in self._sync_parents:
                 self._sync_done(self._sync_parents.pop(parent))
         elif kind == "comm_open" and content.get("target_name") == "jupyter.widget":
-            data = content.get("data", {})
-            self.widgets[content["comm_id"]] = WidgetModel(
-                content["comm_id"], dict(data.get("state", {}))
-            )
+            state = dict(content.get("data", {}).get("state", {}))
+            model = WidgetModel(content["comm_id"], state)
+            if "initial_tail" in state:  # a StreamHTML
+                model.streamed = (str(state.get("value", "")), str(state["initial_tail"]))
+            self.widgets[content["comm_id"]] = model
         elif kind == "comm_msg" and content["comm_id"] in self.widgets:
             data = content.get("data", {})
             if data.get("method") in ("update", "echo_update"):
-                self.widgets[content["comm_id"]].state.update(data.get("state", {}))
+                self.widgets[content["comm_id"]].update(data.get("state", {}))
+            elif data.get("method") == "custom":
+                self.widgets[content["comm_id"]].receive(data.get("content", {}))
         elif kind == "comm_close":
             self.widgets.pop(content["comm_id"], None)
 

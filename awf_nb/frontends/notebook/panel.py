@@ -72,6 +72,7 @@ class RunPanel:
         self.run_id = ""
         self.finished = False
         self.summary: RunSummary | None = None
+        self.display_handle: Any = None  # IPython's DisplayHandle once displayed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sections: dict[str, Section] = {}
         self._order: list[Section] = []
@@ -176,6 +177,7 @@ class RunPanel:
         self.show_error(message)
         self.close_controls()
         self._update_status()
+        self._save_static()
 
     # --- events -----------------------------------------------------------------------------
 
@@ -322,6 +324,17 @@ class RunPanel:
         self.widget.children = (*kept, summary)
         self._current_step = ""
         self._refresh_diagram()
+        self._save_static()
+
+    def _save_static(self) -> None:
+        """Put the static rendering of the run next to the widget in the cell's output."""
+        if self.display_handle is None:
+            return
+        from awf_nb.frontends.notebook.panel_static import static_html
+
+        bundle = dict(self.widget._repr_mimebundle_() or {})
+        bundle["text/html"] = static_html(self.widget)
+        self.display_handle.update(bundle, raw=True)
 
     def _refresh_diagram(self) -> None:
         """Redraw the workflow diagram with the run's progress, when it is shown."""
@@ -390,12 +403,15 @@ class RunPanel:
 
 
 def display_panel(panel: RunPanel) -> None:
-    """Show the panel in the current cell's output (with Enter-to-send when it asks)."""
+    """Show the panel in the current cell's output (with Enter-to-send when it asks).
+
+    The output gets a display id: when the run ends it is updated to carry a static HTML
+    rendering of the run too, for readers of the saved notebook (panel_static.py)."""
     from IPython.display import display
 
     if panel.interactive:
         display({"application/javascript": ENTER_TO_SEND_JS, "text/plain": ""}, raw=True)
-    display(panel.widget)
+    panel.display_handle = display(panel.widget, display_id=True)
 
 
 _HANDLERS: dict[type, Callable[[RunPanel, Any], None]] = {

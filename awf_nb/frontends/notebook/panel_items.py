@@ -18,6 +18,8 @@ from markdown_it import MarkdownIt
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.summary import STATUS_MARKS, format_duration
+from awf_nb.frontends.notebook.markdown_stream import BlockCutter
+from awf_nb.frontends.notebook.stream_view import StreamHTML
 from awf_nb.frontends.notebook.summary import esc
 
 OUTPUT_CHUNK_CHARS = 8_000  # a command's output is split into widgets of this size…
@@ -94,26 +96,38 @@ class HtmlMaker(Protocol):
     def html(self, value: str, *css_classes: str) -> widgets.HTML: ...
 
 
-class Reply:
-    """One assistant reply: one HTML widget, re-rendered at each flush until finished."""
+_WAITING = '<p class="awf-note">…</p>'
 
-    def __init__(self, widget: widgets.HTML) -> None:
+
+class Reply:
+    """One assistant reply: one `StreamHTML` widget. Each flush renders only what changed:
+    finished Markdown blocks are rendered once and appended, the open block is re-rendered
+    and sent as a diff; `finish` renders the whole reply once."""
+
+    def __init__(self, widget: StreamHTML) -> None:
         self.widget = widget
         self.parts: list[str] = []
         self.finished = False
-        self._sent = ""
+        self._text = ""
+        self._cutter = BlockCutter()
+        self._rendered_upto = 0  # the source text rendered into the sealed part
 
     @property
     def text(self) -> str:
-        return "".join(self.parts)
+        if len(self.parts) > 1:
+            self.parts[:] = ["".join(self.parts)]
+        return self.parts[0] if self.parts else ""
 
     def flush(self) -> bool:
         text = self.text
-        value = render_markdown(text) if text else '<p class="awf-note">…</p>'
-        if value == self._sent:
-            return False
-        self._sent = self.widget.value = value
-        return True
+        cut = self._cutter.cut(text)
+        append = ""
+        if cut > self._rendered_upto:
+            append = render_markdown(text[self._rendered_upto : cut])
+            self._rendered_upto = cut
+        rest = text[self._rendered_upto :]
+        tail = render_markdown(rest) if rest.strip() else ("" if text else _WAITING)
+        return self.widget.push(append, tail)
 
     def finish(self, text: str, interrupted: bool) -> None:
         if text:
@@ -124,44 +138,69 @@ class Reply:
             value += '<p class="awf-note">■ reply interrupted</p>'
         if not value:
             value = '<p class="awf-note">(empty reply)</p>'
-        if value != self._sent:
-            self._sent = self.widget.value = value
+        self.widget.finish(value)
 
 
 class Output:
-    """A command's output: `<pre>` widgets of at most OUTPUT_CHUNK_CHARS; only the last one
-    changes, so long outputs are not resent at every flush."""
+    """A command's output: `StreamHTML` `<pre>` widgets of about OUTPUT_CHUNK_CHARS each.
+    Complete lines are appended once; the line still being written is the tail. Only the
+    newest MAX_OUTPUT_CHUNKS widgets are kept."""
 
     def __init__(self, section: Section) -> None:
         self.section = section
-        self.chunks: list[widgets.HTML] = []
-        self.tail: list[tuple[str, str]] = []  # (stream, text) of the last chunk
-        self.tail_chars = 0
+        self.chunks: list[StreamHTML] = []
+        self.pending: list[tuple[str, str]] = []  # (stream, text) not flushed yet
+        self.line: list[tuple[str, str]] = []  # the line being written: (stream, text)
+        self.chunk_chars = 0
         self.dropped = 0
-        self._sent = ""
 
     def append(self, text: str, stream: str) -> None:
-        if self.tail and self.tail[-1][0] == stream:
-            self.tail[-1] = (stream, self.tail[-1][1] + text)
+        if self.pending and self.pending[-1][0] == stream:
+            self.pending[-1] = (stream, self.pending[-1][1] + text)
         else:
-            self.tail.append((stream, text))
-        self.tail_chars += len(text)
+            self.pending.append((stream, text))
 
     def flush(self) -> bool:
         if not self.chunks:
-            self.chunks.append(self.section.add_html("", "awf-output"))
-        value = "<pre>" + "".join(_pre_piece(stream, text) for stream, text in self.tail)
-        value += "</pre>"
-        changed = value != self._sent
-        if changed:
-            self._sent = self.chunks[-1].value = value
-        if self.tail_chars >= OUTPUT_CHUNK_CHARS:
+            self._new_chunk()
+        done: list[tuple[str, str]] = []
+        for stream, text in self.pending:
+            if self.line and self.line[-1][0] == stream:
+                text = self.line.pop()[1] + text
+            *complete, partial = text.split("\n")
+            if complete:
+                done.extend(self.line)
+                done.append((stream, "\n".join(complete) + "\n"))
+                self.line = []
+            if partial:
+                self.line.append((stream, partial))
+        self.pending = []
+        append = "".join(_pre_piece(stream, text) for stream, text in done)
+        tail = "".join(_pre_piece(stream, text) for stream, text in self.line)
+        changed = self.chunks[-1].push(append, tail)
+        self.chunk_chars += sum(len(text) for _, text in done)
+        if self.chunk_chars >= OUTPUT_CHUNK_CHARS:
             self._roll()
         return changed
 
+    def close(self) -> None:
+        """The step ended: the last widget keeps its whole text as its value."""
+        if self.pending:
+            self.flush()
+        if self.chunks:
+            self.chunks[-1].finish(self.chunks[-1].html)
+
+    def _new_chunk(self) -> None:
+        self.chunks.append(self.section.add_stream("awf-output", tag="pre"))
+        self.chunk_chars = 0
+
     def _roll(self) -> None:
-        self.tail, self.tail_chars, self._sent = [], 0, ""
-        self.chunks.append(self.section.add_html("", "awf-output"))
+        last = self.chunks[-1]
+        carried, last.tail = last.tail, ""
+        last.finish(last.sealed)
+        self._new_chunk()
+        if carried:
+            self.chunks[-1].push("", carried)
         if len(self.chunks) > MAX_OUTPUT_CHUNKS:
             oldest = self.chunks.pop(0)
             self.dropped += 1
@@ -212,11 +251,20 @@ class Section:
             self.body.children = (self._output_note, *self.body.children)
         self._output_note.value = esc(text)
 
+    def add_stream(self, css_class: str, *, tag: str = "div", tail: str = "") -> StreamHTML:
+        item = StreamHTML(
+            tag=tag, tail=tail, layout=self.maker.shared_layout, _dom_classes=(css_class,)
+        )
+        self.body.children = (*self.body.children, item)
+        return item
+
     def new_reply(self) -> Reply:
-        self.reply = Reply(self.add_html('<p class="awf-note">…</p>', "awf-assistant"))
+        self.reply = Reply(self.add_stream("awf-assistant", tail=_WAITING))
         return self.reply
 
     def finish(self, event: ev.StepFinished) -> None:
+        if self.output is not None:
+            self.output.close()
         extra = f" · {event.tokens} tokens" if event.tokens else ""
         mark = STATUS_MARKS.get(event.status, "·")
         word = "" if event.status == "completed" else f" · {event.status}"

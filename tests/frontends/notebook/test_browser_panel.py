@@ -128,7 +128,7 @@ class NotebookPage:
         return self.panel.get_by_role("button", name=name, exact=True)
 
     def assistant_bubbles(self) -> Any:
-        return self.panel.locator(".awf-assistant .widget-html-content")
+        return self.panel.locator(".awf-assistant .awf-stream")
 
     def user_bubbles(self) -> Any:
         return self.panel.locator(".awf-user .widget-html-content")

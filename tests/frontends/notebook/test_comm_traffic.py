@@ -175,3 +175,44 @@ states:
     later = traffic.comm_ids[finished_at:]
     assert len(later) > 0, "the second reply streamed through the comm"
     assert widget.comm.comm_id not in later, "the finished reply was sent again"
+
+
+def markdown_reply(tokens: int) -> list[str]:
+    """A long reply as a model streams it: paragraphs, lists and code, ~1 word per token."""
+    words: list[str] = []
+    for index in range(tokens):
+        if index % 60 == 59:
+            words.append("end.\n\n")
+        elif index % 400 == 120:
+            words.append("\n\n- a list item\n- another **item**\n\n")
+        elif index % 500 == 250:
+            words.append("\n\n```python\nprint('code')\n```\n\n")
+        else:
+            words.append(f"w{index % 97} " if index % 13 else "**bold** ")
+    return words
+
+
+@pytest.mark.parametrize("tokens", [1_000, 20_000])
+async def test_a_long_reply_costs_at_most_three_times_its_html(
+    traffic: Traffic, tokens: int
+) -> None:
+    """Sent while one reply streams (20 tokens per flush: 200 tokens/s at 10 Hz), widget
+    creation included: <= 3 x the final HTML + 20 KiB (the issue's budget), so O(n)."""
+    panel = RunPanel("long")
+    panel.emit(ev.RunStarted("r", "long"))
+    panel.emit(ev.StepStarted("r", "talk", "agent"))
+    start = traffic.mark()
+    panel.emit(ev.TurnStarted("r", "talk", 1))
+    words = markdown_reply(tokens)
+    for index, word in enumerate(words, 1):
+        panel.emit(ev.AgentText("r", "talk", word))
+        if index % 20 == 0:
+            panel.flush()
+    panel.emit(ev.TurnFinished("r", "talk", 1, tokens=tokens, duration=1.0, text="".join(words)))
+
+    sent = sum(size for _, size in traffic.since(start))
+    final_html = panel._sections["talk"].body.children[-1].value
+    print(
+        f"\n{tokens} tokens: {sent / 1024:.1f} KiB sent, final HTML {len(final_html) / 1024:.1f} KiB"
+    )
+    assert sent <= 3 * len(final_html) + 20 * 1024

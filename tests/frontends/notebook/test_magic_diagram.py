@@ -54,7 +54,9 @@ def test_unknown_highlight_is_a_clear_error(shell: InteractiveShell, shown: list
     assert 'no step "helo" (did you mean "hello"?)' in str(result.error_in_exec)
 
 
-def test_line_magic_shows_a_png_drawn_by_graphviz(shell: InteractiveShell, shown: list[Any]) -> None:
+def test_line_magic_shows_a_png_drawn_by_graphviz(
+    shell: InteractiveShell, shown: list[Any]
+) -> None:
     import base64
 
     result = shell.run_cell("%awf diagram pic.yaml --format png", store_history=False)

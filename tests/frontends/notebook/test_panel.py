@@ -15,6 +15,7 @@ from awf_nb.frontends.notebook.handle import AwfCellError, RunHandle
 from awf_nb.frontends.notebook.panel import RunPanel
 from awf_nb.frontends.notebook.panel_items import clean_output, render_markdown
 from awf_nb.frontends.notebook.reader import WidgetReader
+from awf_nb.frontends.notebook.stream_view import StreamHTML
 from tests.support.waiting import until
 
 CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
@@ -69,9 +70,9 @@ def start(yaml_text: str, *, interactive: bool = True) -> tuple[RunPanel, RunHan
 def bubbles(panel: RunPanel, step: str = "talk") -> list[tuple[str, str]]:
     section = panel._sections[step]
     return [
-        (child._dom_classes[0], child.value)
+        (child._dom_classes[0], child.html if isinstance(child, StreamHTML) else child.value)
         for child in section.body.children
-        if isinstance(child, widgets.HTML)
+        if isinstance(child, widgets.HTML | StreamHTML)
     ]
 
 
@@ -144,7 +145,7 @@ async def test_stop_during_a_reply_interrupts_it_and_returns_to_the_prompt() -> 
     await until(lambda: not panel.input.send_button.disabled, "the first prompt")
     type_into(panel.input.text, "go on")
     click(panel.input.send_button)
-    await until(lambda: "streaming" in panel._sections["talk"].body.children[-1].value, "text")
+    await until(lambda: "streaming" in bubbles(panel)[-1][1], "text")
 
     click(panel.input.stop_button)
     await until(lambda: not panel.input.send_button.disabled, "the prompt after the stop")
@@ -253,8 +254,8 @@ async def test_long_command_output_is_split_and_the_oldest_parts_dropped(monkeyp
     assert section.output is not None and len(section.output.chunks) == 3
     assert section.output.dropped > 0
     assert "earlier output not shown" in section.body.children[0].value.replace("k+ ", "")
-    assert "line 019" in section.output.chunks[-1].value or "line 019" in (
-        section.output.chunks[-2].value
+    assert "line 019" in section.output.chunks[-1].html or "line 019" in (
+        section.output.chunks[-2].html
     )
 
 

@@ -1,0 +1,74 @@
+"""Streamed reply text reaches the terminal in bursts, not one system call per token, and
+never out of order with the lines around it."""
+
+from __future__ import annotations
+
+import asyncio
+
+from awf_nb.engine import events as ev
+from awf_nb.frontends.terminal import STREAM_FLUSH_DELAY, TerminalSink
+
+
+class Screen:
+    """stdout and stderr of one terminal: what reached it, in order, and the flushes."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    def stream(self, name: str) -> Stream:
+        return Stream(self, name)
+
+
+class Stream:
+    def __init__(self, screen: Screen, name: str) -> None:
+        self.screen, self.name = screen, name
+        self.buffer: list[str] = []
+        self.flushes = 0
+
+    def write(self, text: str) -> int:
+        self.buffer.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.flushes += 1
+        if self.buffer:
+            self.screen.shown.append(f"{self.name}:{''.join(self.buffer)}")
+            self.buffer = []
+
+    def isatty(self) -> bool:
+        return False
+
+
+async def test_tokens_are_flushed_together_soon_after_they_arrive() -> None:
+    screen = Screen()
+    out, err = screen.stream("out"), screen.stream("err")
+    sink = TerminalSink(out=out, err=err)  # type: ignore[arg-type]
+
+    for word in ("Tomatoes", " need", " sun", "."):
+        sink.emit(ev.AgentText("r", "plan", word))
+    assert out.flushes == 0 and screen.shown == []  # buffered, not written per token
+
+    await asyncio.sleep(STREAM_FLUSH_DELAY * 3)  # the flush timer fires before this wakes
+    assert out.flushes == 1 and screen.shown == ["out:Tomatoes need sun."]
+
+
+async def test_a_progress_line_waits_for_the_streamed_text_before_it() -> None:
+    screen = Screen()
+    out, err = screen.stream("out"), screen.stream("err")
+    sink = TerminalSink(out=out, err=err)  # type: ignore[arg-type]
+
+    sink.emit(ev.AgentText("r", "plan", "Water daily.\n"))
+    sink.emit(ev.RunWarning("r", "slow server", step="plan"))
+
+    assert screen.shown[0] == "out:Water daily.\n"
+    assert screen.shown[1].startswith("err:") and "slow server" in screen.shown[1]
+
+
+def test_without_a_running_loop_text_is_written_at_once() -> None:
+    screen = Screen()
+    out = screen.stream("out")
+    sink = TerminalSink(out=out, err=screen.stream("err"))  # type: ignore[arg-type]
+
+    sink.emit(ev.AgentText("r", "plan", "now"))
+
+    assert screen.shown == ["out:now"]
