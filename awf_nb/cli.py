@@ -570,7 +570,7 @@ def _configure_status(parser: argparse.ArgumentParser) -> None:
 
 @command("status", "show a run: status, steps, outputs, conversations", _configure_status)
 def cmd_status(args: argparse.Namespace) -> int:
-    from awf_nb.frontends.terminal import describe_state
+    from awf_nb.frontends.terminal_text import describe_state
     from awf_nb.store import Store
 
     state = Store(args.storage).load_state(args.run_id)

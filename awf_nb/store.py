@@ -32,12 +32,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
-from pydantic import ValidationError
-
-from awf_nb.engine.state import ConversationState, RunState, RunStatus, Turn, new_run_id
+from awf_nb.engine.statuses import RunStatus
 from awf_nb.errors import AwfSystemError, UserError
+
+if TYPE_CHECKING:  # the state models (pydantic) are imported only where a state is read
+    from awf_nb.engine.state import ConversationState, RunState, Turn
 
 STATE_FILE = "state.json"
 SOURCE_FILE = "workflow.yaml"
@@ -51,7 +52,6 @@ STORAGE_VERSION = 1  # the newest RunState.storage_version this code can read
 _SQLITE_BUSY_TIMEOUT_MS = 5000
 _RUN_ID_ATTEMPTS = 100
 _RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
-_TURN_FIELDS = tuple(Turn.model_fields)
 
 _HISTORY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -157,6 +157,8 @@ class Store:
         Ids sort by start time; the run directory is created exclusively, so an id is
         unique even when several processes start runs in the same second.
         """
+        from awf_nb.engine.state import new_run_id
+
         self._ensure_dir(self.runs_dir)
         for _ in range(_RUN_ID_ATTEMPTS):
             run_id = new_run_id()
@@ -234,6 +236,8 @@ class Store:
 
         `run_id` may be a unique prefix of the id.
         """
+        from awf_nb.engine.state import RunState
+
         run_id = self.resolve_run_id(run_id)
         path = self.state_path(run_id)
         try:
@@ -242,7 +246,7 @@ class Store:
             raise _system_error("cannot read", path, exc) from exc
         try:
             state = RunState.from_json(text)
-        except (ValueError, ValidationError) as exc:
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
             raise UserError(
                 f"state file {path} is corrupt: {_describe(exc)}",
                 hint="the run cannot be shown or resumed; delete its directory to drop it",
@@ -286,9 +290,12 @@ class Store:
             conv.turns = kept + restored
 
     def _turn_from_record(self, run_id: str, record: dict[str, Any]) -> Turn:
+        from awf_nb.engine.state import Turn
+
+        fields = {key: record[key] for key in Turn.model_fields if key in record}
         try:
-            return Turn.model_validate({key: record[key] for key in _TURN_FIELDS if key in record})
-        except ValidationError as exc:
+            return Turn.model_validate(fields)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
             raise UserError(
                 f"transcript {self.transcript_path(run_id)} is corrupt: {_describe(exc)}"
             ) from exc
@@ -411,9 +418,11 @@ class Store:
         """A "running" row whose process is gone shows as "interrupted"."""
         if entry.status != "running":
             return entry
+        from awf_nb.engine.state import RunState
+
         try:
             state = RunState.from_json(self.state_path(entry.run_id).read_bytes())
-        except (OSError, ValueError, ValidationError, UserError):
+        except (OSError, ValueError, UserError):
             return entry
         return dataclasses.replace(entry, status=state.shown_status())
 
@@ -595,6 +604,8 @@ def _is_plain_name(run_id: str) -> bool:
 
 def _describe(exc: Exception) -> str:
     """One line saying what is wrong with a file's content."""
+    from pydantic import ValidationError
+
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "top level"

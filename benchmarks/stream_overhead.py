@@ -10,7 +10,15 @@ Prints the wall-time ratios (target <= 1.10) and the engine's added latency per 
 a server that sends tokens as fast as it can (the worst case for overhead) and for one
 that paces them (`--delay-ms`, default 1 ms/token: still 20x faster than a local model).
 
+Then whole processes, as a user runs them (`--processes`, on by default): `awf run` of the
+one-step workflow against `python benchmarks/bare_client.py` (a plain sync httpx script
+printing each token), alternately, for 1, 20,000 and 60,000 tokens; both print to a pipe.
+Rows: the one-token difference (start-up and set-up; target <= +0.10 s), the 20,000-token
+ratio (target <= 1.15) and the marginal cost per token, (t(60,000) - t(1)) / 59,999 on
+each side (target ratio <= 1.2).
+
     python benchmarks/stream_overhead.py [--tokens 2000] [--rounds 5] [--delay-ms 1]
+                                         [--no-processes] [--process-rounds 5]
 """
 
 from __future__ import annotations
@@ -152,15 +160,65 @@ def scenario(tokens: int, rounds: int, delay_ms: float) -> None:
     print(f"added latency per token:   {(a - b) / tokens * 1e6:8.1f} µs (vs async)")
 
 
+def process_times(tokens: int, rounds: int) -> tuple[float, float]:
+    """Median wall time of the bare client and of `awf run`, whole processes, alternating."""
+    server, url = start_server(tokens)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    bare = [sys.executable, str(ROOT / "benchmarks" / "bare_client.py"), url]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            workflow = Path(tmp) / "wf.yaml"
+            workflow.write_text(WORKFLOW.format(url=url))
+            env["AWF_STORAGE"] = str(Path(tmp) / "storage")
+            awf = [sys.executable, "-m", "awf_nb.cli", "run", str(workflow)]
+            timed_process(bare, env)  # warm-up: the page cache, the server
+            timed_process(awf, env)
+            bare_times, awf_times = [], []
+            for _ in range(rounds):
+                bare_times.append(timed_process(bare, env))
+                awf_times.append(timed_process(awf, env))
+    finally:
+        server.terminate()
+        server.wait(5)
+    return statistics.median(bare_times), statistics.median(awf_times)
+
+
+def timed_process(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed: {done.stderr.decode()[-500:]}")
+    return elapsed
+
+
+def processes(rounds: int) -> None:
+    print(f"--- whole processes (python …), median of {rounds} rounds, output to a pipe")
+    times = {tokens: process_times(tokens, rounds) for tokens in (1, 20_000, 60_000)}
+    (bare_1, awf_1), (bare_20k, awf_20k), (bare_60k, awf_60k) = times.values()
+    print(f"1 token:        bare {bare_1 * 1000:7.1f} ms   awf run {awf_1 * 1000:7.1f} ms   "
+          f"+{(awf_1 - bare_1) * 1000:.0f} ms (target <= +100 ms)")  # fmt: skip
+    print(f"20,000 tokens:  bare {bare_20k * 1000:7.1f} ms   awf run {awf_20k * 1000:7.1f} ms   "
+          f"ratio {awf_20k / bare_20k:.2f} (target <= 1.15)")  # fmt: skip
+    per_bare = (bare_60k - bare_1) / 59_999 * 1e6
+    per_awf = (awf_60k - awf_1) / 59_999 * 1e6
+    print(f"per token:      bare {per_bare:7.1f} µs   awf run {per_awf:7.1f} µs   "
+          f"ratio {per_awf / per_bare:.2f} (target <= 1.2)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--delay-ms", type=float, default=1.0)
+    parser.add_argument("--processes", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--process-rounds", type=int, default=5)
     args = parser.parse_args()
     scenario(args.tokens, args.rounds, 0)
     if args.delay_ms:
         scenario(args.tokens, max(2, args.rounds // 2), args.delay_ms)
+    if args.processes:
+        processes(args.process_rounds)
 
 
 if __name__ == "__main__":

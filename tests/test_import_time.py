@@ -45,8 +45,11 @@ def _imported(code: str) -> dict[str, int]:
         "import awf_nb",
         "from awf_nb.cli import build_parser; build_parser()",
         "import awf_nb.diagram",
+        # `awf history` reads SQLite only; the state models come with `awf status`
+        "from awf_nb.store import Store; Store('/nonexistent/awf-history').history()",
+        "from awf_nb.frontends.terminal_text import describe_state",
     ],
-    ids=["import", "cli-parser", "diagram-package"],
+    ids=["import", "cli-parser", "diagram-package", "history", "status-text"],
 )
 def test_pulls_in_nothing_heavy(code: str) -> None:
     modules = _imported(code)

@@ -12,11 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-StepStatus = Literal["pending", "running", "completed", "failed", "skipped", "cancelled"]
-# "interrupted" is never written by a run: it is how a run still marked "running" whose
-# process is gone (killed, crashed) is shown (`RunState.shown_status`).
-RunStatus = Literal["pending", "running", "completed", "failed", "cancelled", "interrupted"]
-StoppedBy = Literal["", "user_exit", "error", "cancelled"]
+from awf_nb.engine.statuses import RunStatus, StepStatus, StoppedBy
+
+__all__ = ["RunStatus", "StepStatus", "StoppedBy"]  # re-exported; the models are below
 
 
 def now() -> datetime:

@@ -1,4 +1,5 @@
-"""Untrusted text made safe for a terminal.
+"""Text for a terminal, without the terminal frontend's weight (no asyncio, no readline):
+untrusted text made safe (`terminal_safe`), and a stored run described for `awf status`.
 
 A model reply, a command's output or a stored transcript can carry escape sequences that
 clear the screen (`ESC[2J`), hide text (`ESC[8m`), set the window title (OSC 0) or write to
@@ -12,6 +13,10 @@ are added after this, so they still work.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from awf_nb.engine.state import RunState
 
 # C0 controls but \t and \n, DEL, and the C1 controls (8-bit CSI, OSC, …). \r too: it
 # would let text overwrite what is already on the line.
@@ -24,3 +29,45 @@ def terminal_safe(text: str) -> str:
     if "\r\n" in text:
         text = text.replace("\r\n", "\n")
     return _CONTROL.sub("", text).replace("\x1b", "␛")
+
+
+def describe_state(state: RunState) -> str:
+    """`awf status`: a run's status, steps and conversations, for a person to read."""
+    lines = [
+        f"run       {state.run_id}",
+        f"workflow  {state.workflow_name}"
+        + (f" ({state.workflow_path})" if state.workflow_path else ""),
+        f"status    {state.status}"
+        + (f" at step {state.current_step}" if state.status != "completed" else ""),
+        f"started   {state.started_at.isoformat(timespec='seconds')}",
+        f"duration  {state.duration:.2f}s",
+        f"tokens    {state.total_tokens}",
+    ]
+    if state.error:
+        lines.append(f"error     {state.error}")
+    if state.message:
+        lines.append(f"message   {state.message}")
+    if state.inputs:
+        lines.append("inputs")
+        lines.extend(f"  {k} = {v!r}" for k, v in state.inputs.items())
+    lines.append("steps")
+    for name in dict.fromkeys(state.executed):
+        step = state.steps[name]
+        extra = f" · {step.tokens_used} tokens" if step.tokens_used else ""
+        code = f" · exit {step.exit_code}" if step.exit_code not in (None, 0) else ""
+        lines.append(f"  {step.status:<9} {name} ({step.duration:.2f}s{extra}{code})")
+        if step.error:
+            lines.append(f"            {step.error}")
+        conv = step.conversation
+        if conv is not None:
+            stopped = f", stopped by {conv.stopped_by}" if conv.stopped_by else ""
+            session = f", session {conv.session_id}" if conv.session_id else ""
+            lines.append(f"            conversation: {conv.total_turns} turns{stopped}{session}")
+            for turn in conv.turns:
+                if turn.role == "system":
+                    continue
+                text = turn.content if len(turn.content) <= 200 else turn.content[:197] + "..."
+                mark = " [interrupted]" if turn.interrupted else ""
+                who = "you" if turn.role == "user" else "agent"
+                lines.append(f"              {who}: {text}{mark}".replace("\n", " "))
+    return terminal_safe("\n".join(lines))  # stored text may carry escape sequences
