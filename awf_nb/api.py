@@ -180,7 +180,13 @@ def prepare_resume(
     )
     if sink is not None:
         config.sink = sink
-    return Runner(workflow, values, config, state=state, start_step=start)
+    runner = Runner(workflow, values, config, state=state, start_step=start)
+    if state.shown_status() == "interrupted":  # its process died: say so before going on
+        runner.startup_warnings.append(
+            f"run {state.run_id} was interrupted at step {state.current_step or start} "
+            f"(its process {state.pid} ended without finishing it); resuming at step {start}"
+        )
+    return runner
 
 
 @dataclass

@@ -57,6 +57,7 @@ def test_sigkill_mid_run_then_status_and_resume(awf, storage: Path, tmp_path: Pa
 
     resumed = awf("resume", run_id)
     assert resumed.returncode == 0, resumed.stderr
+    assert f"run {run_id} was interrupted at step slow" in resumed.stderr  # resume says so
     assert "resumed" in resumed.stdout
     assert "last after first" in resumed.stdout
     assert trace.read_text().count("ran") == 1  # the finished step was not run again
@@ -214,6 +215,9 @@ def test_a_command_left_running_by_a_killed_run_is_stopped_on_resume(awf, storag
     try:
         wait_until(pidfile.exists, "the background worker")
         wait_until(lambda: pidfile.read_text().strip() != "", "its pid")
+        # The group is checkpointed just after the command starts: wait for that write
+        # (under load the worker can start first), then kill awf.
+        wait_until(lambda: _recorded_group(storage) > 0, "the process group in the state")
         os.kill(proc.pid, signal.SIGKILL)  # awf only: its command's group lives on
     finally:
         proc.wait(10)
@@ -234,6 +238,36 @@ def test_a_command_left_running_by_a_killed_run_is_stopped_on_resume(awf, storag
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(again["steps"]["a"]["process_group"], signal.SIGKILL)
     assert "still running from the interrupted run" in err
+
+
+def test_a_command_dies_with_a_killed_awf(awf, storage, tmp_path):
+    """The parent-death signal: kill -9 of awf takes its running command down at once (a
+    command's own background jobs are dealt with on resume, test above)."""
+    pidfile = tmp_path / "pid"
+    wf = tmp_path / "wait.yaml"
+    wf.write_text(
+        "name: wait\nstates:\n  initial: a\n"
+        f"  a: {{type: step, command: 'echo $$ > {pidfile}; exec sleep 60', on_success: d}}\n"
+        "  d: {type: terminal}\n"
+    )
+    proc = spawn_awf("run", str(wf), storage=storage, cwd=tmp_path)
+    try:
+        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", "the command")
+        command = int(pidfile.read_text())
+        assert _alive(command)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(10)
+    wait_until(lambda: not _alive(command), "the command to die with awf")
+
+
+def _recorded_group(storage: Path) -> int:
+    """Step a's process group as the state file holds it (0 until it is written)."""
+    try:
+        state = json.loads((storage / "runs" / only_run_id(storage) / "state.json").read_text())
+    except (OSError, ValueError, StopIteration, AssertionError):
+        return 0
+    return int((state.get("steps", {}).get("a") or {}).get("process_group") or 0)
 
 
 def _alive(pid: int) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from awf_nb.engine import events as ev
 from awf_nb.frontends.terminal import STREAM_FLUSH_DELAY, TerminalSink
 
@@ -72,3 +74,25 @@ def test_without_a_running_loop_text_is_written_at_once() -> None:
     sink.emit(ev.AgentText("r", "plan", "now"))
 
     assert screen.shown == ["out:now"]
+
+
+class TtyStream(Stream):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("no_color", "coloured"), [(None, True), ("1", False)])
+def test_colours_only_on_a_terminal_and_never_with_no_color(
+    monkeypatch: pytest.MonkeyPatch, no_color: str | None, coloured: bool
+) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    if no_color is not None:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    screen = Screen()
+    err = TtyStream(screen, "err")
+    sink = TerminalSink(out=TtyStream(screen, "out"), err=err)  # type: ignore[arg-type]
+
+    sink.emit(ev.StepStarted("r", "plan", "agent"))
+
+    assert ("\x1b[" in "".join(screen.shown)) is coloured
