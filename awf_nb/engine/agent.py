@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine import events as ev
-from awf_nb.engine.context import LoopFrame
+from awf_nb.engine.context import LoopFrame, json_response, strip_fences
 from awf_nb.engine.ports import (
     Final,
     Message,
@@ -325,7 +325,7 @@ class AgentSession:
         st.tokens_used = st.tokens_input + st.tokens_output
         st.tokens_estimated = st.tokens_estimated or estimated
         st.output = masked
-        st.response = _json_value(masked)
+        st.response = json_response(masked, fenced=True)
         if conv is not None:
             conv.provider = self.provider_name
             if progress.session_id:
@@ -403,7 +403,7 @@ async def execute_agent(
             conversation.live_from = None  # the step's checkpoint now holds every turn
     if step.output_format == "json":
         try:
-            st.json_ = json.loads(_strip_fences(st.output))
+            st.json_ = json.loads(strip_fences(st.output))
         except ValueError as exc:
             raise ExecutionError(
                 f"step {name}: output_format is json but the reply is not valid JSON ({exc})"
@@ -464,21 +464,3 @@ def _conversation_for(
     if step.session_tracked:
         return ConversationState(provider=provider_name), 0
     return None, 0
-
-
-_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
-
-
-def _strip_fences(text: str) -> str:
-    match = _FENCE.match(text)
-    return match.group(1) if match else text
-
-
-def _json_value(text: str) -> Any:
-    stripped = _strip_fences(text).strip()
-    if not stripped.startswith(("{", "[")):
-        return None
-    try:
-        return json.loads(stripped)
-    except ValueError:
-        return None

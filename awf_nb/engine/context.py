@@ -9,7 +9,9 @@ Template and condition errors become `ExecutionError`s that name the step and th
 from __future__ import annotations
 
 import getpass
+import json
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -193,3 +195,26 @@ def _env_text(value: Any) -> str:
 
 def process_env() -> dict[str, str]:
     return dict(os.environ)
+
+
+_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
+
+
+def strip_fences(text: str) -> str:
+    """The inside of a Markdown code block that is the whole text (agents wrap JSON so)."""
+    match = _FENCE.match(text)
+    return match.group(1) if match else text
+
+
+def json_response(text: str, *, fenced: bool = False) -> Any:
+    """`.Response` of a step: its output parsed as a JSON object or array, else None.
+
+    `fenced`: an output that is one Markdown code block is read inside it (agent replies).
+    """
+    stripped = (strip_fences(text) if fenced else text).strip()
+    if not stripped.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine import events as ev
-from awf_nb.engine.context import LoopFrame, command_env
+from awf_nb.engine.context import LoopFrame, command_env, json_response
 from awf_nb.engine.process import default_shell, run_process
 from awf_nb.engine.state import StepState
 from awf_nb.errors import DefinitionError, ExecutionError
@@ -118,7 +118,7 @@ async def execute_command(
     st.output = run.masker.mask(result.stdout.rstrip("\n"))
     st.stderr = run.masker.mask(result.stderr.rstrip("\n"))
     st.exit_code = result.exit_code
-    st.response = _json_object(st.output)
+    st.response = json_response(st.output)
     if result.timed_out:
         raise ExecutionError(f"step {step.name}: timed out after {step.timeout:g}s")
     if result.exit_code != 0:
@@ -141,16 +141,6 @@ def _script_argv(
         handle.write(body)
     os.chmod(tmp, stat.S_IRWXU)
     return [tmp], Path(tmp)
-
-
-def _json_object(text: str) -> Any:
-    stripped = text.strip()
-    if not stripped.startswith(("{", "[")):
-        return None
-    try:
-        return json.loads(stripped)
-    except ValueError:
-        return None
 
 
 # --- parallel --------------------------------------------------------------------------------
