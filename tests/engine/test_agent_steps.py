@@ -79,6 +79,26 @@ async def test_echo_mode_and_system_prompt(run_yaml):
     assert request.system_prompt == "be brief"
 
 
+async def test_a_fenced_json_reply_becomes_response(run_yaml):
+    result = await run_yaml(
+        """
+        name: t
+        states:
+          initial: ask
+          ask:
+            type: agent
+            provider: scripted
+            prompt: count
+            options: {replies: ["```json\\n{\\"n\\": 3}\\n```"]}
+            on_success: show
+          show: {type: step, command: "echo {{.states.ask.Response.n}}", on_success: ok}
+          ok: {type: terminal}
+        """
+    )
+    assert result.ok, result.error
+    assert result.outputs["show"] == "3"
+
+
 async def test_output_format_json(run_yaml):
     result = await run_yaml(
         """
