@@ -88,7 +88,8 @@ class OpenAICompatibleProvider:
 
     def __init__(self, name: str = "openai_compatible") -> None:
         self.name = name
-        self._client: httpx.AsyncClient | None = None
+        # One client per URL scheme: TLS is set up (the CA bundle read) only for https.
+        self._clients: dict[bool, httpx.AsyncClient] = {}
         # Base URLs whose server rejected `max_completion_tokens`: they get `max_tokens`.
         self._legacy_max_tokens: set[str] = set()
 
@@ -113,19 +114,23 @@ class OpenAICompatibleProvider:
 
     async def aclose(self) -> None:
         """Close the run's HTTP client (and its pooled connections)."""
-        client, self._client = self._client, None
-        if client is not None:
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
             await client.aclose()
 
     # --- the request -------------------------------------------------------------------------
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
+    def _http(self, url: str) -> httpx.AsyncClient:
+        """The client for `url`. Plain http never speaks TLS (redirects are not followed),
+        so its client skips the TLS context; https always verifies."""
+        secure = not url.lower().startswith("http://")
+        client = self._clients.get(secure)
+        if client is None:
+            client = self._clients[secure] = httpx.AsyncClient(
                 timeout=httpx.Timeout(DEFAULT_READ_TIMEOUT, connect=CONNECT_TIMEOUT),
-                verify=_tls_context(),
+                verify=_tls_context() if secure else False,
             )
-        return self._client
+        return client
 
     async def _send(
         self, settings: _Settings, body: dict[str, Any], turn_timeout: float | None
@@ -136,13 +141,13 @@ class OpenAICompatibleProvider:
         headers = self._headers(settings)
         for _attempt in range(2):
             try:
-                request = self._http().build_request(
+                request = self._http(settings.url).build_request(
                     "POST", settings.url, json=body, headers=headers, timeout=timeout
                 )
             except httpx.InvalidURL as exc:
                 raise self._error(f"base_url is not a valid URL ({exc})") from None
             try:
-                response = await self._http().send(request, stream=True)
+                response = await self._http(settings.url).send(request, stream=True)
             except httpx.TransportError as exc:
                 raise _transport_error(self.name, settings.url, exc, read_timeout) from None
             if response.is_success:

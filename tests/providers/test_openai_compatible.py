@@ -32,6 +32,7 @@ from awf_nb.providers.openai_compatible import (
     OpenAICompatibleProvider,
     _connect_reason,
     _StreamReader,
+    _tls_context,
     _transport_error,
 )
 from tests.support import collect, of_type
@@ -260,14 +261,28 @@ async def test_aclose_closes_the_client_and_a_later_turn_reconnects(
 ) -> None:
     provider = OpenAICompatibleProvider()
     await collect(provider.stream(turn_for(openai_server)))
-    client = provider._client
-    assert client is not None
+    client = provider._clients[False]  # the plain-http client
     await provider.aclose()
     assert client.is_closed
     await collect(provider.stream(turn_for(openai_server)))
     assert [r.connection for r in openai_server.requests] == [1, 2]
     await provider.aclose()
     await provider.aclose()  # closing twice is fine
+
+
+async def test_tls_is_set_up_only_for_https(openai_server: OpenAIServer) -> None:
+    """Reading the CA bundle costs start-up time: a plain-http server (a local model) never
+    pays it, and an https URL always gets a verifying client."""
+    _tls_context.cache_clear()
+    provider = OpenAICompatibleProvider()
+    try:
+        await collect(provider.stream(turn_for(openai_server)))
+        assert _tls_context.cache_info().currsize == 0
+        secure = provider._http("https://models.example.test/v1/chat/completions")
+        assert _tls_context.cache_info().currsize == 1
+        assert secure is not provider._http(endpoint(openai_server))
+    finally:
+        await provider.aclose()
 
 
 # --- options -------------------------------------------------------------------------------
