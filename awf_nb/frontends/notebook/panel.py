@@ -6,11 +6,15 @@ as Markdown, chat bubbles, tool uses, warnings, errors in red); the conversation
 (a text box with Send / End conversation, and Stop); the summary when the run ends.
 
 Streaming without flooding the kernel: `emit` only buffers text; a flush at most every
-`FLUSH_INTERVAL` seconds (10 Hz) sends each changed widget once (panel_flush.py). Every
-assistant reply is its own HTML widget, so a finished reply is never sent again; the status
-line's clock only ticks when nothing else is being sent. Widgets are changed on the run's
-loop only. The pieces: panel_items.py (sections, replies, output), panel_controls.py (the
-text box and buttons), panel_flush.py (when changes are sent).
+`FLUSH_INTERVAL` seconds (10 Hz) sends each changed widget once (panel_flush.py), and only
+what changed: replies and command output are `StreamHTML` widgets (stream_view.py) that
+receive finished blocks once and the open one as a diff. The status line's clock only ticks
+when nothing else is being sent. Widgets are changed on the run's loop only. When the run
+ends, the cell's output also gets a static HTML copy of the panel (panel_static.py), for
+readers of the saved notebook.
+
+The pieces: panel_items.py (sections, replies, output), panel_controls.py (the text box
+and buttons), panel_flush.py (when changes are sent).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 widget per assistant reply, a command's output in bounded chunks, and the HTML helpers.
 
 Each streamed item (`Reply`, `Output`) only buffers its text; the panel decides when to
-`flush` it (see panel.py), and a flush sends a widget's value only when it changed.
+`flush` it (see panel.py), and a flush sends only what the browser does not have yet
+(`StreamHTML`: finished blocks or lines once, the open one as a diff).
 Model output is untrusted: Markdown is rendered with raw HTML escaped.
 """
 
