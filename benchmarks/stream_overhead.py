@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from awf_nb.cli import main as awf_main  # noqa: E402
+from benchmarks.startup import timed  # noqa: E402  (one way to time a whole process)
 
 WORKFLOW = """
 name: stream-bench
@@ -171,25 +172,16 @@ def process_times(tokens: int, rounds: int) -> tuple[float, float]:
             workflow.write_text(WORKFLOW.format(url=url))
             env["AWF_STORAGE"] = str(Path(tmp) / "storage")
             awf = [sys.executable, "-m", "awf_nb.cli", "run", str(workflow)]
-            timed_process(bare, env)  # warm-up: the page cache, the server
-            timed_process(awf, env)
+            timed(bare, env)  # warm-up: the page cache, the server
+            timed(awf, env)
             bare_times, awf_times = [], []
             for _ in range(rounds):
-                bare_times.append(timed_process(bare, env))
-                awf_times.append(timed_process(awf, env))
+                bare_times.append(timed(bare, env))
+                awf_times.append(timed(awf, env))
     finally:
         server.terminate()
         server.wait(5)
     return statistics.median(bare_times), statistics.median(awf_times)
-
-
-def timed_process(argv: list[str], env: dict[str, str]) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, check=False)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed: {done.stderr.decode()[-500:]}")
-    return elapsed
 
 
 def processes(rounds: int) -> None:

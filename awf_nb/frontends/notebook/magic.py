@@ -81,13 +81,7 @@ class AwfMagics(Magics):
     @line_magic("awf")
     def awf_line(self, line: str) -> None:
         """%awf run|resume|validate|list|history|status|diagram|schema …"""
-        args = self._parse(self.line_parser, line)
-        if args is None:
-            return
-        if args.command not in _RUN_COMMANDS:
-            self._command(args)
-            return
-        launch = self._line_launch(args)
+        launch = self._line(line)
         if launch is not None:
             self._run_sync(*launch)
 
@@ -97,17 +91,21 @@ class AwfMagics(Magics):
             await self._run_async(*launch)
 
     async def line_async(self, line: str) -> None:
-        args = self._parse(self.line_parser, line)
-        if args is None:
-            return
-        if args.command not in _RUN_COMMANDS:
-            self._command(args)
-            return
-        launch = self._line_launch(args)
+        launch = self._line(line)
         if launch is not None:
             await self._run_async(*launch)
 
     # --- parsing and preparing --------------------------------------------------------------
+
+    def _line(self, line: str) -> tuple[RunHandle, RunMode, RunOptions] | None:
+        """Run a `%awf` command that is not a run; for `run`/`resume`, what to launch."""
+        args = self._parse(self.line_parser, line)
+        if args is None:
+            return None
+        if args.command not in _RUN_COMMANDS:
+            self._command(args)
+            return None
+        return self._line_launch(args)
 
     def _parse(self, parser: MagicArgumentParser, line: str) -> argparse.Namespace | None:
         try:
