@@ -49,6 +49,9 @@ class TurnRequest:
     # 1-based number of this turn within the step's conversation, counting turns restored by
     # `awf resume` (not those inherited through continue_from).
     turn_number: int = 1
+    # Who is speaking: "" for the step's own agent; a conversation partner's name (an agent
+    # answering the step's agent, or a simulated user) for the partner's turns.
+    speaker: str = ""
     env: dict[str, str] = field(default_factory=dict)  # extra environment for CLI agents
 
 
