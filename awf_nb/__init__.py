@@ -13,14 +13,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["RunResult", "__version__", "arun", "load", "load_ipython_extension", "run"]
+__all__ = [
+    "RunResult",
+    "SimulatedUser",
+    "__version__",
+    "arun",
+    "load",
+    "load_ipython_extension",
+    "run",
+]
 
 if TYPE_CHECKING:
-    from awf_nb.api import RunResult, arun, load, run
+    from awf_nb.api import RunResult, SimulatedUser, arun, load, run
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("run", "arun", "load", "RunResult"):
+    if name in ("run", "arun", "load", "RunResult", "SimulatedUser"):
         from awf_nb import api
 
         return getattr(api, name)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from awf_nb.engine.inputs import AskFunction, resolve_inputs
+from awf_nb.engine.partner import SimulatedUser
 from awf_nb.engine.ports import EventSink, InputReader, ProviderFactory
 from awf_nb.engine.run import RunConfig, Runner
 from awf_nb.engine.state import RunState, StepState
@@ -73,8 +74,12 @@ def prepare_run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     ask: AskFunction | None = None,
+    user: SimulatedUser | None = None,
 ) -> Runner:
-    """Validate inputs and build a `Runner` ready to `await runner.execute()`."""
+    """Validate inputs and build a `Runner` ready to `await runner.execute()`.
+
+    `user`: an agent that plays the person in every conversation the person would answer.
+    """
     cwd = (cwd or Path.cwd()).resolve()
     env = dict(os.environ if env is None else env)
     _check_env(workflow, env)
@@ -83,6 +88,7 @@ def prepare_run(
 
         if problems := provider_problems(workflow):
             raise DefinitionError(problems)
+        _check_simulated_user(user)
     warnings: list[str] = []
     resolved = resolve_inputs(workflow, inputs or {}, ask=ask, cwd=cwd, warnings=warnings)
     config = RunConfig(
@@ -93,6 +99,7 @@ def prepare_run(
         cwd=cwd,
         masker=Masker.for_run(workflow, resolved, env),
         load_child=_load_child,
+        simulated_user=user,
     )
     if sink is not None:
         config.sink = sink
@@ -100,6 +107,41 @@ def prepare_run(
     runner.state.defaulted_inputs = [name for name in resolved if name not in (inputs or {})]
     runner.startup_warnings.extend(warnings)
     return runner
+
+
+def _check_simulated_user(user: SimulatedUser | None) -> None:
+    if user is None:
+        return
+    from awf_nb.providers import canonical_provider_name
+
+    canonical_provider_name(user.provider)  # an unknown name: UserError with did-you-mean
+
+
+def simulated_user(
+    persona: str | None, *, provider: str | None = None, max_turns: int | None = None
+) -> SimulatedUser | None:
+    """The simulated user `--simulate-user TEXT|@FILE [--user-provider P] [--max-turns N]`
+    asks for (None without a persona); `@FILE` reads the persona from a file."""
+    if persona is None:
+        if provider is not None or max_turns is not None:
+            raise UserError("--user-provider and --max-turns need --simulate-user")
+        return None
+    if persona.startswith("@"):
+        from awf_nb.workflow.files import read_text_capped
+
+        path = Path(persona[1:]).expanduser()
+        try:
+            persona = read_text_capped(path)
+        except OSError as exc:
+            raise UserError(
+                f"--simulate-user {persona}: cannot read {path}: {exc.strerror or exc}"
+            ) from None
+    if not persona.strip():
+        raise UserError("--simulate-user: the persona is empty; say who the user is")
+    turns = 5 if max_turns is None else max_turns
+    if not 1 <= turns <= 1000:
+        raise UserError(f"--max-turns must be between 1 and 1000, got {turns}")
+    return SimulatedUser(persona=persona, provider=provider or "local", max_turns=turns)
 
 
 def _check_env(workflow: Workflow, env: Mapping[str, str]) -> None:
@@ -122,6 +164,7 @@ def prepare_resume(
     providers: ProviderFactory | None = None,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    user: SimulatedUser | None = None,
 ) -> Runner:
     """A `Runner` that continues a failed, cancelled or interrupted run from a step."""
     from awf_nb.workflow.loader import load_text, load_workflow
@@ -177,6 +220,7 @@ def prepare_resume(
         cwd=(cwd or Path.cwd()).resolve(),
         masker=Masker.for_run(workflow, values, env),
         load_child=_load_child,
+        simulated_user=user,
     )
     if sink is not None:
         config.sink = sink
@@ -271,6 +315,7 @@ async def arun(
     providers: ProviderFactory | None = None,
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
+    user: SimulatedUser | None = None,
 ) -> RunResult:
     """Run a workflow on the running event loop and return its result.
 
@@ -283,6 +328,8 @@ async def arun(
     a person types (stdin and stderr are terminals, and `show` is not False), a
     conversation asks at a `> ` prompt; otherwise, without `replies` or `reader`, it ends
     after its first reply. (To chat in a notebook, use the `%%awf` magic.)
+    `user=awf_nb.SimulatedUser(persona=..., provider="local", max_turns=5)` lets an agent
+    play the person in every conversation, for testing a conversational workflow.
     Runs are stored (state file, transcript, history) unless `storage=False`.
     """
     base = Path(cwd) if cwd is not None else None
@@ -296,6 +343,7 @@ async def arun(
         providers=providers,
         cwd=base,
         env=env,
+        user=user,
     )
     if sink is None:
         _show(runner, show, replies=None if replies is None else list(replies), reader=reader)

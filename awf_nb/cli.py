@@ -446,8 +446,37 @@ def configure_run_io(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="show agent replies as they arrive (default), when complete, or not at all",
     )
+    parser.add_argument(
+        "--simulate-user",
+        metavar="TEXT|@FILE",
+        help="an agent plays the person in every conversation; TEXT (or the file) is who it "
+        "is and what it wants",
+    )
+    parser.add_argument(
+        "--user-provider",
+        metavar="NAME",
+        help="the provider of the simulated user (default: local)",
+    )
+    parser.add_argument(
+        "--max-turns",
+        type=int,
+        metavar="N",
+        help="replies per conversation with the simulated user (default 5)",
+    )
     parser.add_argument("--json", action="store_true", help="print the final run state as JSON")
     _configure_storage(parser)
+
+
+def simulated_user_flags(args: argparse.Namespace) -> Any:
+    """The `SimulatedUser` the flags ask for, or None."""
+    from awf_nb.api import simulated_user
+
+    persona = args.simulate_user
+    return simulated_user(
+        None if persona is None else _utf8(persona),
+        provider=args.user_provider,
+        max_turns=args.max_turns,
+    )
 
 
 def _configure_storage(parser: argparse.ArgumentParser) -> None:
@@ -528,7 +557,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(describe_plan(workflow, given))
         return 0
-    runner = prepare_run(workflow, given, store=Store(args.storage), ask=_ask_on_tty)
+    runner = prepare_run(
+        workflow,
+        given,
+        store=Store(args.storage),
+        ask=_ask_on_tty,
+        user=simulated_user_flags(args),
+    )
     sink = _show_in_terminal(runner, args)
     return _run_outcome(run_in_terminal(runner, sink), args)
 
@@ -557,6 +592,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         store=Store(args.storage),
         from_step=args.from_step,
         inputs=parse_input_args(args.input, cwd=Path.cwd()),
+        user=simulated_user_flags(args),
     )
     sink = _show_in_terminal(runner, args)
     return _run_outcome(run_in_terminal(runner, sink), args)

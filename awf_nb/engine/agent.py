@@ -104,8 +104,15 @@ class AgentSession:
         options: dict[str, Any],
         conversation: ConversationState | None,
         inherited_replies: int = 0,
+        *,
+        speaker: str = "",
     ) -> None:
         self.run = run
+        # "" for the step's own agent; a partner agent's name when this session speaks for
+        # the partner (engine/partner.py): its replies are then messages to the step's agent,
+        # never the step's Output, and its list of messages lives in memory only (the step's
+        # conversation records what it said).
+        self.speaker = speaker
         self.step = step
         self.st = st
         self.provider_name = provider_name
@@ -135,6 +142,10 @@ class AgentSession:
         self._dialogue_chars = sum(len(m.content) for m in self._dialogue)
         self._progress: _Progress | None = None  # the turn being streamed
 
+    def continue_history(self, history: list[Message], chars: int) -> None:
+        """Start from this message list (a partner's, rebuilt from the step's turns)."""
+        self._dialogue, self._dialogue_chars = history, chars
+
     # --- state helpers ----------------------------------------------------------------------
 
     @property
@@ -150,9 +161,13 @@ class AgentSession:
         return turns[-1].content if turns and turns[-1].role == "user" else None
 
     def _record(self, turn: Turn) -> None:
+        conv = self.conv
+        if self.speaker:
+            if conv is not None:
+                conv.turns.append(turn)
+            return
         record = {"step": self.step.name, **turn.model_dump(), "ts": now().isoformat()}
         line = self.run.append_transcript(record)
-        conv = self.conv
         if conv is None:
             return
         conv.turns.append(turn)
@@ -162,8 +177,20 @@ class AgentSession:
 
     # --- one turn -----------------------------------------------------------------------------
 
+    def record_message(self, message: str, speaker: str = "") -> str:
+        """Record a message to this agent (its system prompt first, once); the masked text."""
+        run, conv, system = self.run, self.conv, self.system_prompt
+        if conv is not None and system and not any(t.role == "system" for t in conv.turns):
+            self._record(Turn(role="system", content=run.masker.mask(system)))
+        masked = run.masker.mask(message)
+        self._record(
+            Turn(role="user", content=masked, tokens=estimate_tokens(message), speaker=speaker)
+        )
+        return masked
+
     async def turn(self, message: str, *, already_recorded: bool = False) -> Reply:
         run, step, conv = self.run, self.step, self.conv
+        run.limits.before_turn(step.name)
         session_id = conv.session_id if conv and self.provider.session_kind == "session_id" else ""
         # A resumed session-id turn must not resend the system prompt; history-based
         # providers are stateless, so they get it every turn.
@@ -178,18 +205,18 @@ class AgentSession:
             options=self.options,
             working_dir=run.config.cwd,
             timeout=step.timeout,
-            output_format=step.output_format,
+            output_format="" if self.speaker else step.output_format,
             step=step.name,
             run_id=run.run_id,
             turn_number=self.replies + 1,
+            speaker=self.speaker,
         )
-        masked_message = run.masker.mask(message)
-        if not already_recorded:
-            if conv is not None and system and not any(t.role == "system" for t in conv.turns):
-                self._record(Turn(role="system", content=run.masker.mask(system)))
-            self._record(Turn(role="user", content=masked_message, tokens=estimate_tokens(message)))
+        if already_recorded:
+            masked_message = run.masker.mask(message)
+        else:
+            masked_message = self.record_message(message)
         number = self.replies + 1
-        run.emit(ev.TurnStarted(run.run_id, step.name, number))
+        run.emit(ev.TurnStarted(run.run_id, step.name, number, self.speaker))
         started = time.monotonic()
         try:
             progress, interrupted = await self._stream_with_retries(request)
@@ -259,7 +286,7 @@ class AgentSession:
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
             if tail := masker.flush():
-                run.emit(ev.AgentText(run.run_id, step.name, tail))
+                run.emit(ev.AgentText(run.run_id, step.name, tail, self.speaker))
 
     def _on_event(self, event: object, progress: _Progress, masker: Any) -> None:
         run, name = self.run, self.step.name
@@ -281,7 +308,7 @@ class AgentSession:
             progress.parts.append(text)
             progress.streamed = True
             if shown := masker.feed(text):
-                run.emit(ev.AgentText(run.run_id, name, shown))
+                run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
         elif isinstance(event, ToolUse):
             progress.streamed = True  # the agent acted: a retry could repeat its side effects
             argument = run.masker.mask(event.argument)
@@ -324,8 +351,10 @@ class AgentSession:
         st.tokens_output += tokens_out
         st.tokens_used = st.tokens_input + st.tokens_output
         st.tokens_estimated = st.tokens_estimated or estimated
-        st.output = masked
-        st.response = json_response(masked, fenced=True)
+        run.state.agent_turns += 1
+        if not self.speaker:
+            st.output = masked
+            st.response = json_response(masked, fenced=True)
         if conv is not None:
             conv.provider = self.provider_name
             if progress.session_id:
@@ -352,9 +381,10 @@ class AgentSession:
                 tokens_estimated=estimated,
                 interrupted=interrupted,
                 text=masked,
+                speaker=self.speaker,
             )
         )
-        if self.live:  # a single-mode step is checkpointed when it finishes, right after
+        if self.live and not self.speaker:  # single-mode steps are checkpointed when they end
             run.checkpoint()
         return Reply(masked, interrupted)
 
@@ -394,8 +424,10 @@ async def execute_agent(
     try:
         if step.mode == "conversation":
             from awf_nb.engine.conversation import converse
+            from awf_nb.engine.partner import make_exchange
 
-            await converse(session, prompt, resuming=restored is not None)
+            exchange = make_exchange(run, session, loop)
+            await converse(session, prompt, exchange, resuming=restored is not None)
         else:
             await session.turn(prompt)
     finally:
@@ -461,6 +493,13 @@ def _conversation_for(
         return conv.fork(), inherited
     if restored is not None:
         return restored, 0
+    earlier = run.earlier_visit(step.name)
+    if step.conversation is not None and earlier is not None and earlier.conversation:
+        # A cycle came back to this step: it continues its own session, remembering the
+        # earlier visits (without a `conversation:` block each visit starts afresh).
+        conv = earlier.conversation
+        conv.stopped_by, conv.live_from = "", None
+        return conv, 0
     if step.session_tracked:
         return ConversationState(provider=provider_name), 0
     return None, 0

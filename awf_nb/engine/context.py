@@ -105,14 +105,18 @@ class RunContext:
         what: str,
         loop: LoopFrame | None = None,
         error: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> str:
-        """Render a template field of a step; errors name the step and the field."""
+        """Render a template field of a step; errors name the step and the field.
+
+        `extra`: more top-level names (`.reply` in a conversation partner's prompt)."""
         if "{{" not in source:
             return source
+        data = self.data(loop=loop, error=error)
+        if extra:
+            data.update(extra)
         try:
-            return template.parse(source).render(
-                self.data(loop=loop, error=error), base_dir=self.base_dir, name=what
-            )
+            return template.parse(source).render(data, base_dir=self.base_dir, name=what)
         except template.TemplateError as exc:
             raise ExecutionError(f"step {step}: {what}: {exc}", step=step) from None
 

@@ -1,54 +1,61 @@
-"""The conversation loop of `mode: conversation`: send → stream → read → repeat.
+"""The conversation loop of `mode: conversation`: send → stream → answer → repeat.
 
-The first message is the step's rendered `prompt`; each reply streams to the frontend;
-then the person's next message is read from the `InputReader` (a `> ` prompt, a notebook
-text box, or a scripted list). An empty or blank line, `exit`, `quit` (any case) or end of
-input ends it with `stopped_by: user_exit` and the step succeeds with the last reply as
-`Output`. A provider error stops it with `stopped_by: error` (the step fails, the last good
-reply stays in `Output`); cancellation or a timeout with `stopped_by: cancelled`. A step's `timeout`
-bounds each reply and also each wait for the person at the prompt.
-Every turn is persisted as it happens (see `AgentSession`).
+The first message is the step's rendered `prompt`; each reply streams to the frontend; then
+the partner (engine/partner.py) answers: the person at a `> ` prompt or notebook text box
+by default, or another agent, scripted replies or a simulated user (`conversation.with`).
+The person ends it with an empty line, `exit`, `quit` or end of input (`user_exit`); an
+exchange without the person ends when `until` holds (`condition`) or after `max_turns`
+agent replies (`max_turns`). A provider error stops it with `stopped_by: error` (the step
+fails, the last good reply stays in `Output`); cancellation or a timeout with `cancelled`.
+Ctrl-C / Stop during an automatic exchange lets the person take over for one message.
+Every message is persisted as it happens (see `AgentSession`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from awf_nb.engine import events as ev
-from awf_nb.engine.agent import AgentSession, TurnTimeout
+from awf_nb.engine.agent import AgentSession, Reply, TurnTimeout
+from awf_nb.engine.partner import (
+    PERSON,
+    PROMPT,
+    Exchange,
+    PartnerInterrupted,
+    is_end_of_conversation,
+)
 from awf_nb.errors import AwfError
 
-if TYPE_CHECKING:
-    from awf_nb.engine.run import Runner
 
-EXIT_WORDS = frozenset({"exit", "quit"})
-PROMPT = "> "
-
-
-async def converse(session: AgentSession, prompt: str, *, resuming: bool = False) -> None:
-    """Run the conversation until the user ends it. `resuming`: re-opened by `awf resume`."""
+async def converse(
+    session: AgentSession, prompt: str, exchange: Exchange, *, resuming: bool = False
+) -> None:
+    """Run the conversation until it ends. `resuming`: re-opened by `awf resume`."""
     conv = session.conv
     assert conv is not None, "a conversation step always has conversation state"
     conv.stopped_by = ""
-    run = session.run
-    step = session.step.name
-    timeout = session.step.timeout
+    run, step = session.run, session.step.name
     message: str | None = prompt
-    already_recorded = False
-    if resuming and session.replies > 0:
-        pending = session.pending_user_message()
-        if pending is not None:  # the process died while this message was being answered
-            message, already_recorded = pending, True
-        else:
-            message = await read_message(run, step, session.replies + 1, timeout)
-    elif message is not None:
-        run.emit(ev.UserMessage(run.run_id, step, run.masker.mask(message), 1))
+    last = Reply(_last_reply(session))
+    said = ""  # the partner's latest message
     try:
+        if resuming and session.replies > conv.visit_start:
+            message = session.pending_user_message()
+            if message is None:
+                message = await _answer(session, exchange, last)
+        else:
+            conv.visit_start = session.replies
+            run.emit(ev.UserMessage(run.run_id, step, run.masker.mask(prompt), 1))
+            session.record_message(prompt)
         while message is not None:
-            await session.turn(message, already_recorded=already_recorded)
-            already_recorded = False
-            message = await read_message(run, step, session.replies + 1, timeout)
+            last = await session.turn(message, already_recorded=True)
+            if _stops(session, exchange, last.text, said, after_reply=True):
+                return
+            message = await _answer(session, exchange, last)
+            if message is not None:
+                said = message
+                if _stops(session, exchange, last.text, said, after_reply=False):
+                    return
         conv.stopped_by = "user_exit"
     except (asyncio.CancelledError, TurnTimeout):
         conv.stopped_by = "cancelled"
@@ -58,28 +65,77 @@ async def converse(session: AgentSession, prompt: str, *, resuming: bool = False
         raise
 
 
-def is_end_of_conversation(text: str | None) -> bool:
-    return text is None or not text.strip() or text.strip().lower() in EXIT_WORDS
+async def _answer(session: AgentSession, exchange: Exchange, reply: Reply) -> str | None:
+    """The partner's next message (recorded), or None when the conversation ends there.
 
-
-async def read_message(
-    run: Runner, step: str, turn: int, timeout: float | None = None
-) -> str | None:
-    """The person's next message, or None when they ended the conversation."""
-    reader = run.config.reader
-    if reader is None:  # headless: behave as if input reached its end
+    In an interactive run, a reply or a partner message cut short by Ctrl-C / Stop hands
+    one message to the person: typed text goes to the agent in the partner's place, an
+    empty line lets the partner carry on, `exit` ends the conversation."""
+    partner, run = exchange.partner, session.run
+    automatic = bool(partner.name)
+    turn = session.replies + 1
+    speaker = partner.name
+    while True:
+        if automatic and reply.interrupted and run.config.reader is not None:
+            taken = await _take_over(session, turn)
+            if taken is None:
+                return None
+            if taken:
+                message, speaker = taken, PERSON
+                break
+        try:
+            message = await partner.answer(reply.text, turn)
+            break
+        except PartnerInterrupted:
+            reply = Reply(reply.text, interrupted=True)
+    if message is None:
         return None
+    session.record_message(message, speaker)
+    run.checkpoint()
+    return message
+
+
+async def _take_over(session: AgentSession, turn: int) -> str | None:
+    """The person's message in an automatic exchange: text, "" (carry on) or None (exit)."""
+    run, step = session.run, session.step.name
+    reader = run.config.reader
+    assert reader is not None
     run.emit(ev.AwaitingInput(run.run_id, step, PROMPT))
-    try:
-        async with asyncio.timeout(timeout):
-            text = await reader.read(PROMPT)
-    except TimeoutError:
-        raise TurnTimeout(
-            f"step {step}: no message at the prompt within the step timeout ({timeout:g}s)",
-            step=step,
-        ) from None
+    text = await reader.read(PROMPT)
+    if text is not None and not text.strip():
+        return ""
     if is_end_of_conversation(text):
         return None
     assert text is not None
-    run.emit(ev.UserMessage(run.run_id, step, run.masker.mask(text), turn))
+    run.emit(ev.UserMessage(run.run_id, step, run.masker.mask(text), turn, PERSON))
     return text
+
+
+def _stops(
+    session: AgentSession, exchange: Exchange, reply: str, message: str, *, after_reply: bool
+) -> bool:
+    """Whether `until` holds or `max_turns` is reached; sets `stopped_by` when so."""
+    conv, run = session.conv, session.run
+    assert conv is not None
+    turn = session.replies - conv.visit_start
+    if exchange.until:
+        variables = {
+            "reply": reply,
+            "message": message,
+            "turn": turn,
+            "tokens": session.st.tokens_used,
+        }
+        if run.ctx.condition(
+            exchange.until, step=session.step.name, what="conversation.until", extra=variables
+        ):
+            conv.stopped_by = "condition"
+            return True
+    if after_reply and exchange.max_turns is not None and turn >= exchange.max_turns:
+        conv.stopped_by = "max_turns"
+        return True
+    return False
+
+
+def _last_reply(session: AgentSession) -> str:
+    turns = session.conv.turns if session.conv else []
+    return next((t.content for t in reversed(turns) if t.role == "assistant"), "")

@@ -13,6 +13,11 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from awf_nb.engine.summary import RunSummary
 
+# The `speaker` of a message the person typed into an exchange between agents (Ctrl-C /
+# Stop, then a message), and the label of an agent playing the person (`--simulate-user`).
+PERSON = "person"
+SIMULATED_USER = "user (simulated)"
+
 
 @dataclass(frozen=True, slots=True)
 class RunStarted:
@@ -85,15 +90,17 @@ class TurnStarted:
     run_id: str
     step: str
     turn: int  # 1-based number of the assistant reply about to stream
+    speaker: str = ""  # "" for the step's agent; a conversation partner's name otherwise
 
 
 @dataclass(frozen=True, slots=True)
 class AgentText:
-    """A streamed piece of an assistant reply."""
+    """A streamed piece of an assistant reply (or of a partner agent's message)."""
 
     run_id: str
     step: str
     text: str
+    speaker: str = ""  # "" for the step's agent; a conversation partner's name otherwise
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +113,15 @@ class AgentToolUse:
 
 @dataclass(frozen=True, slots=True)
 class UserMessage:
-    """A message the person (or a scripted reply) sent in a conversation."""
+    """A message sent to the step's agent by the person, a scripted reply, or a partner
+    that does not stream (scripted `replies`). A partner agent's message streams instead
+    (TurnStarted / AgentText / TurnFinished with its `speaker`)."""
 
     run_id: str
     step: str
     text: str
     turn: int = 1  # the assistant reply this message asks for (1 = the step's prompt)
+    speaker: str = ""  # "" for the person (or the step's prompt); else the partner's name
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +134,7 @@ class TurnFinished:
     tokens_estimated: bool = False
     interrupted: bool = False
     text: str = ""  # the whole reply, for frontends that do not render deltas
+    speaker: str = ""  # "" for the step's agent; a conversation partner's name otherwise
 
 
 @dataclass(frozen=True, slots=True)

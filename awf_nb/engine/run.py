@@ -21,10 +21,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.context import LoopFrame, RunContext, command_env
+from awf_nb.engine.limits import RunBudget, RunLimitReached
 from awf_nb.engine.ports import EventSink, InputReader, Provider, ProviderFactory, RunStore
 from awf_nb.engine.process import run_shell
 from awf_nb.engine.state import RunState, StepState, new_run_id, now, process_start_time
@@ -39,6 +40,9 @@ from awf_nb.workflow.model import (
     TerminalStep,
     Workflow,
 )
+
+if TYPE_CHECKING:
+    from awf_nb.engine.partner import SimulatedUser
 
 # A runaway transitions cycle must end somewhere; loops have their own max_iterations.
 MAX_STEP_EXECUTIONS = 100_000
@@ -90,6 +94,8 @@ class RunConfig:
     load_child: Callable[[str, Path], Workflow] | None = None
     # The run's providers: made by the top-level run, passed on to called workflows.
     provider_set: ProviderSet | None = None
+    # An agent playing the person in conversations (`--simulate-user`), or None.
+    simulated_user: SimulatedUser | None = None
 
 
 class _RunEnds(Exception):
@@ -159,6 +165,8 @@ class Runner:
         self._turn_interrupted = False
         self._executions = 0
         self._warned: set[str] = set()
+        self.limits = RunBudget(workflow.limits, self.state)
+        self._visits: dict[str, StepState] = {}  # each step's state from its previous visit
 
     # --- public control ---------------------------------------------------------------------
 
@@ -203,7 +211,11 @@ class Runner:
         self.checkpoint(history=True)
         try:
             await self._hooks(self.workflow.hooks.workflow_start, step="")
-            await self._drive(self.start_step)
+            try:
+                async with asyncio.timeout(self.limits.remaining_time()):
+                    await self._drive(self.start_step)
+            except TimeoutError:
+                raise _RunEnds(self.limits.timeout_message()) from None
             if state.status == "completed":
                 await self._hooks(self.workflow.hooks.workflow_end, step="")
         except asyncio.CancelledError:
@@ -327,6 +339,8 @@ class Runner:
         state = self.state
         state.current_step = step.name
         previous = state.steps.get(step.name)
+        if previous is not None:
+            self._visits[step.name] = previous
         st = StepState(name=step.name, status="running", started_at=now())
         if step.name == self._restore_step:
             self._restore_step = None
@@ -374,6 +388,12 @@ class Runner:
                 raise
             except _RunEnds:
                 raise
+            except RunLimitReached as exc:
+                st.status, st.error, st.completed_at = "failed", exc.message, now()
+                self.ctx.refresh(st)
+                self._step_finished(st, time.monotonic() - t0)
+                self.checkpoint()
+                raise _RunEnds(exc.message, exc.exit_code) from None
             except AwfError as exc:
                 st.status = "failed"
                 st.error = self.masker.mask(str(exc).removeprefix(f"step {step.name}: "))
@@ -439,10 +459,15 @@ class Runner:
             self._warned.add(key)
             self.emit(ev.RunWarning(self.run_id, message, step))
 
+    def earlier_visit(self, step: str) -> StepState | None:
+        """The step's state from its previous visit in this run (a cycle came back)."""
+        return self._visits.get(step)
+
     def checkpoint(self, *, history: bool = False) -> None:
         store = self.config.store
         if store is None:
             return
+        self.limits.record_time()
         store.save_state(self.state)
         if history:
             store.record_run(self.state)

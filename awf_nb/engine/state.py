@@ -34,6 +34,10 @@ class Turn(_State):
     tokens_estimated: bool = False
     interrupted: bool = False  # a reply cut short by Ctrl-C / Stop
     truncated_turns: int = 0  # pairs the provider dropped to fit its context window
+    # Who said it, when not the obvious party: on a user turn, the conversation partner
+    # that sent it (an agent's name, `user (simulated)`); "" for the person or the step's
+    # prompt. On an assistant turn always "" (the step's own agent).
+    speaker: str = ""
 
 
 class ConversationState(_State):
@@ -43,6 +47,13 @@ class ConversationState(_State):
     total_turns: int = 0  # assistant replies received
     total_tokens: int = 0
     stopped_by: StoppedBy = ""
+    # A partner agent's own session (`conversation.with`): its id for session-id providers
+    # and how many messages it sent. Its message list is derived from `turns`.
+    partner_session_id: str = ""
+    partner_turns: int = 0
+    # Replies before the current visit of the step (a cycle re-entering it continues the
+    # session); `max_turns` and `turn` count from here.
+    visit_start: int = 0
     # While a conversation is running, the turns from index `live_from` on are not written
     # into the state file (that would rewrite the whole history every turn) but appended to
     # the run's transcript, starting at transcript line `transcript_line`; loading a state
@@ -150,6 +161,9 @@ class RunState(_State):
     pid: int = 0  # the process running it, so `awf resume` can refuse a run still alive
     host: str = ""
     pid_started: str = ""  # that process's start time, so a reused pid is not taken for it
+    # What `limits:` counts across the whole run, resumes included.
+    agent_turns: int = 0  # replies of every agent: steps' agents and partner agents
+    active_seconds: float = 0.0  # time spent running, summed over resumes
     storage_version: int = 1
 
     @property

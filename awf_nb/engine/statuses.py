@@ -9,4 +9,5 @@ StepStatus = Literal["pending", "running", "completed", "failed", "skipped", "ca
 # "interrupted" is never written by a run: it is how a run still marked "running" whose
 # process is gone (killed, crashed) is shown (`RunState.shown_status`).
 RunStatus = Literal["pending", "running", "completed", "failed", "cancelled", "interrupted"]
-StoppedBy = Literal["", "user_exit", "error", "cancelled"]
+# `condition` and `max_turns` end an exchange with a partner other than the person.
+StoppedBy = Literal["", "user_exit", "error", "cancelled", "condition", "max_turns"]

@@ -56,6 +56,10 @@ class _Style:
     def bold(self, text: str) -> str:
         return self._wrap("1", text)
 
+    def partner(self, text: str) -> str:
+        """A conversation partner's label: its own colour (magenta, bold)."""
+        return self._wrap("1;35", text)
+
 
 def _use_color(stream: TextIO) -> bool:
     if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
@@ -170,6 +174,19 @@ class TerminalSink:
                     self._end_line()
                     tool = safe(f"[tool: {name}({argument})]")
                     self._write_out(self.out_style.dim(tool) + "\n")
+            case ev.TurnStarted(speaker=speaker) if speaker:
+                # A partner agent's message streams next: on a line of its own, labelled.
+                if not silent:
+                    self._end_line()
+                    if self.mode == "streaming":
+                        self._write_out(self.out_style.partner(f"{safe(speaker)}: "))
+            case ev.UserMessage(text=text, turn=turn, speaker=speaker) if speaker and (
+                speaker != ev.PERSON
+            ):
+                if not silent:  # scripted replies: nobody typed them, so always shown
+                    self._end_line()
+                    label = self.out_style.partner(f"{safe(speaker)}: ")
+                    self._write_out(label + safe(text) + "\n")
             case ev.UserMessage(text=text, turn=turn):
                 if not silent and (self.echo_input or turn == 1):
                     self._end_line()
@@ -181,14 +198,16 @@ class TerminalSink:
                 tokens_estimated=est,
                 interrupted=interrupted,
                 text=text,
+                speaker=speaker,
             ):
                 if self.mode == "buffered":
-                    self._write_out(safe(text))
+                    label = self.out_style.partner(f"{safe(speaker)}: ") if speaker else ""
+                    self._write_out(label + safe(text))
                 if not silent:
                     flag = ", interrupted" if interrupted else ""
-                    self._note(
-                        s.dim(f"  (turn {turn} · {_tokens(tokens, est)} · {duration:.1f}s{flag})")
-                    )
+                    who = f"{safe(speaker)} " if speaker else ""
+                    figures = f"{_tokens(tokens, est)} · {duration:.1f}s{flag}"
+                    self._note(s.dim(f"  ({who}turn {turn} · {figures})"))
             case ev.StepFinished(
                 step=step,
                 status=status,

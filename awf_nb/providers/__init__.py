@@ -170,15 +170,23 @@ def provider_problems(workflow: Workflow) -> list[Problem]:
 
     problems: list[Problem] = []
     for name, step in workflow.steps.items():
-        if not isinstance(step, AgentStep) or "{{" in step.provider:
+        if not isinstance(step, AgentStep):
             continue
-        try:
-            canonical_provider_name(step.provider.strip())
-        except UserError as exc:
-            path = f"states.{name}.provider"
-            line, column = locate(workflow.locations, path)
-            file = str(workflow.source_path or "")
-            problems.append(
-                Problem(exc.message, path=path, file=file, line=line, column=column, hint=exc.hint)
-            )
+        named = [(step.provider, f"states.{name}.provider")]
+        partner = step.conversation.partner if step.conversation else None
+        if partner is not None and partner.provider:
+            named.append((partner.provider, f"states.{name}.conversation.with.provider"))
+        for provider, path in named:
+            if "{{" in provider:
+                continue
+            try:
+                canonical_provider_name(provider.strip())
+            except UserError as exc:
+                line, column = locate(workflow.locations, path)
+                file = str(workflow.source_path or "")
+                problems.append(
+                    Problem(
+                        exc.message, path=path, file=file, line=line, column=column, hint=exc.hint
+                    )
+                )
     return problems

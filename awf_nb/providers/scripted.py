@@ -12,7 +12,8 @@ Options (all optional):
 - `context_window`: token budget (len/4 estimate); the oldest exchanges are dropped to fit,
   reported with a `Notice(truncated_turns=N)`.
 
-The counter of served replies is kept per step; the first turn a step asks for starts at
+The counter of served replies is kept per step and speaker (a conversation partner on the
+scripted provider has its own list); the first turn a step asks for starts at
 `turn.turn_number - 1`, so a conversation restored by `awf resume` continues where it was.
 """
 
@@ -91,7 +92,8 @@ class ScriptedProvider:
 
     def __init__(self, name: str = "scripted") -> None:
         self.name = name
-        self._next_reply: dict[str, int] = {}  # step name -> index of its next reply
+        # (step, speaker) -> index of the next reply
+        self._next_reply: dict[tuple[str, str], int] = {}
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
         script = parse_options(self.name, ScriptedOptions, turn.options)
@@ -122,8 +124,9 @@ class ScriptedProvider:
         """Nothing to release; the reply counters live as long as the run."""
 
     def _take_reply(self, turn: TurnRequest, replies: list[Any]) -> str:
-        index = self._next_reply.get(turn.step, max(turn.turn_number - 1, 0))
-        self._next_reply[turn.step] = index + 1
+        key = (turn.step, turn.speaker)
+        index = self._next_reply.get(key, max(turn.turn_number - 1, 0))
+        self._next_reply[key] = index + 1
         if index >= len(replies):
             raise ProviderError(self.name, "no more replies")
         entry = replies[index]

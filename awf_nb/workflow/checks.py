@@ -136,6 +136,7 @@ class _Field:
     forward_check: bool = True
     after_step: bool = False  # rendered once the step ran: it may read its own state
     shell: bool = False  # a command run by the shell: warn about unescaped inputs
+    exchange: bool = False  # a conversation partner's field: `.reply`, `.message`, … exist
 
 
 class _Checker:
@@ -165,6 +166,7 @@ class _Checker:
         for item in self.template_fields():
             self.check_template(item)
         self.check_reachability()
+        self.check_agent_cycles()
 
     # -- reporting
 
@@ -248,6 +250,9 @@ class _Checker:
                     join_path(join_path(path, "conversation"), "continue_from"),
                     hint=did_you_mean(target, self.wf.steps),
                 )
+            if step.conversation.until:
+                until_path = join_path(join_path(path, "conversation"), "until")
+                self.check_condition(step.conversation.until, until_path)
         if isinstance(step, LoopBase):
             self.check_loop(step, path)
         for i, transition in enumerate(step.transitions):
@@ -306,6 +311,14 @@ class _Checker:
         elif isinstance(step, AgentStep):
             for key in ("provider", "prompt", "prompt_file", "system_prompt", "options"):
                 yield from lenient(getattr(step, key), key)
+            partner = step.conversation.partner if step.conversation else None
+            if partner is not None:
+                for key in ("provider", "prompt", "system_prompt", "options", "replies"):
+                    key = f"conversation.with.{key}"
+                    for sub_path, text in _strings(
+                        getattr(partner, key.rsplit(".", 1)[1]), join_path(path, key)
+                    ):
+                        yield _Field(text, sub_path, key, name, "warning", exchange=True)
         elif isinstance(step, TerminalStep):
             yield from lenient(step.message, "message")
         elif isinstance(step, CallWorkflowStep):
@@ -355,6 +368,8 @@ class _Checker:
         namespace = ref.path[0]
         if namespace in _FREE_NAMESPACES:
             return  # env vars and awf's own data are only known at run time
+        if item.exchange and namespace in EXCHANGE_VARIABLES:
+            return
         check = _NAMESPACE_CHECKS.get(namespace)
         if check is None:
             yield (f"unknown reference type {_raw(ref)!r} in {item.field}", item.severity, None)
@@ -495,6 +510,40 @@ class _Checker:
                     "warning",
                 )
 
+    def check_agent_cycles(self) -> None:
+        """Warn when agent steps can run in a cycle with no run-level `limits`."""
+        if self.wf.limits.any:
+            return
+        for name in self.order:
+            step = self.wf.steps[name]
+            if isinstance(step, AgentStep) and self.in_cycle(name):
+                self.report(
+                    f"step '{name}' is an agent step in a cycle and the workflow sets no "
+                    "limits: the agents could talk forever",
+                    join_path("states", name),
+                    "warning",
+                    hint="add limits: {max_agent_turns: N, max_tokens: N, timeout: 30m}",
+                )
+
+    def in_cycle(self, start: str) -> bool:
+        """Whether some route from `start` leads back to it (loop bodies included)."""
+        seen: set[str] = set()
+        stack = list(self.next_steps(start))
+        while stack:
+            name = stack.pop()
+            if name == start:
+                return True
+            if name in seen or name not in self.wf.steps:
+                continue
+            seen.add(name)
+            stack.extend(self.next_steps(name))
+        return False
+
+    def next_steps(self, name: str) -> Iterator[str]:
+        yield from self.wf.steps[name].successors()
+        if name in self.branch_of:
+            yield self.branch_of[name]
+
     def steps_reaching_an_end(self) -> set[str]:
         """Steps from which some route leads to a terminal (or an inline failure)."""
         incoming: dict[str, set[str]] = {name: set() for name in self.wf.steps}
@@ -561,6 +610,8 @@ _NAMESPACE_CHECKS = {
     "loop": _Checker.loop_problems,
 }
 _FREE_NAMESPACES = ("env", "awf")
+# What a conversation partner's `prompt` (and `until`) can read besides the run's data.
+EXCHANGE_VARIABLES = ("reply", "message", "turn", "tokens")
 
 
 def _raw(ref: template.FieldRef) -> str:

@@ -298,10 +298,97 @@ class CommandStep(_StepBase):
         return self
 
 
+MAX_PARTNER_TURNS = 1000
+
+
+class Partner(_Model):
+    """`conversation.with`: who answers the step's agent — the person (the default), another
+    agent (`provider`, its own system prompt, options and session), or scripted `replies`."""
+
+    kind: Literal["person", "agent", "replies"] = "person"
+    name: str = "partner"  # the label in frontends and transcripts
+    provider: str | None = None
+    system_prompt: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    # What the partner is sent each time; by default the agent's reply verbatim.
+    prompt: str | None = None
+    replies: list[str] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and value.strip().lower() == "person"):
+            return {"kind": "person", "name": "person"}
+        if isinstance(value, str):
+            raise ValueError(
+                f"conversation.with must be `person` or a map with provider (another agent) "
+                f"or replies (scripted messages), got {value!r}"
+            )
+        if not isinstance(value, dict):
+            return value
+        value = {k: v for k, v in value.items() if k != "kind"}
+        has_provider, has_replies = "provider" in value, "replies" in value
+        if has_provider and has_replies:
+            raise ValueError("conversation.with takes provider or replies, not both")
+        if not has_provider and not has_replies:
+            raise ValueError(
+                "conversation.with needs provider (another agent answers) or replies "
+                "(scripted messages); `with: person` is the person at the keyboard"
+            )
+        value["kind"] = "agent" if has_provider else "replies"
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("conversation.with.name must not be empty")
+        return value
+
+    @field_validator("replies", mode="before")
+    @classmethod
+    def _replies(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [v if isinstance(v, str) else str(v) for v in value]
+        return value
+
+    @property
+    def is_person(self) -> bool:
+        return self.kind == "person"
+
+
 class ConversationConfig(_Model):
-    """Session tracking: `conversation: {}` records the session; `continue_from` resumes one."""
+    """Session tracking: `conversation: {}` records the session; `continue_from` resumes one.
+
+    With a partner other than the person (`with`), `until` (a condition) and `max_turns`
+    (required) bound the exchange between the two sides."""
 
     continue_from: str | None = None
+    with_: Partner | None = Field(default=None, alias="with")
+    until: str | None = None
+    max_turns: int | None = None
+
+    @property
+    def partner(self) -> Partner | None:
+        """The non-person partner, or None when the person answers."""
+        return None if self.with_ is None or self.with_.is_person else self.with_
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ConversationConfig:
+        if self.partner is None:
+            return self  # the loader reports max_turns / until without a partner
+        if self.max_turns is None:
+            raise ValueError(
+                "conversation.max_turns is required when another agent or scripted replies "
+                f"answer (an exchange without a person must end), 1-{MAX_PARTNER_TURNS}"
+            )
+        if not 1 <= self.max_turns <= MAX_PARTNER_TURNS:
+            raise ValueError(
+                f"conversation.max_turns must be between 1 and {MAX_PARTNER_TURNS}, "
+                f"got {self.max_turns}"
+            )
+        return self
 
 
 class AgentStep(_StepBase):
@@ -349,6 +436,8 @@ class AgentStep(_StepBase):
                 raise ValueError("prompt_file is not supported in conversation mode")
             if not (self.prompt or "").strip():
                 raise ValueError("prompt is required in conversation mode")
+        elif self.conversation is not None and self.conversation.partner is not None:
+            raise ValueError("conversation.with needs mode: conversation")
         elif not (self.prompt or "").strip() and not self.prompt_file:
             raise ValueError("prompt or prompt_file is required")
         return self
@@ -475,6 +564,18 @@ AnyStep = (
 # --- the workflow --------------------------------------------------------------------------
 
 
+class Limits(_Model):
+    """`limits:` — a run-level budget for workflows whose agents talk in cycles."""
+
+    max_agent_turns: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    timeout: Duration = None
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.max_agent_turns, self.max_tokens, self.timeout))
+
+
 class Workflow(_Model):
     """A whole workflow. `initial` and `steps` come from the YAML `states:` mapping."""
 
@@ -488,6 +589,7 @@ class Workflow(_Model):
     initial: str
     steps: dict[str, Step]
     hooks: WorkflowHooks = Field(default_factory=WorkflowHooks)
+    limits: Limits = Field(default_factory=Limits)
     # Where it came from (not part of the language): used for relative paths and messages.
     source_path: Path | None = Field(default=None, exclude=True)
     source_dir: Path | None = Field(default=None, exclude=True)  # for YAML given as text

@@ -171,6 +171,8 @@ def test_removed_conversation_fields_are_errors(removed: str) -> None:
     key = removed.split(".", 1)[1]
     text = AGENT.replace("      continue_from: chat", f"      continue_from: chat\n      {key}: 5")
     message = f"{removed} was removed in AWF v0.7: {REMOVED_FIELDS[removed]}"
+    if removed == "conversation.max_turns":  # it lives on for conversations between agents
+        message += ", or use conversation.with for a conversation between agents"
     problem = only(problems_of(text), message)
     assert where(problem) == (f"states.chat.{removed}", 11, 7, "error")
 

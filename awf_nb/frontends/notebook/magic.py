@@ -175,12 +175,15 @@ class AwfMagics(Magics):
         store = Store(options.storage)
         if resume is not None:
             run_id, from_step = resume
-            runner = prepare_resume(run_id, store=store, from_step=from_step, inputs=options.inputs)
+            runner = prepare_resume(
+                run_id, store=store, from_step=from_step, inputs=options.inputs, user=options.user
+            )
         else:
             assert workflow is not None
-            runner = prepare_run(workflow, options.inputs, store=store)
+            runner = prepare_run(workflow, options.inputs, store=store, user=options.user)
         interactive = (
             options.replies is None
+            and options.user is None
             and not options.headless
             and workflow_needs_input(runner.workflow)
         )

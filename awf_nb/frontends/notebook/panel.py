@@ -190,7 +190,7 @@ class RunPanel:
             section = self._sections.get(event.step)
             if section is None:
                 return
-            reply = section.reply if section.reply is not None else section.new_reply()
+            reply = section.reply if section.reply is not None else section.new_reply(event.speaker)
             reply.parts.append(event.text)
             self.flusher.mark(reply)
             return
@@ -233,7 +233,7 @@ class RunPanel:
         section = self._sections.get(event.step)
         if section is not None:
             self._finish_reply(section)
-            section.new_reply()
+            section.new_reply(event.speaker)
             # The status line is left alone here: the new bubble shows that a reply comes.
             self._activity = f"running {event.step}"
 
@@ -255,13 +255,17 @@ class RunPanel:
         if section is None:
             return
         self.input.set_input_enabled(False)
-        section.add_html(esc(event.text), "awf-user")
+        if event.speaker and event.speaker != ev.PERSON:  # scripted replies of a partner
+            section.add_html(esc(event.speaker), "awf-speaker")
+            section.add_html(esc(event.text), "awf-partner")
+        else:
+            section.add_html(esc(event.text), "awf-user")
 
     def _on_turn_finished(self, event: ev.TurnFinished) -> None:
         self._tokens += event.tokens
         section = self._sections.get(event.step)
         if section is not None:
-            reply = section.reply or section.new_reply()
+            reply = section.reply or section.new_reply(event.speaker)
             self.flusher.forget(reply)
             reply.finish(event.text, event.interrupted)
             section.reply = None

@@ -259,8 +259,14 @@ class Section:
         self.body.children = (*self.body.children, item)
         return item
 
-    def new_reply(self) -> Reply:
-        self.reply = Reply(self.add_stream("awf-assistant", tail=_WAITING))
+    def new_reply(self, speaker: str = "") -> Reply:
+        """A bubble for the step's agent, or (`speaker`) for a partner agent: on the
+        person's side, in its own colour, under its name."""
+        if speaker:
+            self.add_html(esc(speaker), "awf-speaker")
+        self.reply = Reply(
+            self.add_stream("awf-partner" if speaker else "awf-assistant", tail=_WAITING)
+        )
         return self.reply
 
     def finish(self, event: ev.StepFinished) -> None:

@@ -154,9 +154,11 @@ class RunOptions:
     wait: bool | None
     output: str | None  # streaming | buffered | silent (None: the frontend's default)
     json: bool  # print the final state as JSON when the run ends
+    user: Any = None  # a SimulatedUser playing the person (--simulate-user), or None
 
 
 def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOptions:
+    from awf_nb.cli import simulated_user_flags
     from awf_nb.engine.inputs import parse_input_args
 
     if not args.out.isidentifier() or keyword.iskeyword(args.out):
@@ -164,6 +166,7 @@ def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOp
     given = [expand_braces(pair, namespace) for pair in args.input]
     try:
         inputs = parse_input_args(given, cwd=Path.cwd())
+        user = simulated_user_flags(args)
     except AwfError as exc:
         raise cell_error(exc) from None
     return RunOptions(
@@ -175,6 +178,7 @@ def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOp
         wait=args.wait,
         output=args.output,
         json=args.json,
+        user=user,
     )
 
 

@@ -129,17 +129,32 @@ def _removed_fields(step: dict[str, Any], path: str, doc: _Document) -> None:
             del container[key]
     conversation = step.get("conversation")
     if isinstance(conversation, dict):
+        # With another agent or scripted replies answering, bounding the exchange is the
+        # point: `max_turns` and `until` are fields again (spec: conversation.with).
+        with_partner = isinstance(conversation.get("with"), dict)
         for key in list(conversation):
             removed = f"conversation.{key}"
+            where = join_path(join_path(path, "conversation"), key)
+            if with_partner and key == "max_turns":
+                continue
             if removed in REMOVED_FIELDS:
+                doc.error(_removed_message(removed), where)
+                del conversation[key]
+            elif key == "until" and not with_partner:
                 doc.error(
-                    _removed_message(removed), join_path(join_path(path, "conversation"), key)
+                    "conversation.until needs conversation.with (another agent or scripted "
+                    "replies); with the person, the person ends the conversation (exit, quit "
+                    "or an empty line)",
+                    where,
                 )
                 del conversation[key]
 
 
 def _removed_message(removed: str) -> str:
-    return f"{removed} was removed in AWF v0.7: {REMOVED_FIELDS[removed]}"
+    message = f"{removed} was removed in AWF v0.7: {REMOVED_FIELDS[removed]}"
+    if removed == "conversation.max_turns":
+        message += ", or use conversation.with for a conversation between agents"
+    return message
 
 
 def _walk_keys(data: Any, path: str) -> Iterator[tuple[str, dict[str, Any], str]]:

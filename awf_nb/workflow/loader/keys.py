@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from awf_nb.workflow.checks import did_you_mean, join_path
 from awf_nb.workflow.loader.document import _Document
-from awf_nb.workflow.model import Input, WorkflowHooks
+from awf_nb.workflow.model import Input, Limits, WorkflowHooks
 
 _TOP_LEVEL_KEYS = (
     "name",
@@ -23,6 +23,7 @@ _TOP_LEVEL_KEYS = (
     "env",
     "states",
     "hooks",
+    "limits",
 )
 
 
@@ -42,6 +43,8 @@ class _UnknownKeys:
                     self.check(item, Input, join_path("inputs", i))
         if isinstance(data.get("hooks"), dict):
             self.check(data["hooks"], WorkflowHooks, "hooks")
+        if isinstance(data.get("limits"), dict):
+            self.check(data["limits"], Limits, "limits")
 
     def check(
         self, data: dict[str, Any], model: type[BaseModel], path: str, ignore: tuple[str, ...] = ()

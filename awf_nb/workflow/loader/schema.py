@@ -11,6 +11,7 @@ from awf_nb.workflow.model import (
     STEP_CLASSES,
     STEP_KINDS,
     Input,
+    Limits,
     Workflow,
     WorkflowHooks,
     parse_duration,
@@ -52,6 +53,16 @@ def json_schema() -> dict[str, Any]:
     }
     for model in _models():
         _reshape_model_schema(defs[model.__name__], model)
+    # `conversation.with` is `person` or a partner map; the partner's kind is derived.
+    defs["Partner"]["properties"].pop("kind", None)
+    defs["ConversationConfig"]["properties"]["with"] = {
+        "anyOf": [
+            {"type": "string", "enum": ["person"]},
+            {"$ref": ref.format(model="Partner")},
+        ],
+        "description": "who answers the agent: person (default), another agent "
+        "({name, provider, system_prompt, options, prompt}) or {replies: [...]}",
+    }
     properties = top["properties"]
     internal_fields = ("source_path", "source_dir", "source_text", "warnings", "locations")
     for internal in ("initial", "steps", *internal_fields):
@@ -80,7 +91,7 @@ def json_schema() -> dict[str, Any]:
 def _models() -> list[type[BaseModel]]:
     """Every model class reachable from `Workflow` and the step classes."""
     found: list[type[BaseModel]] = []
-    pending: list[type[BaseModel]] = [*STEP_CLASSES.values(), Input, WorkflowHooks]
+    pending: list[type[BaseModel]] = [*STEP_CLASSES.values(), Input, WorkflowHooks, Limits]
     while pending:
         model = pending.pop()
         if model in found:

@@ -1,0 +1,57 @@
+"""The run-level budget of `limits:` (max_agent_turns, max_tokens, timeout).
+
+Workflows whose agents talk in cycles (writer → reviewer → writer) need an end that does
+not depend on the agents agreeing. The counts live in the run's state, so a resumed run
+carries on from what it had spent. Reaching a limit ends the run with a message naming it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from awf_nb.engine.state import RunState
+from awf_nb.errors import ExecutionError
+from awf_nb.workflow.model import Limits
+
+
+class RunLimitReached(ExecutionError):
+    """A `limits:` value was reached: the run ends here (no `on_failure` route applies)."""
+
+
+class RunBudget:
+    """Checks one run's `limits:` against what it has spent."""
+
+    def __init__(self, limits: Limits, state: RunState) -> None:
+        self.limits = limits
+        self.state = state
+        self._since = time.monotonic()
+        self._spent_before = state.active_seconds
+
+    def before_turn(self, step: str) -> None:
+        """Raise `RunLimitReached` when no agent may take another turn."""
+        limits, state = self.limits, self.state
+        if limits.max_agent_turns is not None and state.agent_turns >= limits.max_agent_turns:
+            raise RunLimitReached(
+                f"run stopped at step {step}: limits.max_agent_turns ({limits.max_agent_turns})"
+                " reached",
+                step=step,
+            )
+        if limits.max_tokens is not None and state.total_tokens >= limits.max_tokens:
+            raise RunLimitReached(
+                f"run stopped at step {step}: limits.max_tokens ({limits.max_tokens}) reached "
+                f"({state.total_tokens} tokens used)",
+                step=step,
+            )
+
+    def remaining_time(self) -> float | None:
+        """Seconds left of `limits.timeout` (None: no timeout)."""
+        if self.limits.timeout is None:
+            return None
+        return max(0.0, self.limits.timeout - self._spent_before)
+
+    def timeout_message(self) -> str:
+        return f"run stopped: limits.timeout ({self.limits.timeout:g}s) reached"
+
+    def record_time(self) -> None:
+        """Store the time spent running so far (called before each checkpoint)."""
+        self.state.active_seconds = self._spent_before + time.monotonic() - self._since

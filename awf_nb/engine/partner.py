@@ -1,0 +1,265 @@
+"""The other side of a `mode: conversation` step: who answers the step's agent.
+
+`conversation.with` picks it: the person (the run's `InputReader`: a `> ` prompt, a notebook
+text box, a scripted list), another agent (its own provider, system prompt, options and
+session; it streams like the step's agent, labelled by its name), or scripted `replies`.
+A simulated user (`--simulate-user`) is an agent partner standing in for the person.
+
+`answer(reply)` returns the next message for the step's agent, or None when the partner
+ends the conversation. The partner agent's message list is the step's conversation seen
+from the other side: the agent's replies are its `user` messages, what it said its
+`assistant` ones; it is rebuilt from the step's turns, so resume needs nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from awf_nb.engine import events as ev
+from awf_nb.engine.agent import AgentSession, TurnTimeout
+from awf_nb.engine.ports import Message
+from awf_nb.engine.state import ConversationState
+
+if TYPE_CHECKING:
+    from awf_nb.engine.context import LoopFrame
+    from awf_nb.engine.run import Runner
+    from awf_nb.engine.state import Turn
+    from awf_nb.workflow.model import AgentStep
+
+EXIT_WORDS = frozenset({"exit", "quit"})
+PROMPT = "> "
+PERSON, SIMULATED_USER = ev.PERSON, ev.SIMULATED_USER
+
+
+def is_end_of_conversation(text: str | None) -> bool:
+    """What ends a conversation when the person (or someone playing them) says it."""
+    return text is None or not text.strip() or text.strip().lower() in EXIT_WORDS
+
+
+class Partner(Protocol):
+    """Who answers the step's agent."""
+
+    name: str  # the speaker recorded with its messages; "" for the person
+
+    async def answer(self, reply: str, turn: int) -> str | None: ...
+
+
+async def read_message(
+    run: Runner, step: str, turn: int, timeout: float | None = None, *, speaker: str = ""
+) -> str | None:
+    """The person's next message, or None when they ended the conversation (or headless)."""
+    reader = run.config.reader
+    if reader is None:  # headless: behave as if input reached its end
+        return None
+    run.emit(ev.AwaitingInput(run.run_id, step, PROMPT))
+    try:
+        async with asyncio.timeout(timeout):
+            text = await reader.read(PROMPT)
+    except TimeoutError:
+        raise TurnTimeout(
+            f"step {step}: no message at the prompt within the step timeout ({timeout:g}s)",
+            step=step,
+        ) from None
+    if is_end_of_conversation(text):
+        return None
+    assert text is not None
+    run.emit(ev.UserMessage(run.run_id, step, run.masker.mask(text), turn, speaker))
+    return text
+
+
+@dataclass
+class PersonPartner:
+    run: Runner
+    step: AgentStep
+    name: str = ""
+
+    async def answer(self, reply: str, turn: int) -> str | None:
+        return await read_message(self.run, self.step.name, turn, self.step.timeout)
+
+
+@dataclass
+class ScriptedPartner:
+    """`with: {replies: [...]}`: the messages in order; the conversation ends after them."""
+
+    run: Runner
+    step: AgentStep
+    conv: ConversationState
+    replies: list[str]
+    name: str
+
+    async def answer(self, reply: str, turn: int) -> str | None:
+        index = self.conv.partner_turns
+        if index >= len(self.replies) or is_end_of_conversation(self.replies[index]):
+            return None
+        self.conv.partner_turns += 1
+        text = self.replies[index]
+        run = self.run
+        run.emit(ev.UserMessage(run.run_id, self.step.name, run.masker.mask(text), turn, self.name))
+        return text
+
+
+class AgentPartner:
+    """Another agent answering the step's agent, in a session of its own."""
+
+    def __init__(
+        self,
+        session: AgentSession,
+        conv: ConversationState,
+        *,
+        prompt: str | None,
+        render: Any,
+        ends_like_a_person: bool = False,
+    ) -> None:
+        self.session = session
+        self.name = session.speaker
+        self.conv = conv  # the step's conversation (the partner's session id is kept there)
+        self._prompt = prompt  # a template: what the partner is sent; default the reply itself
+        self._render = render  # (template, variables) -> text
+        self._ends_like_a_person = ends_like_a_person
+
+    @classmethod
+    def rebuild_history(cls, turns: list[Turn], name: str, sent: Any) -> tuple[list[Message], int]:
+        """The partner's own message list from the step's turns (roles swapped), and the
+        characters in it. `sent(reply, turn)` is what the partner was sent for a reply."""
+        history: list[Message] = []
+        chars = 0
+        replies = 0
+        previous: str | None = None
+        for turn in turns:
+            if turn.role == "assistant":
+                replies += 1
+                previous = turn.content
+            elif turn.role == "user" and turn.speaker and previous is not None:
+                # The partner said it (or the person in its place, when they took over).
+                asked = sent(previous, replies)
+                history += [Message("user", asked), Message("assistant", turn.content)]
+                chars += len(asked) + len(turn.content)
+                previous = None
+        return history, chars
+
+    def what_to_send(self, reply: str, turn: int) -> str:
+        if self._prompt is None:
+            return reply
+        return self._render(self._prompt, {"reply": reply, "turn": turn})
+
+    async def answer(self, reply: str, turn: int) -> str | None:
+        session, conv = self.session, self.conv
+        result = await session.turn(self.what_to_send(reply, turn))
+        if session.conv is not None and session.conv.session_id:
+            conv.partner_session_id = session.conv.session_id
+        conv.partner_turns += 1
+        if result.interrupted:
+            raise PartnerInterrupted()
+        text = result.text
+        if self._ends_like_a_person and is_end_of_conversation(text):
+            return None
+        return text if text.strip() else None
+
+
+class PartnerInterrupted(Exception):
+    """Ctrl-C / Stop while the partner agent was writing: the person may take over."""
+
+
+def partner_conversation(provider_name: str, conv: ConversationState) -> ConversationState:
+    """The in-memory session of a partner agent, continuing the one recorded in `conv`."""
+    return ConversationState(
+        session_id=conv.partner_session_id,
+        provider=provider_name,
+        total_turns=conv.partner_turns,
+    )
+
+
+@dataclass
+class SimulatedUser:
+    """An agent playing the person in every conversation the person would answer.
+
+    `persona` is its system prompt (who it is, what it wants, when it says `exit`); its
+    messages end the conversation the way a person's do (`exit`, `quit`, an empty line).
+    """
+
+    persona: str
+    provider: str = "local"
+    options: dict[str, Any] = field(default_factory=dict)
+    max_turns: int = 5
+
+
+@dataclass
+class Exchange:
+    """Who answers the step's agent and what bounds the exchange (`until`, `max_turns`)."""
+
+    partner: Partner
+    until: str | None = None
+    max_turns: int | None = None
+
+
+def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = None) -> Exchange:
+    """The partner of a conversation step: `conversation.with`, else a simulated user when
+    the run has one, else the person."""
+    step, conv, ctx = session.step, session.conv, run.ctx
+    assert conv is not None
+    config = step.conversation
+    partner = config.partner if config is not None else None
+    simulated = run.config.simulated_user
+    if partner is None and simulated is None:
+        return Exchange(PersonPartner(run, step))
+    name = step.name
+
+    def render(source: str, what: str, variables: dict[str, Any] | None = None) -> str:
+        return ctx.render(source, step=name, what=what, loop=loop, extra=variables)
+
+    if partner is not None and partner.kind == "replies":
+        replies = [render(r, "conversation.with.replies") for r in partner.replies or []]
+        scripted = ScriptedPartner(run, step, conv, replies, partner.name)
+        return Exchange(
+            scripted, config.until if config else None, config.max_turns if config else None
+        )
+    if partner is not None:
+        assert partner.provider is not None and config is not None
+        provider_name = render(partner.provider, "conversation.with.provider").strip()
+        system = (
+            render(partner.system_prompt, "conversation.with.system_prompt")
+            if partner.system_prompt
+            else None
+        )
+        options = ctx.render_value(
+            partner.options, step=name, what="conversation.with.options", loop=loop
+        )
+        label, prompt, ends, until, max_turns = (
+            partner.name,
+            partner.prompt,
+            False,
+            config.until,
+            config.max_turns,
+        )
+    else:
+        assert simulated is not None
+        provider_name, system, options = (
+            simulated.provider,
+            simulated.persona,
+            dict(simulated.options),
+        )
+        label, prompt, ends, until, max_turns = (
+            SIMULATED_USER,
+            None,
+            True,
+            None,
+            simulated.max_turns,
+        )
+    run.masker.add_option_secrets(options)
+    provider = run.provider(provider_name)
+    own = partner_conversation(provider_name, conv)
+    agent = AgentSession(
+        run, step, session.st, provider_name, provider, system, options, own, speaker=label
+    )
+    agent_partner = AgentPartner(
+        agent,
+        conv,
+        prompt=prompt,
+        render=lambda source, variables: render(source, "conversation.with.prompt", variables),
+        ends_like_a_person=ends,
+    )
+    history, chars = AgentPartner.rebuild_history(conv.turns, label, agent_partner.what_to_send)
+    agent.continue_history(history, chars)
+    return Exchange(agent_partner, until, max_turns)
