@@ -342,6 +342,9 @@ class Runner:
         if previous is not None:
             self._visits[step.name] = previous
         st = StepState(name=step.name, status="running", started_at=now())
+        if previous is not None and step.name != self._restore_step:
+            if not previous.sums_branches:
+                state.earlier_tokens += previous.tokens_used
         if step.name == self._restore_step:
             self._restore_step = None
             if previous is not None and previous.conversation is not None:

@@ -163,6 +163,9 @@ class RunState(_State):
     pid_started: str = ""  # that process's start time, so a reused pid is not taken for it
     # What `limits:` counts across the whole run, resumes included.
     agent_turns: int = 0  # replies of every agent: steps' agents and partner agents
+    # Tokens of step visits whose state a later visit replaced (loops, cycles, retries of
+    # a resumed step): still spent, so still in the run's total.
+    earlier_tokens: int = 0
     active_seconds: float = 0.0  # time spent running, summed over resumes
     storage_version: int = 1
 
@@ -207,7 +210,8 @@ class RunState(_State):
 
     @property
     def total_tokens(self) -> int:
-        return sum(s.tokens_used for s in self.steps.values() if not s.sums_branches)
+        current = sum(s.tokens_used for s in self.steps.values() if not s.sums_branches)
+        return self.earlier_tokens + current
 
     def to_json(self, *, indent: int | None = 2) -> str:
         return self.model_dump_json(by_alias=True, indent=indent)
