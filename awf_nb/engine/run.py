@@ -341,10 +341,9 @@ class Runner:
         previous = state.steps.get(step.name)
         if previous is not None:
             self._visits[step.name] = previous
+            if step.name != self._restore_step and not previous.sums_branches:
+                state.earlier_tokens += previous.tokens_used  # that visit's tokens were spent
         st = StepState(name=step.name, status="running", started_at=now())
-        if previous is not None and step.name != self._restore_step:
-            if not previous.sums_branches:
-                state.earlier_tokens += previous.tokens_used
         if step.name == self._restore_step:
             self._restore_step = None
             if previous is not None and previous.conversation is not None:
