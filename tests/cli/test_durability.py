@@ -280,3 +280,61 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state not in ("Z", "X")
+
+
+EXCHANGE = """
+name: exchange
+states:
+  initial: draft
+  draft:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: write
+    options: {replies: ["w1", "w2", "w3", "w4", "w5"], delay_ms: 50}
+    conversation:
+      with:
+        name: reviewer
+        provider: scripted
+        options: {replies: ["r1 is slow to say", "r2 is slow to say", "r3 is slow to say"], delay_ms: 60}
+      max_turns: 4
+    on_success: done
+  done: {type: terminal, message: "{{.states.draft.Output}}"}
+"""
+
+
+def test_sigkill_mid_exchange_then_resume_continues_where_it_stopped(
+    awf, storage: Path, tmp_path: Path
+):
+    wf = tmp_path / "exchange.yaml"
+    wf.write_text(EXCHANGE)
+    proc = spawn_awf("run", str(wf), storage=storage, cwd=tmp_path)
+    try:
+
+        def reviewer_spoke_twice() -> bool:
+            runs = list((storage / "runs").glob("*/transcript.jsonl"))
+            return bool(runs) and runs[0].read_text().count('"speaker":"reviewer"') >= 2
+
+        wait_until(reviewer_spoke_twice, "the reviewer's second message")
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(10)
+    run_id = only_run_id(storage)
+    resumed = awf("resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "w4" in resumed.stdout
+    state = json.loads(awf("status", run_id, "--json").stdout)
+    conv = state["steps"]["draft"]["conversation"]
+    said = [(t["speaker"], t["content"]) for t in conv["turns"]]
+    assert said == [
+        ("", "write"),
+        ("", "w1"),
+        ("reviewer", "r1 is slow to say"),
+        ("", "w2"),
+        ("reviewer", "r2 is slow to say"),
+        ("", "w3"),
+        ("reviewer", "r3 is slow to say"),
+        ("", "w4"),
+    ]
+    assert conv["total_turns"] == 4 and conv["stopped_by"] == "max_turns"
+    assert state["message"] == "w4"

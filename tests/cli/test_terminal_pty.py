@@ -169,3 +169,58 @@ def test_with_stdout_redirected_the_prompt_stays_on_the_terminal(tmp_path: Path)
     assert "\x1b" not in saved, repr(saved)  # no colour codes in a file
     assert "> hello there" in saved  # the conversation, as a transcript
     assert not any(line == "> " for line in saved.splitlines()), repr(saved)
+
+
+EXCHANGE = """
+name: exchange
+states:
+  initial: draft
+  draft:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: write a haiku
+    options:
+      delay_ms: 40
+      replies:
+        - "a very long first draft that keeps streaming word after word after word after word after word after word"
+        - "second draft about snow"
+        - "third draft"
+    conversation:
+      with:
+        name: reviewer
+        provider: scripted
+        options: {replies: ["APPROVED"]}
+      until: 'message == "APPROVED"'
+      max_turns: 5
+    on_success: done
+  done: {type: terminal, message: "{{.states.draft.Output}}"}
+"""
+
+
+def test_ctrl_c_during_an_agent_exchange_lets_the_person_speak(tmp_path: Path):
+    storage = tmp_path / "storage"
+    (tmp_path / "exchange.yaml").write_text(EXCHANGE)
+    child = spawn(tmp_path, storage, "run", "exchange.yaml")
+    try:
+        child.expect_exact("word after word")  # the writer's first draft is streaming
+        child.sendintr()  # Ctrl-C: pause the exchange, the person speaks next
+        child.expect_exact("reply interrupted")
+        child.expect_exact("> ")
+        child.sendline("make it about snow")
+        child.expect_exact("second draft about snow")
+        child.expect_exact("reviewer: ")  # the partner's message, labelled
+        child.expect_exact("APPROVED")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, transcript(child)
+    state = json.loads((storage / "runs" / only_run_id(storage) / "state.json").read_text())
+    conv = state["steps"]["draft"]["conversation"]
+    said = [(t["role"], t["speaker"], t["content"]) for t in conv["turns"]]
+    assert said[2] == ("user", "person", "make it about snow")
+    assert said[3:] == [
+        ("assistant", "", "second draft about snow"),
+        ("user", "reviewer", "APPROVED"),
+    ]
+    assert conv["stopped_by"] == "condition"

@@ -1,0 +1,36 @@
+"""An exchange between two agents on the bundled local model (marker `real_model`): the
+example workflow, both sides on SmolLM2, three drafts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from awf_nb.api import arun, load
+from awf_nb.engine.events import TurnFinished
+from tests.support.events import Collect
+
+pytestmark = pytest.mark.real_model
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "workflows" / "writer-reviewer.yaml"
+
+
+async def test_the_local_model_on_both_sides_for_three_turns(tmp_path: Path):
+    text = EXAMPLE.read_text()
+    text = text.replace("max_turns: 4", "max_turns: 3").replace(
+        "until: 'message contains \"APPROVED\"'", "until: 'message == \"never\"'"
+    )
+    sink = Collect()
+    result = await arun(load(text, cwd=tmp_path), storage=tmp_path, sink=sink)
+    assert result.ok, result.error
+    conv = result.steps["draft"].conversation
+    assert conv.stopped_by == "max_turns" and conv.total_turns == 3
+    assert conv.partner_turns == 2
+    speakers = [(e.speaker, e.turn) for e in sink.of(TurnFinished)]
+    assert speakers == [("", 1), ("reviewer", 1), ("", 2), ("reviewer", 2), ("", 3)]
+    said = [t for t in conv.turns if t.role != "system"]
+    assert [t.speaker for t in said if t.role == "user"] == ["", "reviewer", "reviewer"]
+    assert all(t.content.strip() for t in said)
+    assert result.outputs["draft"] == said[-1].content
+    assert "max_turns after 3 drafts" in result.state.message
