@@ -236,3 +236,60 @@ async def test_claude_gets_long_and_dash_prompts_intact(
     events = await _run(provider, session.turn("- a list item, not an option"))
     assert isinstance(events[-1], Final)
     assert events[-1].text.endswith("last_user=- a list item, not an option")
+
+
+async def test_two_real_clis_write_and_review_each_in_its_own_session(
+    server: FakeLlmServer, tmp_path: Path
+) -> None:
+    """claude writes, codex reviews: a `conversation.with` exchange between two real CLIs,
+    each resuming its own session from its second turn on."""
+    import yaml
+
+    from awf_nb.api import arun
+
+    claude, codex = (_installed(c) for c in (REAL_CLIS[0], REAL_CLIS[2]))
+    (tmp_path / "writer").mkdir()
+    (tmp_path / "reviewer").mkdir()
+    writer = _session(claude, server, tmp_path / "writer")
+    reviewer = _session(codex, server, tmp_path / "reviewer")
+    workflow = {
+        "name": "cli-exchange",
+        "states": {
+            "initial": "draft",
+            "draft": {
+                "type": "agent",
+                "provider": "claude",
+                "mode": "conversation",
+                "system_prompt": "You write slogans.",
+                "prompt": "slogan for a bakery",
+                "options": {**writer.options, "env": writer.env},
+                "timeout": TURN_TIMEOUT,
+                "conversation": {
+                    "with": {
+                        "name": "reviewer",
+                        "provider": "codex",
+                        "system_prompt": "You review slogans.",
+                        "options": {**reviewer.options, "env": reviewer.env},
+                    },
+                    "max_turns": 3,
+                },
+                "on_success": "done",
+            },
+            "done": {"type": "terminal"},
+        },
+    }
+    result = await arun(yaml.safe_dump(workflow), storage=tmp_path / "runs", cwd=tmp_path)
+    assert result.ok, result.error
+    conv = result.steps["draft"].conversation
+    assert conv.total_turns == 3 and conv.partner_turns == 2
+    assert conv.session_id and conv.partner_session_id
+    assert conv.session_id != conv.partner_session_id
+    drafts = [t.content for t in conv.turns if t.role == "assistant"]
+    reviews = [t.content for t in conv.turns if t.speaker == "reviewer"]
+    assert all(text.startswith("FAKE-REPLY") for text in drafts + reviews)
+    # each side's second call carries its own first exchange: the CLI resumed its session
+    writer_calls = [b for b in writer.model_calls() if "slogan" in " ".join(request_texts(b))]
+    assert any(drafts[0] in request_texts(b) for b in writer_calls), "writer turn 2 resumed"
+    second_review = reviewer.call_for(drafts[1])
+    assert reviews[0] in request_texts(second_review), "reviewer turn 2 resumed"
+    assert any(drafts[0] in text for text in request_texts(second_review))
