@@ -88,6 +88,8 @@ class _Progress:
 class Reply:
     text: str
     interrupted: bool = False
+    tokens: int = 0  # output tokens
+    duration: float = 0.0
 
 
 class AgentSession:
@@ -177,15 +179,18 @@ class AgentSession:
 
     # --- one turn -----------------------------------------------------------------------------
 
-    def record_message(self, message: str, speaker: str = "") -> str:
-        """Record a message to this agent (its system prompt first, once); the masked text."""
+    def record_message(self, message: str, speaker: str = "", by: Reply | None = None) -> str:
+        """Record a message to this agent (its system prompt first, once); the masked text.
+
+        `by`: the partner agent's reply that is this message (its tokens and duration)."""
         run, conv, system = self.run, self.conv, self.system_prompt
         if conv is not None and system and not any(t.role == "system" for t in conv.turns):
             self._record(Turn(role="system", content=run.masker.mask(system)))
         masked = run.masker.mask(message)
-        self._record(
-            Turn(role="user", content=masked, tokens=estimate_tokens(message), speaker=speaker)
-        )
+        turn = Turn(role="user", content=masked, tokens=estimate_tokens(message), speaker=speaker)
+        if by is not None:
+            turn.tokens, turn.duration = by.tokens, round(by.duration, 3)
+        self._record(turn)
         return masked
 
     async def turn(self, message: str, *, already_recorded: bool = False) -> Reply:
@@ -361,6 +366,7 @@ class AgentSession:
                 conv.session_id = progress.session_id
             conv.total_turns += 1
             conv.total_tokens += tokens_in + tokens_out
+        duration = time.monotonic() - started
         self._record(
             Turn(
                 role="assistant",
@@ -369,6 +375,7 @@ class AgentSession:
                 tokens_estimated=estimated,
                 interrupted=interrupted,
                 truncated_turns=progress.truncated_turns,
+                duration=round(duration, 3),
             )
         )
         run.emit(
@@ -377,7 +384,7 @@ class AgentSession:
                 self.step.name,
                 number,
                 tokens_in + tokens_out,
-                time.monotonic() - started,
+                duration,
                 tokens_estimated=estimated,
                 interrupted=interrupted,
                 text=masked,
@@ -386,7 +393,7 @@ class AgentSession:
         )
         if self.live and not self.speaker:  # single-mode steps are checkpointed when they end
             run.checkpoint()
-        return Reply(masked, interrupted)
+        return Reply(masked, interrupted, tokens_out, duration)
 
 
 # --- the step --------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ async def _answer(session: AgentSession, exchange: Exchange, reply: Reply) -> st
             reply = Reply(reply.text, interrupted=True)
     if message is None:
         return None
-    session.record_message(message, speaker)
+    session.record_message(message, speaker, partner.last if speaker == partner.name else None)
     run.checkpoint()
     return message
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from awf_nb.engine import events as ev
-from awf_nb.engine.agent import AgentSession, TurnTimeout
+from awf_nb.engine.agent import AgentSession, Reply, TurnTimeout
 from awf_nb.engine.ports import Message
 from awf_nb.engine.state import ConversationState
 
@@ -42,6 +42,7 @@ class Partner(Protocol):
     """Who answers the step's agent."""
 
     name: str  # the speaker recorded with its messages; "" for the person
+    last: Reply | None  # a partner agent's last reply (its tokens and time), else None
 
     async def answer(self, reply: str, turn: int) -> str | None: ...
 
@@ -74,6 +75,7 @@ class PersonPartner:
     run: Runner
     step: AgentStep
     name: str = ""
+    last: Reply | None = None
 
     async def answer(self, reply: str, turn: int) -> str | None:
         return await read_message(self.run, self.step.name, turn, self.step.timeout)
@@ -88,6 +90,7 @@ class ScriptedPartner:
     conv: ConversationState
     replies: list[str]
     name: str
+    last: Reply | None = None
 
     async def answer(self, reply: str, turn: int) -> str | None:
         index = self.conv.partner_turns
@@ -118,6 +121,7 @@ class AgentPartner:
         self._prompt = prompt  # a template: what the partner is sent; default the reply itself
         self._render = render  # (template, variables) -> text
         self._ends_like_a_person = ends_like_a_person
+        self.last: Reply | None = None
 
     @classmethod
     def rebuild_history(cls, turns: list[Turn], name: str, sent: Any) -> tuple[list[Message], int]:
@@ -146,7 +150,7 @@ class AgentPartner:
 
     async def answer(self, reply: str, turn: int) -> str | None:
         session, conv = self.session, self.conv
-        result = await session.turn(self.what_to_send(reply, turn))
+        result = self.last = await session.turn(self.what_to_send(reply, turn))
         if session.conv is not None and session.conv.session_id:
             conv.partner_session_id = session.conv.session_id
         conv.partner_turns += 1

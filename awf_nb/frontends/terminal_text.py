@@ -16,7 +16,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from awf_nb.engine.state import RunState
+    from awf_nb.engine.state import RunState, Turn
 
 # C0 controls but \t and \n, DEL, and the C1 controls (8-bit CSI, OSC, …). \r too: it
 # would let text overwrite what is already on the line.
@@ -63,11 +63,27 @@ def describe_state(state: RunState) -> str:
             stopped = f", stopped by {conv.stopped_by}" if conv.stopped_by else ""
             session = f", session {conv.session_id}" if conv.session_id else ""
             lines.append(f"            conversation: {conv.total_turns} turns{stopped}{session}")
-            for turn in conv.turns:
-                if turn.role == "system":
-                    continue
-                text = turn.content if len(turn.content) <= 200 else turn.content[:197] + "..."
-                mark = " [interrupted]" if turn.interrupted else ""
-                who = "you" if turn.role == "user" else "agent"
-                lines.append(f"              {who}: {text}{mark}".replace("\n", " "))
+            lines.extend(_exchange(conv.turns))
     return terminal_safe("\n".join(lines))  # stored text may carry escape sequences
+
+
+def _exchange(turns: list[Turn]) -> list[str]:
+    """A conversation in order: who spoke, the agent's turn number, tokens and time."""
+    lines: list[str] = []
+    number = 0
+    for turn in turns:
+        if turn.role == "system":
+            continue
+        text = turn.content if len(turn.content) <= 200 else turn.content[:197] + "..."
+        mark = " [interrupted]" if turn.interrupted else ""
+        figures = []
+        if turn.role == "assistant":
+            number += 1
+            who, figures = "agent", [f"turn {number}"]
+        else:
+            who = "you" if turn.speaker in ("", "person") else turn.speaker
+        if turn.role == "assistant" or who != "you":  # what an agent wrote cost tokens, time
+            figures += [f"{turn.tokens} tokens", f"{turn.duration:.1f}s"]
+        shown = f" [{' · '.join(figures)}]" if figures else ""
+        lines.append(f"              {who}{shown}: {text}{mark}".replace("\n", " "))
+    return lines

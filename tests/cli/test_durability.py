@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -117,9 +118,9 @@ def test_kill_after_two_turns_then_resume_continues_conversation(awf, storage, t
     run_id = only_run_id(storage)
     status = awf("status", run_id)
     assert "conversation: 2 turns" in status.stdout
-    assert "agent: first reply" in status.stdout
+    assert re.search(r"agent \[turn 1 · \d+ tokens · [\d.]+s\]: first reply", status.stdout)
     assert "you: tell me more" in status.stdout
-    assert "agent: second reply" in status.stdout
+    assert re.search(r"agent \[turn 2 · .*\]: second reply", status.stdout)
 
     resumed = awf("resume", run_id, input="and finally?\n\n")
     assert resumed.returncode == 0, resumed.stderr
@@ -338,3 +339,20 @@ def test_sigkill_mid_exchange_then_resume_continues_where_it_stopped(
     ]
     assert conv["total_turns"] == 4 and conv["stopped_by"] == "max_turns"
     assert state["message"] == "w4"
+
+
+def test_status_shows_the_exchange_with_speakers_turns_tokens_and_time(
+    awf, storage: Path, tmp_path: Path
+):
+    wf = tmp_path / "exchange.yaml"
+    wf.write_text(
+        EXCHANGE.replace("delay_ms: 50", "delay_ms: 0").replace("delay_ms: 60", "delay_ms: 0")
+    )
+    assert awf("run", str(wf)).returncode == 0
+    status = awf("status", only_run_id(storage)).stdout
+    lines = [line.strip() for line in status.splitlines() if "]: " in line or "you: " in line]
+    assert lines[0] == "you: write"
+    assert re.fullmatch(r"agent \[turn 1 · \d+ tokens · [\d.]+s\]: w1", lines[1])
+    assert re.fullmatch(r"reviewer \[\d+ tokens · [\d.]+s\]: r1 is slow to say", lines[2])
+    assert re.fullmatch(r"agent \[turn 4 · .*\]: w4", lines[-1])
+    assert "conversation: 4 turns, stopped by max_turns" in status

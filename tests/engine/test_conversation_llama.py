@@ -97,7 +97,10 @@ async def test_each_side_of_an_agent_exchange_gets_its_own_message_list(llama_se
     sent = [[(m["role"], m["content"]) for m in body["messages"]] for body in proxy.requests]
     assert len(sent) == 3
     writer_1, critic_1, writer_2 = sent
-    assert writer_1 == [("system", "You write one-line slogans."), ("user", "A slogan for a bakery.")]
+    assert writer_1 == [
+        ("system", "You write one-line slogans."),
+        ("user", "A slogan for a bakery."),
+    ]
     # the critic sees the writer's draft as the user's message, under its own system prompt
     assert critic_1 == [
         ("system", "You criticise slogans in one short sentence."),
