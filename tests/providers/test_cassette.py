@@ -198,7 +198,7 @@ async def test_a_changed_prompt_stops_the_replay_naming_the_step_the_turn_and_th
     assert calls == []
     assert replayed.exit_code == CassetteMismatch.exit_code == 1
     error = replayed.error
-    assert "step sum_up" in error and "turn 1" in error
+    assert error.startswith("step sum_up: turn 1 does not match the cassette ")
     assert "the prompt differs" in error
     assert '"summarise: Rye bread' in error and '"sum up: Rye bread' in error
     assert "options" not in error and "history" not in error
@@ -213,7 +213,7 @@ async def test_changed_options_are_a_mismatch_that_names_the_option(
 
     replayed, _ = await run(workflow, store, replay=cassette)
 
-    assert "step chat, turn 1 does not match" in replayed.error
+    assert replayed.error.startswith("step chat: turn 1 does not match")
     assert "the options differ (replies)" in replayed.error
     assert "prompt" not in replayed.error.split("does not match")[1]
 
@@ -227,9 +227,8 @@ async def test_a_cassette_that_runs_out_of_turns_is_a_clear_error(
     replayed, _ = await run(workflow, store, replay=cassette, replies=["and rye?", ""])
 
     assert not replayed.ok
-    assert "step chat, turn 2: the cassette has no more turns for it (it recorded 1)" in (
-        replayed.error
-    )
+    assert replayed.error.startswith("step chat: turn 2: the cassette ")
+    assert "has no more turns for it (it recorded 1)" in replayed.error
 
 
 async def test_a_replayed_provider_has_the_session_kind_of_the_recorded_one(
@@ -311,7 +310,7 @@ async def test_turns_are_matched_per_step_and_speaker(tmp_path: Path) -> None:
 
     assert await ask(replay, "critic") == "the critic's answer"
     assert await ask(replay, "") == "the agent's answer"
-    with pytest.raises(CassetteMismatch, match=r"step debate \(speaker critic\), turn 1"):
+    with pytest.raises(CassetteMismatch, match=r"step debate: critic's turn 1: "):
         await ask(replay, "critic")
 
 

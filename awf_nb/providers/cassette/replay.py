@@ -106,15 +106,14 @@ class Replayer:
             turns = self.cassette.turns
             held = sum(t.step == turn.step and t.speaker == turn.speaker for t in turns)
             raise CassetteMismatch(
-                f"replay of {self.cassette.path}: {where}: the cassette has no more turns "
-                f"for it (it recorded {held})",
+                f"{where}: the cassette {self.cassette.path} has no more turns for it "
+                f"(it recorded {held})",
                 hint="the recorded run ended before this turn; record the run again",
             )
         first = waiting[0][1]
         differences = _differences(first, summary, turn.turn_number)
         raise CassetteMismatch(
-            f"replay of {self.cassette.path}: {where} does not match the recording: "
-            + "; ".join(differences),
+            f"{where} does not match the cassette {self.cassette.path}: " + "; ".join(differences),
             hint="record the run again with --record, or undo the change",
         )
 
@@ -143,9 +142,9 @@ class ReplayProvider:
         recorded = self._replayer.take(self.name, turn)
         if recorded.end == "interrupted":
             raise CassetteError(
-                f"replay of {self._replayer.cassette.path}: {_where(turn)} was cut short when "
-                "it was recorded (interrupted, timed out or failed), so there is no reply to "
-                "replay",
+                f"{_where(turn)} was cut short when it was recorded in "
+                f"{self._replayer.cassette.path} (interrupted, timed out or failed), so there "
+                "is no reply to replay",
                 hint="record the run again without interrupting that reply",
             )
         speed = self._replayer.speed
@@ -191,8 +190,9 @@ class ReplayReader:
 
 
 def _where(turn: TurnRequest) -> str:
-    speaker = f" (speaker {turn.speaker})" if turn.speaker else ""
-    return f"step {turn.step}{speaker}, turn {turn.turn_number}"
+    # "step X: " first, as every step error starts (the engine shows it once, not twice)
+    speaker = f"{turn.speaker}'s " if turn.speaker else ""
+    return f"step {turn.step}: {speaker}turn {turn.turn_number}"
 
 
 def _differences(recorded: RecordedTurn, summary: dict[str, Any], turn_number: int) -> list[str]:
