@@ -469,3 +469,26 @@ async def test_a_cassette_that_cannot_be_written_is_refused(workflow: Path, stor
 async def test_record_and_replay_together_are_refused(workflow: Path, store: Store) -> None:
     with pytest.raises(UserError, match="record and replay cannot be used together"):
         await run(workflow, store, record=workflow, replay=workflow)
+
+
+async def test_a_reply_cut_short_is_recorded_but_refused_on_replay(
+    tmp_path: Path, store: Store
+) -> None:
+    workflow = tmp_path / "slow.yaml"
+    workflow.write_text(
+        CHAT.replace(
+            "    system_prompt: Be brief.\n", "    system_prompt: Be brief.\n    timeout: 0.3\n"
+        ).replace("delay_ms: 2", "delay_ms: 1000")
+    )
+    cassette = tmp_path / "slow.cassette.jsonl"
+    recorded, _ = await run(workflow, store, record=cassette)
+    assert "timed out" in recorded.error
+    [turn] = [line for line in lines(cassette) if line["type"] == "turn"]
+    assert turn["end"] == "interrupted"
+    arrived = "".join(e.get("text", "") for e in turn["events"])
+    assert "Bread is baked from flour and water.".startswith(arrived)
+    assert not any("final" in e for e in turn["events"])
+
+    replayed, _ = await run(workflow, store, replay=cassette)
+
+    assert replayed.error.startswith("step chat: turn 1 was cut short when it was recorded")
