@@ -89,7 +89,7 @@ class RecordingProvider:
         self._recorder = owner.cassette
 
     @property
-    def session_kind(self) -> Literal["history", "session_id"]:  # type: ignore[override]
+    def session_kind(self) -> Literal["history", "session_id"]:
         return self.inner.session_kind
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
