@@ -24,7 +24,6 @@ from awf_nb.providers.cassette import (
 )
 from awf_nb.providers.cassette import record as record_module
 from awf_nb.providers.cassette import replay as replay_module
-from awf_nb.providers.scripted import ScriptedProvider
 from awf_nb.secrets import Masker
 from awf_nb.store import Store
 from tests.support.events import Collect, with_providers
@@ -289,27 +288,90 @@ async def test_a_replayed_provider_has_the_session_kind_of_the_recorded_one(
     assert turn_two["request"]["system_prompt"] is None  # not resent to a resumed session
 
 
+WRITER_REVIEWER = """
+name: haiku
+states:
+  initial: draft
+  draft:
+    type: agent
+    provider: scripted
+    mode: conversation
+    system_prompt: You write haiku.
+    prompt: A haiku about rain
+    options: {replies: ["draft one", "draft two", "draft three"]}
+    conversation:
+      with:
+        name: reviewer
+        provider: scripted
+        system_prompt: You review haiku.
+        options: {replies: ["fix line 2", "APPROVED"]}
+      until: 'message == "APPROVED"'
+      max_turns: 6
+    on_success: done
+  done: {type: terminal, message: "{{.states.draft.Output}}"}
+"""
+
+
+async def test_a_conversation_between_two_agents_replays_each_speakers_turns(
+    tmp_path: Path, store: Store
+) -> None:
+    workflow = tmp_path / "haiku.yaml"
+    workflow.write_text(WRITER_REVIEWER)
+    cassette = tmp_path / "haiku.cassette.jsonl"
+    recorded, recorded_sink = await run(workflow, store, record=cassette)
+    assert recorded.ok, recorded.error
+    calls: list[str] = []
+
+    replayed, replayed_sink = await run(
+        workflow, store, replay=cassette, providers=refusing_factory(calls)
+    )
+
+    assert replayed.ok, replayed.error
+    assert calls == []
+    assert replayed.outputs == recorded.outputs
+    assert transcript(store, replayed) == transcript(store, recorded)
+    assert replayed_sink.text() == recorded_sink.text()
+    speakers = [(x["speaker"], x["turn"]) for x in lines(cassette) if x["type"] == "turn"]
+    assert ("reviewer", 1) in speakers and ("", 1) in speakers
+    assert [x for x in lines(cassette) if x["type"] == "input"] == []  # nobody typed
+
+
 async def test_turns_are_matched_per_step_and_speaker(tmp_path: Path) -> None:
     """A conversation partner's turns (`speaker` set) are a sequence of their own: the
-    step's agent and the partner each get their own turn 1, even asked the same thing in
-    another order."""
+    step's agent and the partner each get their own turn 1, even asked the very same thing
+    in the other order."""
+
+    class Counting:
+        """Answers the same request differently each time: "answer 1", "answer 2"."""
+
+        session_kind: Literal["history", "session_id"] = "history"
+
+        def __init__(self, name: str) -> None:
+            self.name, self.count = name, 0
+
+        async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
+            self.count += 1
+            yield Final(f"answer {self.count}")
+
+        async def aclose(self) -> None:
+            pass
+
     masker = Masker()
     path = tmp_path / "partners.jsonl"
     recorder = Recorder(path, workflow="debate", masker=masker)
-    provider = recorder.providers(lambda name: ScriptedProvider(name))("scripted")
-    replies = {"replies": ["the agent's answer", "the critic's answer"]}
+    provider = recorder.providers(Counting)("counting")
 
     async def ask(p: Any, speaker: str) -> str:
-        turn = TurnRequest(prompt="your turn", options=replies, step="debate", speaker=speaker)
+        turn = TurnRequest(prompt="your turn", step="debate", speaker=speaker)
         events = [e async for e in p.stream(turn)]
         return events[-1].text
 
-    assert await ask(provider, "") == "the agent's answer"
-    assert await ask(provider, "critic") == "the critic's answer"
-    replay = Replayer(path, workflow="debate", masker=masker).providers()("scripted")
+    assert await ask(provider, "") == "answer 1"
+    assert await ask(provider, "critic") == "answer 2"
+    replay = Replayer(path, workflow="debate", masker=masker).providers()("counting")
 
-    assert await ask(replay, "critic") == "the critic's answer"
-    assert await ask(replay, "") == "the agent's answer"
+    assert await ask(replay, "critic") == "answer 2"
+    assert await ask(replay, "") == "answer 1"
     with pytest.raises(CassetteMismatch, match=r"step debate: critic's turn 1: "):
         await ask(replay, "critic")
 
