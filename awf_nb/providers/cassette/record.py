@@ -100,7 +100,8 @@ class RecordingProvider:
                 tape.add(event)
                 yield event
         except AwfError as exc:
-            tape.failed(exc)
+            with contextlib.suppress(AwfError):  # the provider's error is the one to show
+                tape.failed(exc)
             raise
         except GeneratorExit:
             # The engine stopped reading (a reply over max_reply_bytes): replaying the same
