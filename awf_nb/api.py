@@ -3,6 +3,7 @@ notebook share (`prepare_run`, `prepare_resume`).
 
     result = awf_nb.run("workflows/code-review.yaml", inputs={"path": "src"})
     result = await awf_nb.arun(yaml_text, replies=["yes", ""])
+    result = awf_nb.run("chat.yaml", record="chat.cassette.jsonl")   # then replay="…"
 """
 
 from __future__ import annotations
@@ -63,6 +64,51 @@ def _providers(providers: ProviderFactory | None) -> ProviderFactory:
     return provider_factory()
 
 
+def _run_providers(
+    providers: ProviderFactory | None,
+    *,
+    workflow: Workflow,
+    masker: Masker,
+    record: str | os.PathLike[str] | None,
+    replay: str | os.PathLike[str] | None,
+    speed: float,
+) -> ProviderFactory:
+    """The run's provider factory: recorded to a cassette, or replaced by one's replay.
+
+    A replay never touches `providers` (nor the registry): no model is loaded, no server or
+    agent CLI is called. The run's own `masker` masks everything written to a cassette.
+    """
+    if record is None and replay is None:
+        if speed:
+            from awf_nb.providers.cassette import check_speed
+
+            check_speed(speed)
+        return _providers(providers)
+    from awf_nb.providers.cassette import Replayer, open_cassette
+
+    opened = open_cassette(
+        record=record, replay=replay, speed=speed, workflow=workflow.name, masker=masker
+    )
+    if isinstance(opened, Replayer):
+        return opened.providers()
+    assert opened is not None
+    return opened.providers(_providers(providers))
+
+
+def use_cassette_input(runner: Runner) -> None:
+    """Record the person's messages too, or serve the recorded ones first.
+
+    Call it once a frontend has given the runner its input reader (`connect`): the reader
+    is only known then. Does nothing for a run without a cassette; calling it twice is
+    harmless.
+    """
+    from awf_nb.providers.cassette import cassette_of
+
+    cassette = cassette_of(runner.config.providers)
+    if cassette is not None:
+        runner.config.reader = cassette.reader(runner.config.reader)
+
+
 def prepare_run(
     workflow: Workflow,
     inputs: Mapping[str, Any] | None = None,
@@ -75,10 +121,15 @@ def prepare_run(
     env: Mapping[str, str] | None = None,
     ask: AskFunction | None = None,
     user: SimulatedUser | None = None,
+    record: str | os.PathLike[str] | None = None,
+    replay: str | os.PathLike[str] | None = None,
+    replay_speed: float = 0.0,
 ) -> Runner:
     """Validate inputs and build a `Runner` ready to `await runner.execute()`.
 
     `user`: an agent that plays the person in every conversation the person would answer.
+    `record=PATH` writes a cassette of the run; `replay=PATH` serves its provider turns
+    (and person messages) from one, `replay_speed` times the recorded delays (0: at once).
     """
     cwd = (cwd or Path.cwd()).resolve()
     env = dict(os.environ if env is None else env)
@@ -91,19 +142,28 @@ def prepare_run(
         _check_simulated_user(user)
     warnings: list[str] = []
     resolved = resolve_inputs(workflow, inputs or {}, ask=ask, cwd=cwd, warnings=warnings)
+    masker = Masker.for_run(workflow, resolved, env)
     config = RunConfig(
-        providers=_providers(providers),
+        providers=_run_providers(
+            providers,
+            workflow=workflow,
+            masker=masker,
+            record=record,
+            replay=replay,
+            speed=replay_speed,
+        ),
         reader=reader,
         store=store,
         env=env,
         cwd=cwd,
-        masker=Masker.for_run(workflow, resolved, env),
+        masker=masker,
         load_child=_load_child,
         simulated_user=user,
     )
     if sink is not None:
         config.sink = sink
     runner = Runner(workflow, resolved, config)
+    use_cassette_input(runner)
     runner.state.defaulted_inputs = [name for name in resolved if name not in (inputs or {})]
     runner.startup_warnings.extend(warnings)
     return runner
@@ -165,8 +225,12 @@ def prepare_resume(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     user: SimulatedUser | None = None,
+    record: str | os.PathLike[str] | None = None,
+    replay: str | os.PathLike[str] | None = None,
+    replay_speed: float = 0.0,
 ) -> Runner:
-    """A `Runner` that continues a failed, cancelled or interrupted run from a step."""
+    """A `Runner` that continues a failed, cancelled or interrupted run from a step
+    (`record`, `replay`, `replay_speed`: as for `prepare_run`)."""
     from awf_nb.workflow.loader import load_text, load_workflow
 
     state = store.load_state(run_id)
@@ -212,19 +276,28 @@ def prepare_resume(
             + " ".join(f"-i {k}=…" for k in still)
             + " (or set them as environment variables)"
         )
+    masker = Masker.for_run(workflow, values, env)
     config = RunConfig(
-        providers=_providers(providers),
+        providers=_run_providers(
+            providers,
+            workflow=workflow,
+            masker=masker,
+            record=record,
+            replay=replay,
+            speed=replay_speed,
+        ),
         reader=reader,
         store=store,
         env=env,
         cwd=(cwd or Path.cwd()).resolve(),
-        masker=Masker.for_run(workflow, values, env),
+        masker=masker,
         load_child=_load_child,
         simulated_user=user,
     )
     if sink is not None:
         config.sink = sink
     runner = Runner(workflow, values, config, state=state, start_step=start)
+    use_cassette_input(runner)
     if state.shown_status() == "interrupted":  # its process died: say so before going on
         runner.startup_warnings.append(
             f"run {state.run_id} was interrupted at step {state.current_step or start} "
@@ -316,6 +389,9 @@ async def arun(
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     user: SimulatedUser | None = None,
+    record: str | os.PathLike[str] | None = None,
+    replay: str | os.PathLike[str] | None = None,
+    replay_speed: float = 0.0,
 ) -> RunResult:
     """Run a workflow on the running event loop and return its result.
 
@@ -331,6 +407,11 @@ async def arun(
     `user=awf_nb.SimulatedUser(persona=..., provider="local", max_turns=5)` lets an agent
     play the person in every conversation, for testing a conversational workflow.
     Runs are stored (state file, transcript, history) unless `storage=False`.
+
+    `record=PATH` writes every provider turn and person message to a cassette (secrets
+    masked); `replay=PATH` runs again from one without calling any provider, answering the
+    conversation with the recorded messages first. `replay_speed` multiplies the recorded
+    delays: 0 (the default) replays at once, 1 at the original pace.
     """
     base = Path(cwd) if cwd is not None else None
     wf = load(workflow, cwd=base)
@@ -344,6 +425,9 @@ async def arun(
         cwd=base,
         env=env,
         user=user,
+        record=record,
+        replay=replay,
+        replay_speed=replay_speed,
     )
     if sink is None:
         _show(runner, show, replies=None if replies is None else list(replies), reader=reader)
@@ -351,6 +435,7 @@ async def arun(
         from awf_nb.frontends.scripted import ScriptedReader
 
         runner.config.reader = ScriptedReader(replies)
+    use_cassette_input(runner)
     return RunResult(await runner.execute())
 
 

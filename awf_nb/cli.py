@@ -465,6 +465,51 @@ def configure_run_io(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the final run state as JSON")
     _configure_storage(parser)
+    configure_cassette(parser)
+
+
+def configure_cassette(parser: argparse.ArgumentParser) -> None:
+    """--record / --replay (one or the other) and --replay-speed."""
+    cassette = parser.add_mutually_exclusive_group()
+    cassette.add_argument(
+        "--record",
+        metavar="PATH",
+        help="write every agent reply and conversation message to the cassette PATH",
+    )
+    cassette.add_argument(
+        "--replay",
+        metavar="PATH",
+        help="answer agent turns and conversation messages from the cassette PATH "
+        "(no provider is called)",
+    )
+    parser.add_argument(
+        "--replay-speed",
+        type=_replay_speed,
+        metavar="X",
+        help="with --replay: 0 replays at once (default), 1 at the recorded pace; "
+        "X multiplies the recorded delays",
+    )
+
+
+def _replay_speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (got {text})")
+    return value
+
+
+def cassette_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The `record`, `replay`, `replay_speed` arguments of `prepare_run` / `prepare_resume`."""
+    if args.replay_speed is not None and args.replay is None:
+        raise UserError("--replay-speed only applies with --replay PATH")
+    return {
+        "record": args.record,
+        "replay": args.replay,
+        "replay_speed": args.replay_speed or 0.0,
+    }
 
 
 def simulated_user_flags(args: argparse.Namespace) -> Any:
@@ -497,13 +542,20 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
 
 def _show_in_terminal(runner: Any, args: argparse.Namespace) -> Any:
     """Connect the run to this terminal; returns its `TerminalSink`."""
+    from awf_nb.api import use_cassette_input
     from awf_nb.frontends.connect import connect
+    from awf_nb.frontends.terminal import TerminalSink
 
     replies = None
     if args.reply is not None:  # argv bytes that are not UTF-8 are shown as U+FFFD
         replies = [_utf8(reply) for reply in args.reply]
     output = args.output or ("silent" if args.json else "streaming")
-    return connect(runner, "terminal", replies=replies, output=output)
+    sink = connect(runner, "terminal", replies=replies, output=output)
+    use_cassette_input(runner)
+    if args.replay is not None and isinstance(sink, TerminalSink):
+        # Replayed messages were typed by nobody at this terminal: show them like --reply.
+        sink.echo_input = True
+    return sink
 
 
 def _ask_on_tty(spec: Any) -> str | None:
@@ -563,6 +615,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         store=Store(args.storage),
         ask=_ask_on_tty,
         user=simulated_user_flags(args),
+        **cassette_options(args),
     )
     sink = _show_in_terminal(runner, args)
     return _run_outcome(run_in_terminal(runner, sink), args)
@@ -593,6 +646,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         from_step=args.from_step,
         inputs=parse_input_args(args.input, cwd=Path.cwd()),
         user=simulated_user_flags(args),
+        **cassette_options(args),
     )
     sink = _show_in_terminal(runner, args)
     return _run_outcome(run_in_terminal(runner, sink), args)

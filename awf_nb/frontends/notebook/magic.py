@@ -168,7 +168,7 @@ class AwfMagics(Magics):
         resume: tuple[str, str | None] | None = None,
     ) -> tuple[RunHandle, RunMode, RunOptions]:
         """Build the runner, connect its frontend, bind its handle in the user namespace."""
-        from awf_nb.api import prepare_resume, prepare_run
+        from awf_nb.api import prepare_resume, prepare_run, use_cassette_input
         from awf_nb.frontends.connect import connect, pick_frontend
         from awf_nb.store import Store
 
@@ -176,15 +176,25 @@ class AwfMagics(Magics):
         if resume is not None:
             run_id, from_step = resume
             runner = prepare_resume(
-                run_id, store=store, from_step=from_step, inputs=options.inputs, user=options.user
+                run_id,
+                store=store,
+                from_step=from_step,
+                inputs=options.inputs,
+                user=options.user,
+                **options.cassette,
             )
         else:
             assert workflow is not None
-            runner = prepare_run(workflow, options.inputs, store=store, user=options.user)
+            runner = prepare_run(
+                workflow, options.inputs, store=store, user=options.user, **options.cassette
+            )
+        # A replayed conversation takes its messages from the cassette: the cell waits for
+        # it like a headless run instead of offering a text box (add --reply to go on).
         interactive = (
             options.replies is None
             and options.user is None
             and not options.headless
+            and not options.replaying
             and workflow_needs_input(runner.workflow)
         )
         # A kernel draws the panel, a terminal IPython prints like `awf run`; --output silent
@@ -202,6 +212,7 @@ class AwfMagics(Magics):
             raise AwfCellError(
                 f"the run panel needs {exc.name}: pip install 'awf-nb[notebook]'"
             ) from None
+        use_cassette_input(runner)
         mode = choose_run_mode(
             needs_input=interactive and frontend != "headless",
             kernel_version=kernel_version(self.shell),

@@ -15,7 +15,7 @@ import keyword
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +155,12 @@ class RunOptions:
     output: str | None  # streaming | buffered | silent (None: the frontend's default)
     json: bool  # print the final state as JSON when the run ends
     user: Any = None  # a SimulatedUser playing the person (--simulate-user), or None
+    # --record / --replay / --replay-speed, as `prepare_run` takes them
+    cassette: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def replaying(self) -> bool:
+        return self.cassette.get("replay") is not None
 
 
 def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOptions:
@@ -167,6 +173,7 @@ def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOp
     try:
         inputs = parse_input_args(given, cwd=Path.cwd())
         user = simulated_user_flags(args)
+        cassette = cli.cassette_options(args)
     except AwfError as exc:
         raise cell_error(exc) from None
     return RunOptions(
@@ -179,6 +186,7 @@ def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOp
         output=args.output,
         json=args.json,
         user=user,
+        cassette=cassette,
     )
 
 
