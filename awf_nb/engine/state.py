@@ -62,6 +62,18 @@ class ConversationState(_State):
     live_from: int | None = None
     transcript_line: int = 0
 
+    def partner_transcript(self) -> list[dict[str, str]]:
+        """The exchange as the partner saw it: the agent's replies are its `user` messages,
+        what was said on its side (by it, or by the person stepping in) its `assistant`
+        ones. Empty when the person was the partner."""
+        seen: list[dict[str, str]] = []
+        for turn in self.turns:
+            if turn.role == "assistant":
+                seen.append({"role": "user", "content": turn.content})
+            elif turn.role == "user" and turn.speaker and seen:
+                seen.append({"role": "assistant", "content": turn.content, "speaker": turn.speaker})
+        return seen if any(t["role"] == "assistant" for t in seen) else []
+
     def fork(self) -> ConversationState:
         """A copy for `continue_from`: same session and turns, `stopped_by` reset."""
         clone = self.model_copy(deep=True)
@@ -106,7 +118,17 @@ class StepState(_State):
         conv_view: dict[str, Any] | None = None
         if conv is not None:
             turns = [t.model_dump() for t in conv.turns]
+            partner = conv.partner_transcript()
+            partner_message = next(
+                (t["content"] for t in reversed(partner) if t["role"] == "assistant"), ""
+            )
             conv_view = {
+                "PartnerMessage": partner_message,
+                "PartnerTranscript": partner,
+                "PartnerSessionID": conv.partner_session_id,
+                "partner_message": partner_message,
+                "partner_transcript": partner,
+                "partner_session_id": conv.partner_session_id,
                 "SessionID": conv.session_id,
                 "Turns": turns,
                 "TotalTurns": conv.total_turns,

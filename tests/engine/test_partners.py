@@ -497,3 +497,24 @@ def test_scripted_provider_counts_replies_per_speaker():
     first = provider._take_reply(TurnRequest("x", step="s", options=options), ["a", "b"])
     other = provider._take_reply(TurnRequest("x", step="s", speaker="p"), ["a", "b"])
     assert (first, other) == ("a", "a")
+
+
+async def test_later_steps_read_the_partner_message_and_both_transcripts(run_yaml):
+    text = (
+        writer_reviewer()
+        .replace(
+            'done: {type: terminal, message: "{{.states.draft.Output}}"}',
+            """report:
+    type: step
+    command: >-
+      echo "{{.states.draft.Conversation.PartnerMessage}}
+      {{len .states.draft.Conversation.PartnerTranscript}}
+      {{(index .states.draft.Conversation.Turns 3).speaker}}"
+    on_success: done
+  done: {type: terminal, message: "{{.states.report.Output}}"}""",
+        )
+        .replace("    on_success: done\n  report:", "    on_success: report\n  report:")
+    )
+    result = await run_yaml(text)
+    assert result.ok, result.error
+    assert result.state.message.split() == ["APPROVED", "4", "reviewer"]
