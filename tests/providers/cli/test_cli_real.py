@@ -241,8 +241,8 @@ async def test_claude_gets_long_and_dash_prompts_intact(
 async def test_two_real_clis_write_and_review_each_in_its_own_session(
     server: FakeLlmServer, tmp_path: Path
 ) -> None:
-    """claude writes, codex reviews: a `conversation.with` exchange between two real CLIs,
-    each resuming its own session from its second turn on."""
+    """The pair-review example: claude writes, codex reviews, each resuming its own session
+    from its second turn on (both wired to the fake model server through their options)."""
     import yaml
 
     from awf_nb.api import arun
@@ -252,44 +252,30 @@ async def test_two_real_clis_write_and_review_each_in_its_own_session(
     (tmp_path / "reviewer").mkdir()
     writer = _session(claude, server, tmp_path / "writer")
     reviewer = _session(codex, server, tmp_path / "reviewer")
-    workflow = {
-        "name": "cli-exchange",
-        "states": {
-            "initial": "draft",
-            "draft": {
-                "type": "agent",
-                "provider": "claude",
-                "mode": "conversation",
-                "system_prompt": "You write slogans.",
-                "prompt": "slogan for a bakery",
-                "options": {**writer.options, "env": writer.env},
-                "timeout": TURN_TIMEOUT,
-                "conversation": {
-                    "with": {
-                        "name": "reviewer",
-                        "provider": "codex",
-                        "system_prompt": "You review slogans.",
-                        "options": {**reviewer.options, "env": reviewer.env},
-                    },
-                    "max_turns": 3,
-                },
-                "on_success": "done",
-            },
-            "done": {"type": "terminal"},
-        },
-    }
-    result = await arun(yaml.safe_dump(workflow), storage=tmp_path / "runs", cwd=tmp_path)
+    workflow = yaml.safe_load((REPO / "workflows" / "pair-review.yaml").read_text())
+    step = workflow["states"]["write"]
+    step["options"] = {**writer.options, "env": writer.env}
+    step["conversation"]["with"]["options"] = {**reviewer.options, "env": reviewer.env}
+    step["conversation"]["max_turns"] = 3
+    step["timeout"] = TURN_TIMEOUT
+    result = await arun(
+        yaml.safe_dump(workflow),
+        {"task": "a slogan", "writer": "claude", "reviewer": "codex"},
+        storage=tmp_path / "runs",
+        cwd=tmp_path,
+    )
     assert result.ok, result.error
-    conv = result.steps["draft"].conversation
+    conv = result.steps["write"].conversation
     assert conv.total_turns == 3 and conv.partner_turns == 2
+    assert conv.stopped_by == "max_turns"
     assert conv.session_id and conv.partner_session_id
     assert conv.session_id != conv.partner_session_id
     drafts = [t.content for t in conv.turns if t.role == "assistant"]
     reviews = [t.content for t in conv.turns if t.speaker == "reviewer"]
     assert all(text.startswith("FAKE-REPLY") for text in drafts + reviews)
     # each side's second call carries its own first exchange: the CLI resumed its session
-    writer_calls = [b for b in writer.model_calls() if "slogan" in " ".join(request_texts(b))]
-    assert any(drafts[0] in request_texts(b) for b in writer_calls), "writer turn 2 resumed"
+    second_draft = writer.call_for(reviews[0])
+    assert drafts[0] in request_texts(second_draft), "writer turn 2 resumed"
     second_review = reviewer.call_for(drafts[1])
     assert reviews[0] in request_texts(second_review), "reviewer turn 2 resumed"
     assert any(drafts[0] in text for text in request_texts(second_review))
