@@ -83,7 +83,11 @@ def _node(name: str, step: AnyStep) -> Node:
         return Node(name, kind, name)
     if isinstance(step, AgentStep):
         if step.mode == "conversation":
-            return Node(name, "conversation", name, f"{step.provider} ⇄ person")
+            partner = step.conversation.partner if step.conversation else None
+            other = "person" if partner is None else partner.name
+            if partner is not None and partner.provider and "{{" not in partner.provider:
+                other += f" ({partner.provider})"
+            return Node(name, "conversation", name, _short(f"{step.provider} ⇄ {other}"))
         return Node(name, "agent", name, step.provider)
     if isinstance(step, CommandStep):
         return Node(name, "command", name, _short(step.command or step.script_file))
