@@ -358,3 +358,64 @@ async def test_a_text_box_reaches_the_kernel_once_then_a_fresh_one_takes_its_pla
     await until(lambda: not panel.input.end_button.disabled, "the next prompt")
     click(panel.input.end_button)
     assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
+
+
+EXCHANGE = """
+name: exchange
+states:
+  initial: talk
+  talk:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "Write a haiku"
+    options:
+      replies: ["first draft streams for a good while word after word after word", "second draft", "third draft"]
+      delay_ms: DELAY
+    conversation:
+      with: {name: reviewer, provider: scripted, options: {replies: ["fix it", "APPROVED"]}}
+      until: 'message == "APPROVED"'
+      max_turns: 5
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+async def test_a_partner_agent_has_its_own_labelled_bubbles() -> None:
+    panel, handle = start(EXCHANGE.replace("DELAY", "0"), interactive=False)
+    result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+    assert result.ok, result.error
+    shown = bubbles(panel)
+    assert [kind for kind, _ in shown] == [
+        "awf-user",
+        "awf-assistant",
+        "awf-speaker",
+        "awf-partner",
+        "awf-assistant",
+        "awf-speaker",
+        "awf-partner",
+    ]
+    assert shown[2][1] == "reviewer" and "fix it" in shown[3][1]
+
+
+async def test_stop_during_an_exchange_then_a_typed_message_takes_over() -> None:
+    panel, handle = start(EXCHANGE.replace("DELAY", "30"))
+    await until(
+        lambda: "talk" in panel._sections and "word" in "".join(v for _, v in bubbles(panel)),
+        "the first draft",
+    )
+    click(panel.input.stop_button)
+    await until(lambda: not panel.input.send_button.disabled, "the prompt after Stop")
+    type_into(panel.input.text, "make it about snow")
+    click(panel.input.send_button)
+    result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+    assert result.ok, result.error
+    turns = result.steps["talk"].conversation.turns
+    assert (turns[2].role, turns[2].speaker, turns[2].content) == (
+        "user",
+        "person",
+        "make it about snow",
+    )
+    kinds = [kind for kind, _ in bubbles(panel)]
+    assert kinds[:3] == ["awf-user", "awf-assistant", "awf-user"]
+    assert "awf-partner" in kinds[3:]
