@@ -228,3 +228,56 @@ def test_stop_during_a_streaming_reply_returns_to_input(page: Any, lab: JupyterL
     notebook.click("End conversation")
     notebook.wait_for_status("completed")
     notebook.wait_for_kernel_idle()
+
+
+EXCHANGE_WORKFLOW = f"""
+name: haiku-exchange
+states:
+  initial: draft
+  draft:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "Write a haiku about rain."
+    options:
+      delay_ms: 150
+      replies:
+        - "{LONG_REPLY}"
+        - "Snow on the branches."
+        - "Snow on quiet branches."
+    conversation:
+      with:
+        name: reviewer
+        provider: scripted
+        options: {{replies: ["Make it quieter.", "APPROVED"]}}
+      until: 'message == "APPROVED"'
+      max_turns: 5
+    on_success: done
+  done: {{type: terminal}}
+"""
+
+
+def test_an_agent_exchange_is_labelled_and_stop_lets_the_person_take_over(
+    page: Any, lab: JupyterLabServer
+) -> None:
+    notebook = NotebookPage(
+        page, lab, "exchange.ipynb", ["%load_ext awf_nb", awf_cell(EXCHANGE_WORKFLOW)]
+    )
+    notebook.run_all_cells()
+    notebook.wait_for_reply("word03")  # the writer's first draft is streaming
+    notebook.click("Stop")  # pause the exchange: the person speaks next
+    notebook.send("Make it about snow.")
+    notebook.wait_for_reply("Snow on the branches.")
+
+    partner = notebook.panel.locator(".awf-partner").filter(has_text="Make it quieter.")
+    partner.first.wait_for(timeout=STEP_MS)
+    labels = notebook.panel.locator(".awf-speaker").all_inner_texts()
+    assert labels and all(label.strip() == "reviewer" for label in labels), labels
+    notebook.wait_for_reply("Snow on quiet branches.")
+    notebook.panel.locator(".awf-partner").filter(has_text="APPROVED").first.wait_for(
+        timeout=STEP_MS
+    )
+    notebook.wait_for_status("completed")
+    notebook.wait_for_kernel_idle()
+    users = [u.strip() for u in notebook.user_bubbles().all_inner_texts()]
+    assert users == ["Write a haiku about rain.", "Make it about snow."], users
