@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import statistics
 import sys
 import tempfile
@@ -108,7 +109,7 @@ async def direct_calls(count: int) -> float:
 def per_message_ms(ends: list[float], around: int, width: int = 25) -> float:
     """The median time between consecutive messages in a window around one message."""
     window = ends[around - width : around + width]
-    return statistics.median(b - a for a, b in zip(window, window[1:])) * 1000
+    return statistics.median(b - a for a, b in itertools.pairwise(window)) * 1000
 
 
 def main() -> None:
