@@ -14,6 +14,7 @@ from the other side: the agent's replies are its `user` messages, what it said i
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -112,7 +113,7 @@ class AgentPartner:
         conv: ConversationState,
         *,
         prompt: str | None,
-        render: Any,
+        render: Callable[[str, dict[str, Any]], str] | None,
         ends_like_a_person: bool = False,
     ) -> None:
         self.session = session
@@ -123,8 +124,10 @@ class AgentPartner:
         self._ends_like_a_person = ends_like_a_person
         self.last: Reply | None = None
 
-    @classmethod
-    def rebuild_history(cls, turns: list[Turn], name: str, sent: Any) -> tuple[list[Message], int]:
+    @staticmethod
+    def rebuild_history(
+        turns: list[Turn], sent: Callable[[str, int], str]
+    ) -> tuple[list[Message], int]:
         """The partner's own message list from the step's turns (roles swapped), and the
         characters in it. `sent(reply, turn)` is what the partner was sent for a reply."""
         history: list[Message] = []
@@ -144,7 +147,7 @@ class AgentPartner:
         return history, chars
 
     def what_to_send(self, reply: str, turn: int) -> str:
-        if self._prompt is None:
+        if self._prompt is None or self._render is None:
             return reply
         return self._render(self._prompt, {"reply": reply, "turn": turn})
 
@@ -206,64 +209,65 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
     config = step.conversation
     partner = config.partner if config is not None else None
     simulated = run.config.simulated_user
-    if partner is None and simulated is None:
-        return Exchange(PersonPartner(run, step))
-    name = step.name
 
     def render(source: str, what: str, variables: dict[str, Any] | None = None) -> str:
-        return ctx.render(source, step=name, what=what, loop=loop, extra=variables)
+        return ctx.render(source, step=step.name, what=what, loop=loop, extra=variables)
 
-    if partner is not None and partner.kind == "replies":
-        replies = [render(r, "conversation.with.replies") for r in partner.replies or []]
-        scripted = ScriptedPartner(run, step, conv, replies, partner.name)
-        return Exchange(
-            scripted, config.until if config else None, config.max_turns if config else None
-        )
     if partner is not None:
-        assert partner.provider is not None and config is not None
-        provider_name = render(partner.provider, "conversation.with.provider").strip()
-        system = (
-            render(partner.system_prompt, "conversation.with.system_prompt")
-            if partner.system_prompt
-            else None
+        assert config is not None
+        if partner.kind == "replies":
+            replies = [render(r, "conversation.with.replies") for r in partner.replies or []]
+            scripted = ScriptedPartner(run, step, conv, replies, partner.name)
+            return Exchange(scripted, config.until, config.max_turns)
+        assert partner.provider is not None
+        system = partner.system_prompt
+        agent = _agent_partner(
+            session,
+            label=partner.name,
+            provider=render(partner.provider, "conversation.with.provider").strip(),
+            system=render(system, "conversation.with.system_prompt") if system else None,
+            options=ctx.render_value(
+                partner.options, step=step.name, what="conversation.with.options", loop=loop
+            ),
+            prompt=partner.prompt,
+            render=lambda source, values: render(source, "conversation.with.prompt", values),
         )
-        options = ctx.render_value(
-            partner.options, step=name, what="conversation.with.options", loop=loop
+        return Exchange(agent, config.until, config.max_turns)
+    if simulated is not None:
+        agent = _agent_partner(
+            session,
+            label=SIMULATED_USER,
+            provider=simulated.provider,
+            system=simulated.persona,
+            options=dict(simulated.options),
+            ends_like_a_person=True,
         )
-        label, prompt, ends, until, max_turns = (
-            partner.name,
-            partner.prompt,
-            False,
-            config.until,
-            config.max_turns,
-        )
-    else:
-        assert simulated is not None
-        provider_name, system, options = (
-            simulated.provider,
-            simulated.persona,
-            dict(simulated.options),
-        )
-        label, prompt, ends, until, max_turns = (
-            SIMULATED_USER,
-            None,
-            True,
-            None,
-            simulated.max_turns,
-        )
+        return Exchange(agent, max_turns=simulated.max_turns)
+    return Exchange(PersonPartner(run, step))
+
+
+def _agent_partner(
+    session: AgentSession,
+    *,
+    label: str,
+    provider: str,
+    system: str | None,
+    options: dict[str, Any],
+    prompt: str | None = None,
+    render: Callable[[str, dict[str, Any]], str] | None = None,
+    ends_like_a_person: bool = False,
+) -> AgentPartner:
+    """A partner agent in its own session, continuing what the step's turns record."""
+    run, conv = session.run, session.conv
+    assert conv is not None
     run.masker.add_option_secrets(options)
-    provider = run.provider(provider_name)
-    own = partner_conversation(provider_name, conv)
+    own = partner_conversation(provider, conv)
     agent = AgentSession(
-        run, step, session.st, provider_name, provider, system, options, own, speaker=label
+        run, session.step, session.st, provider, run.provider(provider), system, options, own,
+        speaker=label,
+    )  # fmt: skip
+    partner = AgentPartner(
+        agent, conv, prompt=prompt, render=render, ends_like_a_person=ends_like_a_person
     )
-    agent_partner = AgentPartner(
-        agent,
-        conv,
-        prompt=prompt,
-        render=lambda source, variables: render(source, "conversation.with.prompt", variables),
-        ends_like_a_person=ends,
-    )
-    history, chars = AgentPartner.rebuild_history(conv.turns, label, agent_partner.what_to_send)
-    agent.continue_history(history, chars)
-    return Exchange(agent_partner, until, max_turns)
+    agent.continue_history(*AgentPartner.rebuild_history(conv.turns, partner.what_to_send))
+    return partner
