@@ -161,14 +161,13 @@ class BuiltinTools:
         path = self.workspace.resolve(args.get("path"))
         offset = integer(args, "offset", default=0, minimum=0)
         limit = integer(args, "limit", default=None, minimum=1)
-        text, cut = await asyncio.to_thread(_read_lines, path, offset, limit, self.workspace)
-        if not text and not cut:
-            return (
-                "(empty file)"
-                if offset == 0
-                else f"(no lines from offset {offset}: the file is shorter)"
-            )
-        return masked(text, self.masker, cut=cut)
+        text, note = await asyncio.to_thread(_read_lines, path, offset, limit, self.workspace)
+        if not text and not note:
+            if offset:
+                return f"(no lines from offset {offset}: the file is shorter)"
+            return "(empty file)"
+        # A read cut short may end inside a secret: `cut` holds that beginning back.
+        return masked(text, self.masker, cut=bool(note)) + note
 
     async def _write(self, args: dict[str, Any]) -> str:
         path = self.workspace.resolve(args.get("path"))
@@ -236,33 +235,48 @@ def _regular_file(path: Path, workspace: Workspace) -> None:
 
 def _read_lines(
     path: Path, offset: int, limit: int | None, workspace: Workspace
-) -> tuple[str, bool]:
-    """The text from line `offset`, and whether it was cut at MAX_READ_BYTES."""
+) -> tuple[str, str]:
+    """The text from line `offset`, and a note when it was cut at MAX_READ_BYTES."""
     _regular_file(path, workspace)
     try:
         with path.open("rb") as handle:
             if offset and not _skip_lines(handle, offset):
-                return "", False
+                return "", ""
             data = handle.read(MAX_READ_BYTES + 1)
     except OSError as exc:
         raise ToolError(f"{workspace.show(path)}: {exc.strerror or exc}") from None
     cut = len(data) > MAX_READ_BYTES
     data = data[:MAX_READ_BYTES]
-    lines = data.splitlines(keepends=True)
+    lines = _split_lines(data)
     if limit is not None and len(lines) >= limit and (len(lines) > limit or not cut):
-        return b"".join(lines[:limit]).decode("utf-8", errors="replace"), False
+        return b"".join(lines[:limit]).decode("utf-8", errors="replace"), ""
     if not cut:
-        return data.decode("utf-8", errors="replace"), False
-    # Whole lines only (unless one line alone is longer than the limit).
-    if len(lines) > 1 and not lines[-1].endswith(b"\n"):
-        lines.pop()
-    text = b"".join(lines).decode("utf-8", errors="replace")
+        return data.decode("utf-8", errors="replace"), ""
+    mib = MAX_READ_BYTES // (1024 * 1024)
+    if len(lines) == 1 and not lines[0].endswith(b"\n"):
+        note = (
+            f"\n[line {offset} is longer than {mib} MiB: only its beginning is shown; the "
+            f"next line is offset={offset + 1}]"
+        )
+        return lines[0].decode("utf-8", errors="replace"), note
+    if not lines[-1].endswith(b"\n"):
+        lines.pop()  # whole lines only
     shown = len(lines)
     note = (
-        f"\n[Read stops at {MAX_READ_BYTES // (1024 * 1024)} MiB per call: lines {offset} to "
-        f"{offset + shown - 1} shown; continue with offset={offset + shown}]"
+        f"\n[Read stops at {mib} MiB per call: lines {offset} to {offset + shown - 1} shown; "
+        f"continue with offset={offset + shown}]"
     )
-    return text + note, True
+    return b"".join(lines).decode("utf-8", errors="replace"), note
+
+
+def _split_lines(data: bytes) -> list[bytes]:
+    """Lines ending at `\n` only (as `offset` counts them; `bytes.splitlines` also splits
+    at a lone `\r`)."""
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
 
 
 def _skip_lines(handle: Any, count: int) -> bool:
