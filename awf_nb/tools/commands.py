@@ -97,6 +97,14 @@ def argument_env(tool: CommandTool, arguments: Mapping[str, Any]) -> dict[str, s
     return variables
 
 
+_KINDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+}
+
+
 def _env_value(name: str, parameter: ToolParameter, value: Any) -> str:
     text: str | None
     if parameter.type == "string":
@@ -113,7 +121,7 @@ def _env_value(name: str, parameter: ToolParameter, value: Any) -> str:
         flag = as_boolean(value)
         text = None if flag is None else ("true" if flag else "false")
     if text is None:
-        raise ToolError(f"{name} must be a {parameter.type}")
+        raise ToolError(f"{name} must be {_KINDS[parameter.type]}")
     if "\0" in text:
         raise ToolError(f"{name} must not contain a NUL character")
     if parameter.enum is not None and text not in {_enum_text(item) for item in parameter.enum}:
