@@ -153,3 +153,45 @@ class RunStore(Protocol):
     def record_run(self, state: RunState) -> None: ...
 
     def append_transcript(self, run_id: str, record: dict[str, Any]) -> int: ...
+
+
+# --- tools an agent can call (awf_nb.tools builds them from a step's `tools:` block) ---------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One tool as a model sees it: `parameters` is the JSON Schema of its arguments object."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool call returns to the model: text, and whether it is an error report."""
+
+    text: str
+    is_error: bool = False
+
+
+@runtime_checkable
+class ToolSet(Protocol):
+    """The tools of one agent step, for the step's lifetime.
+
+    `call` never raises for anything the model can cause: an unknown tool name, bad
+    arguments, a failing command or file operation are all results with `is_error=True`,
+    which go back to the model. It must be cancellable: cancelling the awaiting task stops
+    the running command (its whole process group) promptly. Tool output is already capped
+    and secret-masked. `needs_confirmation(name)` says whether the person must approve a
+    call first (the step's `confirm` list). `aclose` stops whatever the set started (MCP
+    servers); it is safe to call twice.
+    """
+
+    def list(self) -> list[ToolSpec]: ...
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult: ...
+
+    def needs_confirmation(self, name: str) -> bool: ...
+
+    async def aclose(self) -> None: ...

@@ -105,17 +105,31 @@ class ProcessGroup:
         """
         loop = asyncio.get_running_loop()
         pipe = asyncio.subprocess.PIPE
-        transport, protocol = await loop.subprocess_exec(
-            lambda: _Protocol(limit, loop),
-            *argv,
-            stdin=pipe if stdin else asyncio.subprocess.DEVNULL,
-            stdout=pipe,
-            stderr=pipe,
-            cwd=str(cwd),
-            env=dict(env),
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
+        spawn = asyncio.ensure_future(
+            loop.subprocess_exec(
+                lambda: _Protocol(limit, loop),
+                *argv,
+                stdin=pipe if stdin else asyncio.subprocess.DEVNULL,
+                stdout=pipe,
+                stderr=pipe,
+                cwd=str(cwd),
+                env=dict(env),
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         )
+        try:
+            transport, protocol = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            # Cancelled while the child starts: it already runs (and may have started
+            # others), and asyncio's own clean-up would wait for everything holding its
+            # pipes. Let the start finish and stop the whole group instead.
+            stopping = asyncio.ensure_future(_stop_spawned(spawn, loop))
+            _stopping.add(stopping)
+            stopping.add_done_callback(_stopping.discard)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(stopping)
+            raise
         group = cls(asyncio.subprocess.Process(transport, protocol, loop), protocol)
         protocol.leader_exited.add_done_callback(
             lambda _: group._stop_leftovers_later(loop, eof_grace, kill_grace)
@@ -174,6 +188,21 @@ class ProcessGroup:
         signal_group(self.pgid, signal.SIGKILL)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._leader_exited), REAP_TIMEOUT_SECONDS)
+
+
+async def _stop_spawned(
+    spawn: asyncio.Future[tuple[asyncio.SubprocessTransport, _Protocol]],
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """Stop the group of a child whose start was cancelled, once it has started."""
+    try:
+        transport, protocol = await spawn
+    except Exception:  # it did not start after all
+        return
+    group = ProcessGroup(asyncio.subprocess.Process(transport, protocol, loop), protocol)
+    group._closed = True  # no leftovers timer: it is stopped right now
+    await group.stop()
+    transport.close()
 
 
 async def run_process(

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the real agent CLIs used by the `real_cli` tests into a private npm prefix.
+# Installs the real agent CLIs used by the `real_cli` tests into a private npm prefix, and
+# the reference MCP filesystem server the agent-tools tests start (tests/tools).
 #
 # Versions are pinned to the ones the parsers were checked against
 # (shared/agent-clis/README.md). claude-code later than 2.1.197 needs Node >= 22.
@@ -18,8 +19,9 @@ packages=(
   "@openai/codex@0.169.0"
   "opencode-ai@1.18.33"
   "@github/copilot@1.0.102"
+  "@modelcontextprotocol/server-filesystem@2026.8.31"
 )
-binaries=(claude gemini codex opencode copilot)
+binaries=(claude gemini codex opencode copilot mcp-server-filesystem)
 
 required=0
 case "${AWF_REQUIRE_PEERS:-}" in ""|0|false|no) ;; *) required=1 ;; esac

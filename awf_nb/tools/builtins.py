@@ -1,0 +1,344 @@
+"""AWF's built-in tools — Read, Write, Edit, Bash, Glob, Grep — confined to a working directory.
+
+Names, arguments and behaviour follow AWF's own built-ins (`awf mcp-serve`), so a workflow
+behaves the same under both:
+
+- `Read{path, offset?, limit?}`: the file's text from line `offset` (0-based), at most
+  `limit` lines and at most 5 MiB per call (a longer read says where to continue);
+- `Write{path, content}`: replaces the file atomically (temp file + rename), creating
+  missing folders; at most 5 MiB;
+- `Edit{path, old, new, replace_all?}`: replaces the exact text `old` by `new`. `old` must
+  occur exactly once unless `replace_all` (AWF replaces the first of several; a model
+  editing the wrong one of two identical lines is worse than being asked for context);
+- `Bash{command, cwd?, timeout_seconds?}`: bash in the working directory (default 120 s,
+  at most 600 s), through the project's process supervisor;
+- `Glob{pattern, cwd?}` and `Grep{pattern, path?, glob?, output_mode?, case_insensitive?}`
+  (in `tools.search`).
+
+Claude Code's spellings are accepted too (`file_path`, `old_string`, `new_string`, `-i`):
+models trained on it use them. Every path is checked by `tools.paths.Workspace`; every
+failure is a result with `is_error=True`; all output is secret-masked and capped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from awf_nb.engine.ports import ToolResult, ToolSpec
+from awf_nb.engine.process import default_shell
+from awf_nb.secrets import Masker
+from awf_nb.tools import search
+from awf_nb.tools.args import integer, optional_string, string, truthy
+from awf_nb.tools.output import ToolError, finish, masked
+from awf_nb.tools.paths import Workspace
+from awf_nb.tools.shell import run_command
+
+MAX_READ_BYTES = 5 * 1024 * 1024
+MAX_WRITE_BYTES = 5 * 1024 * 1024
+DEFAULT_BASH_TIMEOUT = 120.0
+MAX_BASH_TIMEOUT = 600.0
+
+_ALIASES = {
+    "file_path": "path",
+    "old_string": "old",
+    "new_string": "new",
+    "-i": "case_insensitive",
+}
+
+_PATH = {"type": "string", "description": "file path, relative to the working directory"}
+
+SPECS: dict[str, ToolSpec] = {
+    "Read": ToolSpec(
+        "Read",
+        "Read a text file. Returns its content from line `offset` (0-based, default 0), at "
+        "most `limit` lines, at most 5 MiB per call.",
+        {
+            "type": "object",
+            "properties": {
+                "path": _PATH,
+                "offset": {"type": "integer", "description": "first line to return (0-based)"},
+                "limit": {"type": "integer", "description": "how many lines at most"},
+            },
+            "required": ["path"],
+        },
+    ),
+    "Write": ToolSpec(
+        "Write",
+        "Write a file (replaces it whole; creates missing folders). At most 5 MiB.",
+        {
+            "type": "object",
+            "properties": {"path": _PATH, "content": {"type": "string"}},
+            "required": ["path", "content"],
+        },
+    ),
+    "Edit": ToolSpec(
+        "Edit",
+        "Replace the exact text `old` by `new` in a file. `old` must occur exactly once "
+        "(include surrounding lines to make it unique) unless `replace_all` is true.",
+        {
+            "type": "object",
+            "properties": {
+                "path": _PATH,
+                "old": {"type": "string", "description": "the exact text to replace"},
+                "new": {"type": "string", "description": "the replacement text"},
+                "replace_all": {"type": "boolean", "description": "replace every occurrence"},
+            },
+            "required": ["path", "old", "new"],
+        },
+    ),
+    "Bash": ToolSpec(
+        "Bash",
+        "Run a bash command in the working directory. Returns stdout and stderr; a non-zero "
+        f"exit code is an error. Timeout: {DEFAULT_BASH_TIMEOUT:g} s unless given (at most "
+        f"{MAX_BASH_TIMEOUT:g}).",
+        {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string"},
+                "cwd": {"type": "string", "description": "folder to run in (relative)"},
+                "timeout_seconds": {"type": "integer"},
+            },
+            "required": ["command"],
+        },
+    ),
+    "Glob": search.GLOB_SPEC,
+    "Grep": search.GREP_SPEC,
+}
+
+_Handler = Callable[["BuiltinTools", dict[str, Any]], Awaitable[str]]
+
+
+class BuiltinTools:
+    """The chosen built-ins, for one working directory (a `ToolSet`)."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        *,
+        cwd: Path | str,
+        env: Mapping[str, str],
+        masker: Masker,
+    ) -> None:
+        unknown = [name for name in names if name not in SPECS]
+        if unknown:
+            raise ValueError(f"unknown built-in tools: {', '.join(unknown)}")
+        self.names = list(dict.fromkeys(names))
+        self.workspace = Workspace(cwd)
+        self.env = dict(env)
+        self.masker = masker
+
+    def list(self) -> list[ToolSpec]:
+        return [SPECS[name] for name in self.names]
+
+    def needs_confirmation(self, name: str) -> bool:
+        return False  # the step's `confirm` list decides (awf_nb.tools.StepToolSet)
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        if name not in self.names:
+            return ToolResult(f'unknown tool "{name}"', is_error=True)
+        args = {_ALIASES.get(key, key): value for key, value in arguments.items()}
+        try:
+            if name == "Bash":
+                return await self._bash(args)
+            return ToolResult(await _HANDLERS[name](self, args))
+        except ToolError as exc:
+            return ToolResult(self.masker.mask(f"{name}: {exc}"), is_error=True)
+
+    async def aclose(self) -> None:
+        return None
+
+    # --- the tools ---------------------------------------------------------------------------
+
+    async def _read(self, args: dict[str, Any]) -> str:
+        path = self.workspace.resolve(args.get("path"))
+        offset = integer(args, "offset", default=0, minimum=0)
+        limit = integer(args, "limit", default=None, minimum=1)
+        text, note = await asyncio.to_thread(_read_lines, path, offset, limit, self.workspace)
+        if not text and not note:
+            if offset:
+                return f"(no lines from offset {offset}: the file is shorter)"
+            return "(empty file)"
+        # A read cut short may end inside a secret: `cut` holds that beginning back.
+        return masked(text, self.masker, cut=bool(note)) + note
+
+    async def _write(self, args: dict[str, Any]) -> str:
+        path = self.workspace.resolve(args.get("path"))
+        content = string(args, "content", allow_empty=True)
+        data = content.encode("utf-8")
+        if len(data) > MAX_WRITE_BYTES:
+            raise ToolError(f"content is larger than {MAX_WRITE_BYTES // (1024 * 1024)} MiB")
+        await asyncio.to_thread(_atomic_write, path, data)
+        return f"wrote {len(data)} bytes to {self.workspace.show(path)}"
+
+    async def _edit(self, args: dict[str, Any]) -> str:
+        path = self.workspace.resolve(args.get("path"))
+        old = string(args, "old")
+        new = string(args, "new", allow_empty=True)
+        replace_all = truthy(args, "replace_all")
+        if old == new:
+            raise ToolError("old and new are the same: nothing to change")
+        return await asyncio.to_thread(_edit_file, path, old, new, replace_all, self.workspace)
+
+    async def _bash(self, args: dict[str, Any]) -> ToolResult:
+        command = string(args, "command")
+        folder = optional_string(args, "cwd")
+        cwd = self.workspace.resolve(folder, what="cwd") if folder else self.workspace.root
+        if not cwd.is_dir():
+            raise ToolError(f"cwd {folder} is not a folder")
+        timeout = integer(args, "timeout_seconds", default=None, minimum=1)
+        seconds = min(float(timeout), MAX_BASH_TIMEOUT) if timeout else DEFAULT_BASH_TIMEOUT
+        shell = shutil.which("bash", path=self.env.get("PATH")) or default_shell()
+        return await run_command(
+            [shell, "-c", command], cwd=cwd, env=self.env, timeout=seconds, masker=self.masker
+        )
+
+    async def _glob(self, args: dict[str, Any]) -> str:
+        return finish(await search.glob_tool(self.workspace, args), self.masker)
+
+    async def _grep(self, args: dict[str, Any]) -> str:
+        return finish(await search.grep_tool(self.workspace, args), self.masker)
+
+
+_HANDLERS: dict[str, _Handler] = {
+    "Read": BuiltinTools._read,
+    "Write": BuiltinTools._write,
+    "Edit": BuiltinTools._edit,
+    "Glob": BuiltinTools._glob,
+    "Grep": BuiltinTools._grep,
+}
+
+
+# --- file work (in a worker thread: the run's event loop also drives the frontend) -----------
+
+
+def _regular_file(path: Path, workspace: Workspace) -> None:
+    """Refuse what is not a regular file: reading a FIFO or a device could block or never end."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ToolError(f"{workspace.show(path)} does not exist") from None
+    except OSError as exc:
+        raise ToolError(f"{workspace.show(path)}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ToolError(f"{workspace.show(path)} is a folder (list it with Glob)")
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolError(f"{workspace.show(path)} is not a regular file")
+
+
+def _read_lines(
+    path: Path, offset: int, limit: int | None, workspace: Workspace
+) -> tuple[str, str]:
+    """The text from line `offset`, and a note when it was cut at MAX_READ_BYTES."""
+    _regular_file(path, workspace)
+    try:
+        with path.open("rb") as handle:
+            if offset and not _skip_lines(handle, offset):
+                return "", ""
+            data = handle.read(MAX_READ_BYTES + 1)
+    except OSError as exc:
+        raise ToolError(f"{workspace.show(path)}: {exc.strerror or exc}") from None
+    cut = len(data) > MAX_READ_BYTES
+    data = data[:MAX_READ_BYTES]
+    lines = _split_lines(data)
+    if limit is not None and len(lines) >= limit and (len(lines) > limit or not cut):
+        return b"".join(lines[:limit]).decode("utf-8", errors="replace"), ""
+    if not cut:
+        return data.decode("utf-8", errors="replace"), ""
+    mib = MAX_READ_BYTES // (1024 * 1024)
+    if len(lines) == 1 and not lines[0].endswith(b"\n"):
+        note = (
+            f"\n[line {offset} is longer than {mib} MiB: only its beginning is shown; the "
+            f"next line is offset={offset + 1}]"
+        )
+        return lines[0].decode("utf-8", errors="replace"), note
+    if not lines[-1].endswith(b"\n"):
+        lines.pop()  # whole lines only
+    shown = len(lines)
+    note = (
+        f"\n[Read stops at {mib} MiB per call: lines {offset} to {offset + shown - 1} shown; "
+        f"continue with offset={offset + shown}]"
+    )
+    return b"".join(lines).decode("utf-8", errors="replace"), note
+
+
+def _split_lines(data: bytes) -> list[bytes]:
+    """Lines ending at `\n` only (as `offset` counts them; `bytes.splitlines` also splits
+    at a lone `\r`)."""
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _skip_lines(handle: Any, count: int) -> bool:
+    """Move past `count` newlines; False when the file has fewer lines."""
+    seen = 0
+    while True:
+        chunk = handle.read(65536)
+        if not chunk:
+            return False
+        newlines = chunk.count(b"\n")
+        if seen + newlines < count:
+            seen += newlines
+            continue
+        index = -1
+        for _ in range(count - seen):
+            index = chunk.index(b"\n", index + 1)
+        handle.seek(index + 1 - len(chunk), os.SEEK_CUR)
+        return True
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    if path.is_dir():
+        raise ToolError(f"{path.name} is a folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            mode = 0o644
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".awf-tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise ToolError(f"cannot write {path.name}: {exc.strerror or exc}") from None
+
+
+def _edit_file(path: Path, old: str, new: str, replace_all: bool, workspace: Workspace) -> str:
+    _regular_file(path, workspace)
+    shown = workspace.show(path)
+    if path.stat().st_size > MAX_READ_BYTES:
+        # Editing needs the whole file: refuse rather than rewrite a truncated copy.
+        raise ToolError(f"{shown} is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB")
+    try:
+        content = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{shown} is not UTF-8 text") from None
+    except OSError as exc:
+        raise ToolError(f"{shown}: {exc.strerror or exc}") from None
+    count = content.count(old)
+    if count == 0:
+        raise ToolError(f"old text not found in {shown}")
+    if count > 1 and not replace_all:
+        raise ToolError(
+            f"old text occurs {count} times in {shown}: include more of the surrounding "
+            "text to make it unique, or set replace_all"
+        )
+    _atomic_write(path, content.replace(old, new).encode("utf-8"))
+    return f"replaced {count} occurrence{'s' if count > 1 else ''} in {shown}"

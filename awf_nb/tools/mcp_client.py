@@ -1,0 +1,244 @@
+"""MCP servers as tool sources: started (over stdio) with the step, stopped with it.
+
+Built on the official SDK (`mcp.client.stdio.stdio_client`, `mcp.ClientSession`), which
+speaks the protocol and stops the server's whole process group on the way out. Each server
+lives in a task of its own: the SDK's contexts are anyio task groups, which must be left by
+the task that entered them, while tool calls come from whichever task runs the turn.
+
+A server's tools are offered as `<server>_<tool>`. A server that cannot start — a missing
+command, one that exits at once, one that never answers `initialize` within its
+`startup_timeout` — is an `ExecutionError` naming it, with the end of what it wrote on
+stderr (which is kept out of the terminal otherwise). Results become text: text parts as
+they are, other parts as a short note; secrets masked, size capped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from awf_nb.engine.ports import ToolResult, ToolSpec
+from awf_nb.errors import ExecutionError
+from awf_nb.secrets import Masker
+from awf_nb.tools.output import finish
+from awf_nb.workflow.tools_model import McpServer
+
+STDERR_TAIL_CHARS = 2000
+# The SDK's own shutdown is bounded (stdin closed, then SIGTERM, then SIGKILL: ~6 s);
+# this only guards against a bug leaving aclose waiting forever.
+STOP_TIMEOUT_SECONDS = 15.0
+
+
+class McpServerTools:
+    """One MCP server and its tools (a `ToolSet`, once `start` has returned)."""
+
+    def __init__(
+        self,
+        server: McpServer,
+        *,
+        cwd: Path | str,
+        env: Mapping[str, str],
+        masker: Masker,
+    ) -> None:
+        self.server = server
+        self.cwd = Path(cwd)
+        # The step's environment, as command steps get it (PATH, virtualenvs, the keys a
+        # server needs), plus the server's own `env:`.
+        self.env = {**env, **server.env}
+        self.masker = masker
+        self._specs: list[ToolSpec] = []
+        self._names: dict[str, str] = {}  # offered name -> the server's tool name
+        self._session: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[None] | None = None
+        self._stop = asyncio.Event()
+        self._stderr: IO[str] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.server.name
+
+    async def start(self) -> None:
+        """Start the server and list its tools; `ExecutionError` naming it if that fails."""
+        loop = asyncio.get_running_loop()
+        self._ready = loop.create_future()
+        # Kept until aclose: the server writes to it for as long as it runs.
+        self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._task = asyncio.create_task(self._serve(), name=f"mcp server {self.name}")
+        timeout = self.server.startup_timeout
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except TimeoutError:
+            await self.aclose()
+            raise ExecutionError(
+                f'MCP server "{self.name}" did not answer within {timeout:g} s '
+                f"({self._command_line()}){self._stderr_tail()}",
+                hint="check that it is an MCP server speaking stdio, or raise startup_timeout",
+            ) from None
+        except asyncio.CancelledError:
+            await self.aclose()
+            raise
+        except Exception as exc:
+            tail = self._stderr_tail()
+            await self.aclose()
+            raise ExecutionError(
+                f'MCP server "{self.name}" failed to start ({self._command_line()}): '
+                f"{_describe(exc)}{tail}"
+            ) from None
+
+    async def _serve(self) -> None:
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        assert self._ready is not None
+        parameters = StdioServerParameters(
+            command=self.server.command, args=self.server.args, env=self.env, cwd=self.cwd
+        )
+        try:
+            async with (
+                stdio_client(parameters, errlog=self._stderr) as (read, write),  # type: ignore[arg-type]
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                tools = await _list_all_tools(session)
+                self._adopt(tools)
+                self._session = session
+                self._ready.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not self._ready.done():
+                if isinstance(exc, asyncio.CancelledError):
+                    self._ready.cancel()
+                else:
+                    self._ready.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._session = None
+
+    def _adopt(self, tools: list[Any]) -> None:
+        for tool in tools:
+            offered = f"{self.name}_{tool.name}"
+            self._names[offered] = tool.name
+            description = tool.description or tool.title or f"{tool.name} (MCP server {self.name})"
+            self._specs.append(ToolSpec(offered, description, dict(tool.input_schema or {})))
+
+    def list(self) -> list[ToolSpec]:
+        return list(self._specs)
+
+    def needs_confirmation(self, name: str) -> bool:
+        return False  # the step's `confirm` list decides (awf_nb.tools.StepToolSet)
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        tool = self._names.get(name)
+        if tool is None:
+            return ToolResult(f'unknown tool "{name}"', is_error=True)
+        session = self._session
+        if session is None:
+            return ToolResult(f'MCP server "{self.name}" is not running', is_error=True)
+        from mcp import MCPError
+
+        try:
+            result = await session.call_tool(tool, arguments)
+        except MCPError as exc:
+            return ToolResult(
+                self.masker.mask(f'MCP server "{self.name}": {exc.message}'), is_error=True
+            )
+        except (OSError, RuntimeError, ValueError) as exc:
+            # The SDK raises these for a broken connection or a malformed result.
+            return ToolResult(
+                self.masker.mask(f'MCP server "{self.name}": {_describe(exc)}'), is_error=True
+            )
+        return ToolResult(finish(result_text(result), self.masker), is_error=bool(result.is_error))
+
+    async def aclose(self) -> None:
+        """Stop the server (the SDK closes its stdin, then signals its process group)."""
+        self._stop.set()
+        task, self._task = self._task, None
+        if task is not None and self._ready is not None and not self._ready.done():
+            # Still starting (waiting for `initialize`): only a cancellation ends that wait.
+            # The SDK's shutdown is shielded from it and still stops the process.
+            task.cancel()
+        if task is not None and not task.done():
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT_SECONDS)
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def _command_line(self) -> str:
+        return " ".join([self.server.command, *self.server.args])
+
+    def _stderr_tail(self) -> str:
+        """The end of what the server wrote on stderr, as a suffix for an error message."""
+        if self._stderr is None:
+            return ""
+        try:
+            fd = self._stderr.fileno()
+            size = os.fstat(fd).st_size
+            start = max(0, size - STDERR_TAIL_CHARS)
+            # pread: the server shares this file's offset, which must not move under it.
+            text = os.pread(fd, size - start, start).decode("utf-8", errors="replace")
+        except (OSError, ValueError):
+            return ""
+        text = self.masker.mask(text.strip())
+        return f"\nits stderr ends with:\n{text}" if text else ""
+
+
+async def _list_all_tools(session: Any) -> list[Any]:
+    """Every tool of the server, following pagination."""
+    from mcp.types import PaginatedRequestParams
+
+    tools: list[Any] = []
+    cursor: str | None = None
+    while True:
+        params = PaginatedRequestParams(cursor=cursor) if cursor else None
+        listing = await session.list_tools(params=params)
+        tools.extend(listing.tools)
+        cursor = listing.next_cursor
+        if not cursor:
+            return tools
+
+
+def result_text(result: Any) -> str:
+    """A tool result's content as text: text parts as they are, others as a short note."""
+    parts: list[str] = []
+    for item in result.content or ():
+        kind = getattr(item, "type", "")
+        if kind == "text":
+            parts.append(item.text)
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind} {item.mime_type} omitted]")
+        elif kind == "resource_link":
+            parts.append(f"[resource {item.uri}]")
+        elif kind == "resource":
+            resource = item.resource
+            text = getattr(resource, "text", None)
+            parts.append(text if text is not None else f"[resource {resource.uri} omitted]")
+        else:
+            parts.append(f"[{kind or 'unknown'} content omitted]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = "\n".join(parts)
+    return text if text else "(no output)"
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception as a short sentence (the SDK's errors may be grouped by anyio)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED
+
+    if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+        return "it closed the connection (exited?) before answering"
+    message = getattr(exc, "message", None) or str(exc)
+    return f"{message}" if message else type(exc).__name__

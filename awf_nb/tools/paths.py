@@ -1,0 +1,54 @@
+"""The working directory a step's built-in tools are confined to.
+
+Every path a model gives is resolved (`..` collapsed, symlinks followed) and must then lie
+inside the working directory: `../x`, an absolute path elsewhere and a symlink pointing out
+are all refused. A file swapped for a symlink between the check and its use is not caught;
+run awf in a sandbox (a container) when the workspace itself cannot be trusted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from awf_nb.tools.output import ToolError
+
+
+class Workspace:
+    """A working directory, and the resolution of paths against it."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root).resolve()
+
+    def resolve(self, raw: object, *, what: str = "path") -> Path:
+        """The real path `raw` names, if it is inside the workspace; else `ToolError`."""
+        if not isinstance(raw, str) or not raw.strip():
+            raise ToolError(f"{what} must be a non-empty string")
+        if "\0" in raw:
+            raise ToolError(f"{what} must not contain a NUL character")
+        # No `~` expansion: a home folder is outside the workspace anyway.
+        candidate = Path(raw)
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            raise ToolError(f"{what} {raw}: cannot be resolved: {exc}") from None
+        if not self.contains(resolved):
+            raise ToolError(
+                f"{what} {raw} is outside the working directory {self.root}: "
+                "only paths inside it can be used"
+            )
+        return resolved
+
+    def contains(self, path: Path) -> bool:
+        """Whether an already resolved `path` is the workspace or inside it."""
+        return path == self.root or path.is_relative_to(self.root)
+
+    def show(self, path: Path) -> str:
+        """`path` as the model should write it: relative to the workspace."""
+        try:
+            relative = path.relative_to(self.root)
+        except ValueError:
+            return str(path)
+        return os.fspath(relative) if relative.parts else "."

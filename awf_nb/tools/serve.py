@@ -1,0 +1,183 @@
+"""`awf mcp-serve`: a tool set served as an MCP server over stdio.
+
+CLI agents (claude, gemini, codex, …) run their own tools; AWF's `mcp_proxy` gives them
+awf's tools instead, through an MCP server awf itself runs: this one. What it serves is a
+`tools:` block (built-ins, command tools, MCP servers it proxies), read from a JSON file:
+
+```json
+{
+  "root_dir": "/path/to/workdir",
+  "builtin": ["Read", "Glob", "Grep"],
+  "commands": [{"name": "run_tests", "description": "Run the tests",
+                "parameters": {"path": {"type": "string"}}, "command": "pytest -q \\"$path\\""}],
+  "mcp": [{"name": "notes", "command": "python", "args": ["-m", "my_notes_server"]}],
+  "confirm": ["run_tests"],
+  "env": {"PROJECT": "demo"}
+}
+```
+
+Every key is optional. `root_dir` is the working directory (default: the current one);
+`env` is added to the environment the commands get. AWF's own keys are understood too:
+`intercept_builtins: true` serves all six built-ins when `builtin` is not given, and
+`plugin_tools` (AWF plugins) is refused, as awf-nb has no plugins. There is no one to ask
+here, so tools listed in `confirm` are refused unless `--yes` is given, as in any headless
+run. The protocol (the SDK's low-level `Server`) owns stdout: nothing else is written there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from awf_nb.errors import UserError
+from awf_nb.secrets import Masker
+from awf_nb.tools import StepToolSet, build_toolset
+from awf_nb.workflow.checks import did_you_mean
+from awf_nb.workflow.tools_model import BUILTIN_TOOLS, ToolsConfig
+
+_SERVE_KEYS = ("root_dir", "env", "intercept_builtins", "plugin_tools")
+_TOOLS_KEYS = tuple(ToolsConfig.model_fields)
+
+
+@dataclass
+class ServeConfig:
+    """What `awf mcp-serve` serves, and where."""
+
+    tools: ToolsConfig
+    root_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def load_serve_config(
+    path: str | None, *, builtin: str | None = None, root_dir: str | None = None
+) -> ServeConfig:
+    """The JSON file at `path` (if any) with the command line's `--builtin` and `--dir`."""
+    data = _read_json(path) if path else {}
+    unknown = [key for key in data if key not in (*_SERVE_KEYS, *_TOOLS_KEYS)]
+    if unknown:
+        hint = did_you_mean(unknown[0], (*_SERVE_KEYS, *_TOOLS_KEYS))
+        raise UserError(f"{path}: unknown key {unknown[0]!r}" + (f" ({hint})" if hint else ""))
+    if data.get("plugin_tools"):
+        raise UserError(f"{path}: plugin_tools (AWF plugins) are not supported by awf-nb")
+    tools = {key: data[key] for key in _TOOLS_KEYS if key in data}
+    if builtin:
+        names = [name.strip() for name in builtin.split(",") if name.strip()]
+        tools["builtin"] = list(BUILTIN_TOOLS) if names == ["all"] else names
+    elif data.get("intercept_builtins") and "builtin" not in tools:
+        tools["builtin"] = list(BUILTIN_TOOLS)
+    try:
+        config = ToolsConfig.model_validate(tools)
+    except ValidationError as exc:
+        where = path or "--builtin"
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'tools'}: {_message(err)}"
+            for err in exc.errors(include_url=False)
+        )
+        raise UserError(f"{where}: {problems}") from None
+    if not (config.builtin or config.commands or config.mcp):
+        raise UserError(
+            "nothing to serve: give --builtin NAMES or a --config file with tools",
+            hint="e.g. awf mcp-serve --builtin Read,Glob,Grep",
+        )
+    root = Path(root_dir or data.get("root_dir") or os.getcwd()).expanduser().resolve()
+    if not root.is_dir():
+        raise UserError(f"the working directory {root} does not exist")
+    env = data.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise UserError(f"{path}: env must map names to strings")
+    return ServeConfig(config, root, {str(k): v for k, v in env.items()})
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"config file not found: {path}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UserError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} must hold a JSON object")
+    return data
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    message = str(error.get("msg", ""))
+    return message.removeprefix("Value error, ")
+
+
+def run_server(config: ServeConfig, *, yes: bool = False) -> int:
+    """Serve until the client closes stdin (or SIGTERM); the exit code."""
+    env = {**os.environ, **config.env}
+    masker = Masker.from_sources({}, env)
+    toolset = build_toolset(config.tools, cwd=config.root_dir, env=env, masker=masker)
+    asyncio.run(_serve(toolset, yes=yes))
+    return 0
+
+
+async def _serve(toolset: StepToolSet, *, yes: bool) -> None:
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if main is not None:
+        # SIGTERM (an agent CLI stopping its MCP servers) ends the serving like stdin's end:
+        # the MCP servers this one proxies are stopped on the way out.
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    try:
+        async with toolset:
+            await _serve_stdio(toolset, yes=yes)
+    except asyncio.CancelledError:
+        return
+
+
+async def _serve_stdio(toolset: StepToolSet, *, yes: bool) -> None:
+    from mcp import types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    from awf_nb import __version__
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=spec.name, description=spec.description, input_schema=spec.parameters
+                )
+                for spec in toolset.list()
+            ]
+        )
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        name = params.name
+        if toolset.needs_confirmation(name) and not yes:
+            text = (
+                f"{name} was refused: it needs the user's confirmation, and awf mcp-serve "
+                "cannot ask (start it with --yes to allow it)"
+            )
+            return _result(text, is_error=True)
+        result = await toolset.call(name, dict(params.arguments or {}))
+        return _result(result.text, is_error=result.is_error)
+
+    server: Server[Any] = Server(
+        "awf", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool
+    )
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def _result(text: str, *, is_error: bool) -> Any:
+    from mcp import types
+
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], is_error=is_error
+    )
