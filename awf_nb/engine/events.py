@@ -112,6 +112,46 @@ class AgentToolUse:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """The engine runs a tool the model called (chat mode: `tools:` on an agent step)."""
+
+    run_id: str
+    step: str
+    call_id: str
+    name: str
+    arguments: str  # the arguments as JSON text, masked
+    speaker: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    """A tool call's result, as the model gets it (masked; capped by the tool)."""
+
+    run_id: str
+    step: str
+    call_id: str
+    name: str
+    result: str
+    is_error: bool = False
+    duration: float = 0.0
+    # how it ended when it did not run to the end: "refused" (by the person, or headless
+    # without --yes) or "interrupted" (Ctrl-C / Stop)
+    outcome: Literal["", "refused", "interrupted"] = ""
+    speaker: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitingConfirmation:
+    """A tool call waits for the person's yes or no (the step's `tools.confirm` list)."""
+
+    run_id: str
+    step: str
+    call_id: str
+    name: str
+    arguments: str  # masked JSON text
+
+
+@dataclass(frozen=True, slots=True)
 class UserMessage:
     """A message sent to the step's agent by the person, a scripted reply, or a partner
     that does not stream (scripted `replies`). A partner agent's message streams instead
@@ -178,6 +218,9 @@ RunEvent = (
     | TurnStarted
     | AgentText
     | AgentToolUse
+    | ToolCallStarted
+    | ToolCallFinished
+    | AwaitingConfirmation
     | UserMessage
     | TurnFinished
     | AwaitingInput

@@ -1,4 +1,5 @@
-"""The three seams between the engine and the world: Provider, InputReader, EventSink.
+"""The seams between the engine and the world: Provider, InputReader, EventSink, and the
+ToolSet of an agent step with tools.
 
 The engine only talks to these protocols; concrete providers (`awf_nb.providers`) and
 frontends (`awf_nb.frontends`) implement them and are handed to the engine at run time,
@@ -21,9 +22,28 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call the model asks for, complete (providers assemble streamed pieces).
+
+    `arguments` is the JSON text of the arguments object as the model wrote it (it may be
+    invalid JSON: the engine answers that with an error result)."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
-    role: Literal["system", "user", "assistant"]
+    """One message of a history. An assistant message that called tools carries them in
+    `tool_calls` (its `content` may be empty); each `tool` message answers one call
+    (`tool_call_id`, and the tool's `name`) and always follows its assistant message."""
+
+    role: Literal["system", "user", "assistant", "tool"]
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
 
 
 @dataclass(slots=True)
@@ -53,6 +73,11 @@ class TurnRequest:
     # answering the step's agent, or a simulated user) for the partner's turns.
     speaker: str = ""
     env: dict[str, str] = field(default_factory=dict)  # extra environment for CLI agents
+    # The tools the model may call (chat mode); providers send them in their API's form.
+    tools: list[ToolSpec] = field(default_factory=list)
+    # True for a tool round: `history` ends with the tool results and there is no new user
+    # message (`prompt` is ""); the model carries on from the results.
+    continues: bool = False
 
 
 # --- what a provider answers (in this order: deltas/tools/usage/session…, then Final) --------
@@ -65,6 +90,8 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class ToolUse:
+    """A tool an agent CLI ran inside its own turn (shown, not answered by the engine)."""
+
     name: str
     argument: str = ""
 
@@ -95,7 +122,7 @@ class Final:
     text: str
 
 
-ProviderEvent = TextDelta | ToolUse | Usage | SessionId | Notice | Final
+ProviderEvent = TextDelta | ToolUse | ToolCall | Usage | SessionId | Notice | Final
 
 
 @runtime_checkable
@@ -131,6 +158,15 @@ class InputReader(Protocol):
     """
 
     async def read(self, prompt: str) -> str | None: ...
+
+
+@runtime_checkable
+class Confirmer(Protocol):
+    """An input reader that can also ask the person to allow a tool call (terminal: a
+    `y/n` prompt; notebook: Allow / Deny buttons). True allows, False refuses; None means
+    no answer (end of input): refused. Must be cancellable like `read`."""
+
+    async def confirm(self, question: str) -> bool | None: ...
 
 
 @runtime_checkable
