@@ -8,7 +8,7 @@ so the engine never imports them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -209,6 +209,11 @@ class ToolResult:
 
     text: str
     is_error: bool = False
+
+
+# Builds the started tool set of a step's `tools:` block: (config, working directory,
+# command environment, the run's masker) -> ToolSet. MCP servers are running when it returns.
+ToolSetFactory = Callable[[Any, Path, Mapping[str, str], Any], Awaitable["ToolSet"]]
 
 
 @runtime_checkable
