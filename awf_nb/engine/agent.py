@@ -22,6 +22,7 @@ from awf_nb.engine import events as ev
 from awf_nb.engine.context import LoopFrame, command_env, json_response, strip_fences
 from awf_nb.engine.ports import (
     Final,
+    McpServerSpec,
     Message,
     Notice,
     Provider,
@@ -112,8 +113,10 @@ class AgentSession:
         *,
         speaker: str = "",
         tools: ToolSet | None = None,
+        mcp_servers: list[McpServerSpec] | None = None,
     ) -> None:
         self.run = run
+        self.mcp_servers = mcp_servers or []  # agent CLIs: the step's tools, served (mcp_proxy)
         self.tools = tools  # chat mode: the tools the model may call (None: it only talks)
         self.max_rounds = step.tools.max_rounds if step.tools is not None else 0
         # "" for the step's own agent; a partner agent's name when this session speaks for
@@ -222,6 +225,7 @@ class AgentSession:
             speaker=self.speaker,
             tools=self.tools.list() if self.tools is not None else [],
             continues=continues,
+            mcp_servers=self.mcp_servers,
         )
 
     def record_tool_result(self, turn: Turn) -> None:
@@ -527,7 +531,7 @@ async def execute_agent(
     tools = await _tools_for(run, step, provider_name, provider)
     session = AgentSession(
         run, step, st, provider_name, provider, system, options, conversation, inherited,
-        tools=tools,
+        tools=tools, mcp_servers=_proxied_tools(run, step, provider),
     )  # fmt: skip
     try:
         if tools is not None:
@@ -560,19 +564,32 @@ async def _tools_for(
     run: Runner, step: AgentStep, provider_name: str, provider: Provider
 ) -> ToolSet | None:
     """The step's tools, started (MCP servers running), or None when it has none."""
-    if step.tools is None:
-        return None
-    if provider.session_kind == "session_id":
-        raise ExecutionError(
-            f"step {step.name}: provider {provider_name} is an agent CLI, which runs its own "
-            "tools; `tools:` is for openai_compatible, local and scripted",
-            step=step.name,
-        )
+    if step.tools is None or provider.session_kind == "session_id":
+        return None  # an agent CLI runs tools itself: the step's are served to it (mcp_proxy)
     factory = run.config.toolsets
     if factory is None:
         raise ExecutionError(f"step {step.name}: this run cannot start tools", step=step.name)
     env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
     return await factory(step.tools, run.config.cwd, env, run.masker)
+
+
+def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[McpServerSpec]:
+    """For an agent CLI with `mcp_proxy: {enable: true}`: the MCP server (`awf mcp-serve`)
+    that serves it the step's tools."""
+    proxy = step.mcp_proxy
+    if provider.session_kind != "session_id" or proxy is None or not proxy.enable:
+        if step.tools is not None and provider.session_kind == "session_id":
+            raise ExecutionError(
+                f"step {step.name}: an agent CLI runs its own tools; to give it this step's "
+                "`tools:`, add `mcp_proxy: {enable: true}`",
+                step=step.name,
+            )
+        return []
+    factory = run.config.mcp_proxy
+    if factory is None:
+        raise ExecutionError(f"step {step.name}: this run cannot serve tools", step=step.name)
+    env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
+    return [factory(step.tools, proxy, run.config.cwd, env, run.config.yes)]
 
 
 def _conversation_for(

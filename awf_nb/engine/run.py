@@ -29,6 +29,7 @@ from awf_nb.engine.limits import RunBudget, RunLimitReached
 from awf_nb.engine.ports import (
     EventSink,
     InputReader,
+    McpProxyFactory,
     Provider,
     ProviderFactory,
     RunStore,
@@ -107,6 +108,8 @@ class RunConfig:
     toolsets: ToolSetFactory | None = None
     # `--yes`: tool calls that need confirmation run without asking.
     yes: bool = False
+    # Serves a CLI agent step's tools through `awf mcp-serve` (`mcp_proxy`).
+    mcp_proxy: McpProxyFactory | None = None
 
 
 class _RunEnds(Exception):
