@@ -17,7 +17,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from awf_nb.errors import UserError
-from awf_nb.tools.serve import load_serve_config
+from awf_nb.tools.serve import load_serve_config, run_server
 from tests.support.waiting import until, wait_until
 from tests.tools.conftest import SECRET, notes_server, process_alive
 
@@ -183,3 +183,10 @@ def test_sigterm_stops_mcp_serve_and_the_servers_it_proxies(work: Path, tmp_path
             serve.kill()
     assert serve.returncode == 0, stderr
     wait_until(lambda: not process_alive(proxied), "the proxied server to stop")
+
+
+async def test_mcp_serve_refuses_to_run_inside_an_event_loop(tmp_path: Path) -> None:
+    # As `%awf mcp-serve` would in a notebook, where stdin and stdout are the kernel's.
+    config = load_serve_config(None, builtin="Read", root_dir=str(tmp_path))
+    with pytest.raises(UserError, match="cannot run inside a notebook"):
+        run_server(config)
