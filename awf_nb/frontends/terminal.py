@@ -274,8 +274,8 @@ class TerminalSink:
         took = s.dim(f" · {format_duration(event.duration)}")
         if event.outcome == "refused":
             return call + s.yellow("refused")
-        if event.outcome == "interrupted":
-            return call + s.yellow("interrupted") + took
+        if event.outcome == "interrupted":  # a call cut short may come with no duration
+            return call + s.yellow("interrupted") + (took if event.duration else "")
         preview = safe(shorten_result(event.result))
         if event.is_error:
             return call + s.red(f"error: {preview}") + took

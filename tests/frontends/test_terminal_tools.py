@@ -84,12 +84,14 @@ def test_an_error_a_refusal_and_an_interruption_are_said_plainly() -> None:
     call(sink, "Read", '{"path": "nope"}', result="No such file: nope", is_error=True)
     call(sink, "Bash", '{"command": "rm -r x"}', result="refused by the user", outcome="refused")
     call(sink, "Bash", '{"command": "make"}', result="", outcome="interrupted", duration=2.5)
+    call(sink, "Bash", '{"command": "make"}', result="", outcome="interrupted")
 
     lines = flushed(screen).replace("out:", "").splitlines()
     assert lines == [
         '⚙ Read({"path": "nope"}) → error: No such file: nope · 0.0 s',
         '⚙ Bash({"command": "rm -r x"}) → refused',
         '⚙ Bash({"command": "make"}) → interrupted · 2.5 s',
+        '⚙ Bash({"command": "make"}) → interrupted',  # cut short before it had a duration
     ]
 
 

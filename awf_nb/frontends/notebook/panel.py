@@ -239,6 +239,7 @@ class RunPanel:
         if section is not None:
             self._finish_reply(section)
             section.tools_in_turn = False
+            section.empty_reply = None
             section.new_reply(event.speaker)
             # The status line is left alone here: the new bubble shows that a reply comes.
             self._activity = f"running {event.step}"
@@ -261,6 +262,7 @@ class RunPanel:
         if section is None:
             return
         self.input.set_input_enabled(False)
+        section.empty_reply = None  # it was the whole reply: it stays
         if event.speaker and event.speaker != ev.PERSON:  # scripted replies of a partner
             section.add_html(esc(event.speaker), "awf-speaker")
             section.add_html(esc(event.text), "awf-partner")
@@ -280,6 +282,10 @@ class RunPanel:
                 reply = section.reply or section.new_reply(event.speaker)
                 self.flusher.forget(reply)
                 reply.finish(event.text, event.interrupted)
+                # A reply of tool calls only ends with no text, before its calls start: if
+                # calls come next, this bubble goes (see `_tool_block`).
+                if not reply.text.strip() and not event.interrupted:
+                    section.empty_reply = reply
             section.reply = None
             section.tools_in_turn = False
         self._update_status()
@@ -311,6 +317,9 @@ class RunPanel:
             return None
         self.flush()  # the reply text streamed so far goes before the block
         self._close_reply(section)
+        if section.empty_reply is not None:
+            section.drop_reply(section.empty_reply)
+            section.empty_reply = None
         section.tools_in_turn = True
         block = ToolBlock(self, call_id, name, arguments, speaker)
         section.body.children = (*section.body.children, block.widget)

@@ -228,6 +228,7 @@ class Section:
         self.reply: Reply | None = None
         # Tool calls came in the current turn: its text is split around their blocks.
         self.tools_in_turn = False
+        self.empty_reply: Reply | None = None  # the last reply, when it said nothing
         self.output: Output | None = None
         self._output_note: widgets.HTML | None = None
         what = event.kind if event.mode in ("", "single") else f"{event.kind}, {event.mode}"

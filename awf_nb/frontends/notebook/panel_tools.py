@@ -90,7 +90,9 @@ class ToolBlock:
         if event.outcome == "refused":
             summary = '<span class="awf-tool-refused">refused</span>'
         elif event.outcome == "interrupted":
-            summary = f'<span class="awf-tool-refused">interrupted</span> · {took}'
+            summary = '<span class="awf-tool-refused">interrupted</span>'
+            if event.duration:  # a call cut short may come with no duration
+                summary += f" · {took}"
         elif event.is_error:
             error = esc(shorten_result(clean_output(event.result)))
             summary = f'<span class="awf-tool-error">error: {error}</span> · {took}'

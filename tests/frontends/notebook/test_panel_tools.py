@@ -91,7 +91,9 @@ async def test_a_call_is_a_block_after_the_reply_text_that_led_to_it() -> None:
     assert "running" not in block[1]
 
 
-def test_the_text_after_the_calls_is_a_new_bubble_and_nothing_is_said_twice() -> None:
+def test_text_before_and_after_calls_in_one_turn_event_is_never_said_twice() -> None:
+    # Not the engine's order today (a round ends before its calls start), but a turn that
+    # spans its calls must not repeat its text either.
     panel = panel_with_step()
     panel.emit(ev.TurnStarted("r", "assist", 1))
     panel.emit(ev.AgentText("r", "assist", "Looking."))
@@ -108,16 +110,18 @@ def test_the_text_after_the_calls_is_a_new_bubble_and_nothing_is_said_twice() ->
 
 
 def test_a_reply_of_tool_calls_only_leaves_no_empty_bubble() -> None:
+    # The engine's order: each round of a turn is a TurnStarted … TurnFinished of its own,
+    # and the calls of a round come after its TurnFinished.
     panel = panel_with_step()
     panel.emit(ev.TurnStarted("r", "assist", 1))
+    panel.emit(ev.TurnFinished("r", "assist", 1, 5, 0.3, text=""))
     panel.emit(started("c1", "Glob", '{"pattern": "*.py"}'))
     panel.emit(started("c2", "Grep", '{"pattern": "TODO"}'))
     panel.emit(finished("c2", "Grep", result="12 matches"))
     panel.emit(finished("c1", "Glob", result="a.py"))
-    panel.emit(ev.TurnFinished("r", "assist", 1, 5, 0.3))
-    panel.emit(ev.TurnStarted("r", "assist", 2))
+    panel.emit(ev.TurnStarted("r", "assist", 1))
     panel.emit(ev.AgentText("r", "assist", "Done."))
-    panel.emit(ev.TurnFinished("r", "assist", 2, 5, 0.3, text="Done."))
+    panel.emit(ev.TurnFinished("r", "assist", 1, 5, 0.3, text="Done."))
 
     shown = items(panel)
     assert [kind for kind, _ in shown] == ["awf-tool-call", "awf-tool-call", "awf-assistant"]
@@ -125,6 +129,19 @@ def test_a_reply_of_tool_calls_only_leaves_no_empty_bubble() -> None:
     assert "<b>Glob</b>" in shown[0][1] and "→ a.py · " in shown[0][1]
     assert "<b>Grep</b>" in shown[1][1] and "→ 12 matches · " in shown[1][1]
     assert "(empty reply)" not in str(shown)
+
+
+def test_an_empty_reply_without_calls_still_says_so() -> None:
+    panel = panel_with_step()
+    panel.emit(ev.TurnStarted("r", "assist", 1))
+    panel.emit(ev.TurnFinished("r", "assist", 1, 5, 0.3, text=""))
+    panel.emit(ev.AwaitingInput("r", "assist"))
+    panel.emit(ev.UserMessage("r", "assist", "hello?", 2, ev.PERSON))
+    panel.emit(ev.TurnStarted("r", "assist", 2))
+    panel.emit(started())
+
+    assert [kind for kind, _ in items(panel)] == ["awf-assistant", "awf-user", "awf-tool-call"]
+    assert "(empty reply)" in items(panel)[0][1]
 
 
 def test_errors_refusals_and_interruptions_are_said_plainly() -> None:
@@ -294,3 +311,71 @@ def test_the_saved_static_html_has_the_tool_blocks() -> None:
     assert "<summary>⚙ <b>Read</b>" in saved and "&lt;hello&gt; &amp; bye" in saved
     assert "Allow" not in saved and "Deny" not in saved
     assert saved.index("Checking.") < saved.index("<b>Read</b>")
+
+
+# --- with the engine: a conversation whose model calls a tool that needs approval ----------
+
+TOOLS_CHAT = """
+name: tidy
+states:
+  initial: assist
+  assist:
+    type: agent
+    provider: toolscript
+    mode: conversation
+    prompt: "Say hello in a file."
+    options:
+      script:
+        - {text: "I will write it.", calls: [{name: Bash, arguments: {command: "echo hi > hello.txt; echo written"}}]}
+        - "Done: hello.txt says hi."
+        - {calls: [{name: Bash, arguments: {command: "rm hello.txt"}}]}
+        - "Kept it."
+    tools: {builtin: [Bash], confirm: [Bash]}
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+async def test_allow_and_deny_in_a_real_run(tmp_path: Any) -> None:
+    from awf_nb.api import load, prepare_run
+    from awf_nb.frontends.notebook.handle import RunHandle
+    from tests.frontends.notebook.test_panel import type_into
+    from tests.support.tool_model import ToolScript
+
+    workflow = load(TOOLS_CHAT)
+    panel = RunPanel(workflow.name, interactive=True)
+    reader = WidgetReader()
+    model = ToolScript()
+    runner = prepare_run(
+        workflow, {}, reader=reader, sink=panel, store=None, cwd=tmp_path,
+        providers=lambda name: model,
+    )  # fmt: skip
+    handle = RunHandle(runner, panel=panel, name="tidy")
+    handle.start()
+
+    await until(lambda: "Allow" in buttons(panel), "the question about the first call")
+    assert [kind for kind, _ in items(panel)] == ["awf-user", "awf-assistant", "awf-tool-call"]
+    click(find(tool_boxes(panel)[0], widgets.Button)[0])  # Allow
+    await until(lambda: not panel.input.send_button.disabled, "the prompt after the reply")
+    assert (tmp_path / "hello.txt").read_text() == "hi\n"
+    assert "→ written · " in items(panel)[2][1]
+    assert "hello.txt says hi" in items(panel)[3][1]
+
+    type_into(panel.input.text, "now remove it")
+    click(panel.input.send_button)
+    await until(lambda: "Allow" in buttons(panel), "the question about the second call")
+    click(find(tool_boxes(panel)[1], widgets.Button)[1])  # Deny
+    await until(lambda: not panel.input.send_button.disabled, "the prompt after the reply")
+    click(panel.input.end_button)
+    result = await asyncio.wait_for(handle.wait(), 30)
+
+    assert result.ok, result.error
+    assert (tmp_path / "hello.txt").exists()
+    shown = items(panel)
+    assert [kind for kind, _ in shown] == [
+        "awf-user", "awf-assistant", "awf-tool-call", "awf-assistant",
+        "awf-user", "awf-tool-call", "awf-assistant",
+    ]  # fmt: skip
+    assert '<span class="awf-tool-refused">refused</span>' in shown[5][1]
+    assert "Allow" not in buttons(panel) and "Deny" not in buttons(panel)
+    assert "refused by the user" in static_html(panel.widget)
