@@ -379,3 +379,51 @@ async def test_allow_and_deny_in_a_real_run(tmp_path: Any) -> None:
     assert '<span class="awf-tool-refused">refused</span>' in shown[5][1]
     assert "Allow" not in buttons(panel) and "Deny" not in buttons(panel)
     assert "refused by the user" in static_html(panel.widget)
+
+
+SLOW_TOOL = """
+name: slow
+states:
+  initial: assist
+  assist:
+    type: agent
+    provider: toolscript
+    mode: conversation
+    prompt: "Build it."
+    options:
+      script:
+        - {text: "Building.", calls: [{name: Bash, arguments: {command: "touch started; sleep 60"}}]}
+        - "Stopped."
+    tools: {builtin: [Bash]}
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+async def test_stop_during_a_running_call_interrupts_it_and_opens_the_prompt(
+    tmp_path: Any,
+) -> None:
+    from awf_nb.api import load, prepare_run
+    from awf_nb.frontends.notebook.handle import RunHandle
+    from tests.support.tool_model import ToolScript
+
+    workflow = load(SLOW_TOOL)
+    panel = RunPanel(workflow.name, interactive=True)
+    model = ToolScript()
+    runner = prepare_run(
+        workflow, {}, reader=WidgetReader(), sink=panel, store=None, cwd=tmp_path,
+        providers=lambda name: model,
+    )  # fmt: skip
+    handle = RunHandle(runner, panel=panel, name="slow")
+    handle.start()
+    await until(lambda: (tmp_path / "started").exists(), "the command to start")
+    assert "running…" in items(panel)[-1][1]
+
+    click(panel.input.stop_button)
+    await until(lambda: not panel.input.send_button.disabled, "the prompt after Stop")
+
+    assert not handle.done()
+    assert '<span class="awf-tool-refused">interrupted</span>' in items(panel)[-1][1]
+    click(panel.input.end_button)
+    result = await asyncio.wait_for(handle.wait(), 30)
+    assert result.ok, result.error
