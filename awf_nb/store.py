@@ -288,6 +288,9 @@ class Store:
                 and record.get("role") in ("user", "assistant", "system", "tool")
             ]
             conv.turns = kept + restored
+            # The transcript is written before the state file: after a crash between the
+            # two, the turns are right and the saved count may be one short.
+            conv.total_turns = conv.count_replies()
 
     def _turn_from_record(self, run_id: str, record: dict[str, Any]) -> Turn:
         from awf_nb.engine.state import Turn

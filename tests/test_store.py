@@ -499,3 +499,32 @@ def test_disk_full_on_transcript(store: Store, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(store_module.os, "fsync", disk_full)
     with pytest.raises(AwfSystemError, match=r"transcript\.jsonl: No space left on device"):
         store.append_transcript(run_id, {"role": "user"})
+
+
+def test_a_reply_written_but_not_yet_checkpointed_is_counted_on_load(store: Store) -> None:
+    """The transcript is written before the state file: a crash between the two leaves
+    a saved reply count one short, and loading counts the turns instead."""
+    state, conv = chat_state(store, kept_turns=0)
+    conv.total_turns = 1
+    store.save_state(state)
+    said = [("user", "hi"), ("assistant", "a1"), ("user", "more"), ("assistant", "a2")]
+    for role, content in said:
+        store.append_turn(state.run_id, "chat", Turn(role=role, content=content))
+    loaded = store.load_state(state.run_id).steps["chat"].conversation
+    assert [t.content for t in loaded.turns] == ["hi", "a1", "more", "a2"]
+    assert loaded.total_turns == 2
+
+
+def test_replies_count_tool_rounds_with_the_reply_they_continue() -> None:
+    conv = ConversationState(
+        turns=[
+            Turn(role="system", content="s"),
+            Turn(role="user", content="q"),
+            Turn(role="assistant", content="", tool_calls=[{"id": "c", "name": "Read"}]),
+            Turn(role="tool", content="r", tool_call_id="c", name="Read"),
+            Turn(role="assistant", content="answer"),
+            Turn(role="user", content="q2"),
+            Turn(role="assistant", content="answer 2"),
+        ]
+    )
+    assert conv.count_replies() == 2

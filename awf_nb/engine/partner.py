@@ -213,6 +213,11 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
     def render(source: str, what: str, variables: dict[str, Any] | None = None) -> str:
         return ctx.render(source, step=step.name, what=what, loop=loop, extra=variables)
 
+    if partner is not None or simulated is not None:
+        # What the partner said is in the turns, written before the state file: after a
+        # crash between the two, the turns are right and the saved count is not.
+        label = partner.name if partner is not None else SIMULATED_USER
+        conv.partner_turns = sum(1 for t in conv.turns if t.role == "user" and t.speaker == label)
     if partner is not None:
         assert config is not None
         if partner.kind == "replies":

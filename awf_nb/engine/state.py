@@ -67,6 +67,17 @@ class ConversationState(_State):
     live_from: int | None = None
     transcript_line: int = 0
 
+    def count_replies(self) -> int:
+        """The agent's replies in `turns`: assistant turns, the rounds that follow tool
+        results counted with the reply they continue."""
+        replies, previous = 0, ""
+        for turn in self.turns:
+            if turn.role == "assistant" and previous != "tool":
+                replies += 1
+            if turn.role != "system":
+                previous = turn.role
+        return replies
+
     def partner_transcript(self) -> list[dict[str, str]]:
         """The exchange as the partner saw it: the agent's replies are its `user` messages,
         what was said on its side (by it, or by the person stepping in) its `assistant`
