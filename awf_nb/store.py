@@ -285,7 +285,12 @@ class Store:
                 self._turn_from_record(state.run_id, record)
                 for record in records[offset:]
                 if record.get("step") == name
-                and record.get("role") in ("user", "assistant", "system", "tool")
+                and (
+                    record.get("role") in ("user", "assistant", "system")
+                    # a tool's result in chat mode; a bare `tool` line notes what an agent
+                    # CLI ran in its own turn, which is no message of the conversation
+                    or (record.get("role") == "tool" and record.get("tool_call_id"))
+                )
             ]
             conv.turns = kept + restored
             # The transcript is written before the state file: after a crash between the
