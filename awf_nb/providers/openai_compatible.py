@@ -306,8 +306,10 @@ def wire_message(message: Message) -> dict[str, Any]:
     if message.tool_calls:
         return {
             "role": message.role,
-            # null, not "", when the reply was only calls: some servers reject empty text.
-            "content": message.content or None,
+            # "" (not null, not left out) when the reply was only calls: OpenAI, vLLM and
+            # Ollama take all three, but llama_cpp.server refuses null (HTTP 500) and its
+            # chat templates fail on a missing content (an empty stream).
+            "content": message.content,
             "tool_calls": [
                 {
                     "id": call.id,

@@ -136,7 +136,7 @@ async def test_a_tool_round_sends_calls_and_results_and_no_new_user_message(
         {"role": "user", "content": "Weather and time?"},
         {
             "role": "assistant",
-            "content": None,
+            "content": "",  # llama_cpp.server refuses null here
             "tool_calls": [
                 {
                     "id": "call_a",
