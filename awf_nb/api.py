@@ -95,6 +95,15 @@ def _run_providers(
     return opened.providers(_providers(providers))
 
 
+async def _start_toolset(config: Any, cwd: Path, env: Mapping[str, str], masker: Any) -> Any:
+    """The run's `ToolSetFactory`: an agent step's tools, MCP servers started."""
+    from awf_nb.tools import build_toolset
+
+    tools = build_toolset(config, cwd=cwd, env=env, masker=masker)
+    await tools.start()
+    return tools
+
+
 def use_cassette_input(runner: Runner) -> None:
     """Record the person's messages too, or serve the recorded ones first.
 
@@ -124,10 +133,12 @@ def prepare_run(
     record: str | os.PathLike[str] | None = None,
     replay: str | os.PathLike[str] | None = None,
     replay_speed: float = 0.0,
+    yes: bool = False,
 ) -> Runner:
     """Validate inputs and build a `Runner` ready to `await runner.execute()`.
 
     `user`: an agent that plays the person in every conversation the person would answer.
+    `yes=True` runs tool calls that ask for confirmation without asking.
     `record=PATH` writes a cassette of the run; `replay=PATH` serves its provider turns
     (and person messages) from one, `replay_speed` times the recorded delays (0: at once).
     """
@@ -159,6 +170,8 @@ def prepare_run(
         masker=masker,
         load_child=_load_child,
         simulated_user=user,
+        toolsets=_start_toolset,
+        yes=yes,
     )
     if sink is not None:
         config.sink = sink
@@ -228,6 +241,7 @@ def prepare_resume(
     record: str | os.PathLike[str] | None = None,
     replay: str | os.PathLike[str] | None = None,
     replay_speed: float = 0.0,
+    yes: bool = False,
 ) -> Runner:
     """A `Runner` that continues a failed, cancelled or interrupted run from a step
     (`record`, `replay`, `replay_speed`: as for `prepare_run`)."""
@@ -293,6 +307,8 @@ def prepare_resume(
         masker=masker,
         load_child=_load_child,
         simulated_user=user,
+        toolsets=_start_toolset,
+        yes=yes,
     )
     if sink is not None:
         config.sink = sink
@@ -392,6 +408,7 @@ async def arun(
     record: str | os.PathLike[str] | None = None,
     replay: str | os.PathLike[str] | None = None,
     replay_speed: float = 0.0,
+    yes: bool = False,
 ) -> RunResult:
     """Run a workflow on the running event loop and return its result.
 
@@ -412,6 +429,8 @@ async def arun(
     masked); `replay=PATH` runs again from one without calling any provider, answering the
     conversation with the recorded messages first. `replay_speed` multiplies the recorded
     delays: 0 (the default) replays at once, 1 at the original pace.
+    `yes=True` runs tool calls listed in a step's `tools.confirm` without asking (a run
+    with nobody to ask refuses them otherwise).
     """
     base = Path(cwd) if cwd is not None else None
     wf = load(workflow, cwd=base)
@@ -428,6 +447,7 @@ async def arun(
         record=record,
         replay=replay,
         replay_speed=replay_speed,
+        yes=yes,
     )
     if sink is None:
         _show(runner, show, replies=None if replies is None else list(replies), reader=reader)

@@ -463,6 +463,11 @@ def configure_run_io(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="replies per conversation with the simulated user (default 5)",
     )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="run tool calls that ask for confirmation (tools.confirm) without asking",
+    )
     parser.add_argument("--json", action="store_true", help="print the final run state as JSON")
     _configure_storage(parser)
     configure_cassette(parser)
@@ -501,14 +506,17 @@ def _replay_speed(text: str) -> float:
     return value
 
 
-def cassette_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The `record`, `replay`, `replay_speed` arguments of `prepare_run` / `prepare_resume`."""
+def run_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of `prepare_run` / `prepare_resume` that `configure_run_io`'s
+    flags set: the simulated user, the cassette, `--yes`."""
     if args.replay_speed is not None and args.replay is None:
         raise UserError("--replay-speed only applies with --replay PATH")
     return {
+        "user": simulated_user_flags(args),
         "record": args.record,
         "replay": args.replay,
         "replay_speed": args.replay_speed or 0.0,
+        "yes": args.yes,
     }
 
 
@@ -614,8 +622,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         given,
         store=Store(args.storage),
         ask=_ask_on_tty,
-        user=simulated_user_flags(args),
-        **cassette_options(args),
+        **run_flags(args),
     )
     sink = _show_in_terminal(runner, args)
     return _run_outcome(run_in_terminal(runner, sink), args)
@@ -645,8 +652,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         store=Store(args.storage),
         from_step=args.from_step,
         inputs=parse_input_args(args.input, cwd=Path.cwd()),
-        user=simulated_user_flags(args),
-        **cassette_options(args),
+        **run_flags(args),
     )
     sink = _show_in_terminal(runner, args)
     return _run_outcome(run_in_terminal(runner, sink), args)

@@ -285,7 +285,7 @@ class Store:
                 self._turn_from_record(state.run_id, record)
                 for record in records[offset:]
                 if record.get("step") == name
-                and record.get("role") in ("user", "assistant", "system")
+                and record.get("role") in ("user", "assistant", "system", "tool")
             ]
             conv.turns = kept + restored
 

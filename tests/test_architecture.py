@@ -2,7 +2,10 @@
 TYPE_CHECKING ones included): data flows workflow -> engine -> providers + frontends.
 
 - `workflow/` imports nothing from the engine, providers, frontends, store or api;
-- `engine/` imports nothing from providers, frontends, the store or api (it is given them);
+- `engine/` imports nothing from providers, frontends, tools, the store or api (it is
+  given them);
+- `tools/` (what an agent step's `tools:` block builds) imports no provider, frontend,
+  store or api;
 - `providers/` and `frontends/` never import each other;
 - nothing outside `frontends/notebook/` imports IPython or ipywidgets.
 """
@@ -23,6 +26,10 @@ FORBIDDEN = {
         "awf_nb.cli", "awf_nb.diagram",
     ),
     "awf_nb.engine": (
+        "awf_nb.providers", "awf_nb.frontends", "awf_nb.tools", "awf_nb.store", "awf_nb.api",
+        "awf_nb.cli",
+    ),
+    "awf_nb.tools": (
         "awf_nb.providers", "awf_nb.frontends", "awf_nb.store", "awf_nb.api", "awf_nb.cli",
     ),
     "awf_nb.providers": ("awf_nb.frontends", "awf_nb.store", "awf_nb.api", "awf_nb.cli"),

@@ -19,14 +19,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine import events as ev
-from awf_nb.engine.context import LoopFrame, json_response, strip_fences
+from awf_nb.engine.context import LoopFrame, command_env, json_response, strip_fences
 from awf_nb.engine.ports import (
     Final,
+    McpServerSpec,
     Message,
     Notice,
     Provider,
     SessionId,
     TextDelta,
+    ToolCall,
+    ToolSet,
     ToolUse,
     TurnRequest,
     Usage,
@@ -78,6 +81,7 @@ class _Progress:
     session_id: str = ""
     truncated_turns: int = 0
     size: int = 0  # bytes of reply text so far
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -108,8 +112,13 @@ class AgentSession:
         inherited_replies: int = 0,
         *,
         speaker: str = "",
+        tools: ToolSet | None = None,
+        mcp_servers: list[McpServerSpec] | None = None,
     ) -> None:
         self.run = run
+        self.mcp_servers = mcp_servers or []  # agent CLIs: the step's tools, served (mcp_proxy)
+        self.tools = tools  # chat mode: the tools the model may call (None: it only talks)
+        self.max_rounds = step.tools.max_rounds if step.tools is not None else 0
         # "" for the step's own agent; a partner agent's name when this session speaks for
         # the partner (engine/partner.py): its replies are then messages to the step's agent,
         # never the step's Output, and its list of messages lives in memory only (the step's
@@ -140,7 +149,7 @@ class AgentSession:
         turns = [t for t in conversation.turns if t.role != "system"] if conversation else []
         if turns and turns[-1].role == "user":
             turns.pop()
-        self._dialogue = [Message(t.role, t.content) for t in turns]
+        self._dialogue = [as_message(t) for t in turns]
         self._dialogue_chars = sum(len(m.content) for m in self._dialogue)
         self._progress: _Progress | None = None  # the turn being streamed
 
@@ -193,19 +202,18 @@ class AgentSession:
         self._record(turn)
         return masked
 
-    async def turn(self, message: str, *, already_recorded: bool = False) -> Reply:
+    def _request(self, message: str, history: list[Message], *, continues: bool) -> TurnRequest:
         run, step, conv = self.run, self.step, self.conv
-        run.limits.before_turn(step.name)
         session_id = conv.session_id if conv and self.provider.session_kind == "session_id" else ""
         # A resumed session-id turn must not resend the system prompt; history-based
         # providers are stateless, so they get it every turn.
         system = self.system_prompt
         if session_id and self.provider.session_kind == "session_id":
             system = None
-        request = TurnRequest(
+        return TurnRequest(
             prompt=message,
             system_prompt=system,
-            history=list(self._dialogue),  # a copy of references: microseconds, not I/O
+            history=history,
             session_id=session_id or None,
             options=self.options,
             working_dir=run.config.cwd,
@@ -213,29 +221,90 @@ class AgentSession:
             output_format="" if self.speaker else step.output_format,
             step=step.name,
             run_id=run.run_id,
-            turn_number=self.replies + 1,
+            turn_number=self.replies + (0 if continues else 1),
             speaker=self.speaker,
+            tools=self.tools.list() if self.tools is not None else [],
+            continues=continues,
+            mcp_servers=self.mcp_servers,
         )
+
+    def record_tool_result(self, turn: Turn) -> None:
+        """Record a tool's result (a `tool` turn), as it finishes."""
+        self._record(turn)
+
+    def repair_tool_calls(self) -> None:
+        """A conversation that ends in tool calls without results (the process died while
+        they ran) gets a result for each, saying it was interrupted: a model API refuses a
+        history holding a call without its result."""
+        from awf_nb.engine.tool_calls import INTERRUPTED
+
+        turns = self.conv.turns if self.conv is not None else []
+        last = next((i for i in range(len(turns) - 1, -1, -1) if turns[i].role != "tool"), -1)
+        if last < 0 or not turns[last].tool_calls:
+            return
+        answered = {t.tool_call_id for t in turns[last + 1 :]}
+        for call in turns[last].tool_calls:
+            if call["id"] not in answered:
+                turn = Turn(
+                    role="tool", content=INTERRUPTED, tool_call_id=call["id"], name=call["name"]
+                )
+                self._record(turn)
+                self._dialogue.append(as_message(turn))
+
+    async def turn(self, message: str, *, already_recorded: bool = False) -> Reply:
+        """One reply to `message`; with tools, the rounds of tool calls it takes first.
+
+        A reply with tool calls runs them (engine/tool_calls.py) and asks the model again
+        with the results; a reply without tool calls ends the turn. Ctrl-C / Stop during a
+        tool call ends it too (the reply is marked interrupted)."""
+        run, step = self.run, self.step
+        run.limits.before_turn(step.name)
+        # A copy of references: microseconds, not I/O.
+        request = self._request(message, list(self._dialogue), continues=False)
         if already_recorded:
             masked_message = run.masker.mask(message)
         else:
             masked_message = self.record_message(message)
         number = self.replies + 1
-        run.emit(ev.TurnStarted(run.run_id, step.name, number, self.speaker))
-        started = time.monotonic()
-        try:
-            progress, interrupted = await self._stream_with_retries(request)
-        except (ProviderError, TurnTimeout):
-            # The text shown so far is kept, marked as cut short, as Ctrl-C keeps it.
-            partial = self._progress
-            if partial is not None and partial.parts:
-                self._finish_turn(request, partial, True, number, started)
-            raise
-        reply = self._finish_turn(request, progress, interrupted, number, started)
+        said = [Message("user", masked_message)]  # this turn's messages, for the history
+        rounds = 0
+        while True:
+            run.emit(ev.TurnStarted(run.run_id, step.name, number, self.speaker))
+            started = time.monotonic()
+            try:
+                progress, interrupted = await self._stream_with_retries(request)
+            except (ProviderError, TurnTimeout):
+                # The text shown so far is kept, marked as cut short, as Ctrl-C keeps it.
+                partial = self._progress
+                if partial is not None and partial.parts:
+                    self._finish_turn(request, partial, True, number, started, first=not rounds)
+                raise
+            calls = progress.tool_calls if self.tools is not None and not interrupted else []
+            reply = self._finish_turn(
+                request, progress, interrupted, number, started, first=not rounds, calls=calls
+            )
+            if not calls:
+                said.append(Message("assistant", reply.text))
+                break
+            rounds += 1
+            if rounds > self.max_rounds:
+                raise ExecutionError(
+                    f"step {step.name}: the agent still calls tools after {self.max_rounds} "
+                    "rounds (tools.max_rounds)",
+                    step=step.name,
+                )
+            from awf_nb.engine.tool_calls import run_tool_calls
+
+            assert self.tools is not None
+            results, cut = await run_tool_calls(self, self.tools, calls)
+            said += [Message("assistant", reply.text, tool_calls=tuple(calls)), *results]
+            if cut:  # Ctrl-C / Stop during a tool call: the person has the turn
+                reply.interrupted = True
+                break
+            request = self._request("", [*self._dialogue, *said], continues=True)
         if self.conv is not None:
-            self._dialogue.append(Message("user", masked_message))
-            self._dialogue.append(Message("assistant", reply.text))
-            self._dialogue_chars += len(masked_message) + len(reply.text)
+            self._dialogue.extend(said)
+            self._dialogue_chars += sum(len(m.content) for m in said)
         return reply
 
     async def _stream_with_retries(self, request: TurnRequest) -> tuple[_Progress, bool]:
@@ -314,6 +383,17 @@ class AgentSession:
             progress.streamed = True
             if shown := masker.feed(text):
                 run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
+        elif isinstance(event, ToolCall):
+            progress.streamed = True  # a retry could ask for other calls: keep these
+            if self.tools is not None:
+                progress.tool_calls.append(event)
+            else:
+                run.warn_once(
+                    f"tool-call:{name}",
+                    f"step {name}: the model asked for a tool ({event.name}) but the step "
+                    "has no tools; the call is ignored",
+                    name,
+                )
         elif isinstance(event, ToolUse):
             progress.streamed = True  # the agent acted: a retry could repeat its side effects
             argument = run.masker.mask(event.argument)
@@ -341,7 +421,12 @@ class AgentSession:
         interrupted: bool,
         number: int,
         started: float,
+        *,
+        first: bool = True,
+        calls: list[ToolCall] | None = None,
     ) -> Reply:
+        """Record one reply (or one round of it: `first` is False for the rounds after tool
+        results), count its tokens, tell the frontend."""
         run, st, conv = self.run, self.st, self.conv
         text = progress.text if not interrupted else "".join(progress.parts)
         masked = run.masker.mask(text)
@@ -356,7 +441,8 @@ class AgentSession:
         st.tokens_output += tokens_out
         st.tokens_used = st.tokens_input + st.tokens_output
         st.tokens_estimated = st.tokens_estimated or estimated
-        run.state.agent_turns += 1
+        if first:
+            run.state.agent_turns += 1
         if not self.speaker:
             st.output = masked
             st.response = json_response(masked, fenced=True)
@@ -364,7 +450,8 @@ class AgentSession:
             conv.provider = self.provider_name
             if progress.session_id:
                 conv.session_id = progress.session_id
-            conv.total_turns += 1
+            if first:  # the rounds of one reply are one turn
+                conv.total_turns += 1
             conv.total_tokens += tokens_in + tokens_out
         duration = time.monotonic() - started
         self._record(
@@ -376,6 +463,10 @@ class AgentSession:
                 interrupted=interrupted,
                 truncated_turns=progress.truncated_turns,
                 duration=round(duration, 3),
+                tool_calls=[
+                    {"id": c.id, "name": c.name, "arguments": run.masker.mask(c.arguments)}
+                    for c in calls or ()
+                ],
             )
         )
         run.emit(
@@ -394,6 +485,18 @@ class AgentSession:
         if self.live and not self.speaker:  # single-mode steps are checkpointed when they end
             run.checkpoint()
         return Reply(masked, interrupted, tokens_out, duration)
+
+
+def as_message(turn: Turn) -> Message:
+    """A recorded turn as a history message (tool calls and results included)."""
+    if turn.role == "tool":
+        return Message("tool", turn.content, tool_call_id=turn.tool_call_id, name=turn.name)
+    if turn.tool_calls:
+        calls = tuple(
+            ToolCall(c["id"], c["name"], c.get("arguments", "{}")) for c in turn.tool_calls
+        )
+        return Message("assistant", turn.content, tool_calls=calls)
+    return Message(turn.role, turn.content)
 
 
 # --- the step --------------------------------------------------------------------------------
@@ -425,10 +528,14 @@ async def execute_agent(
     restored = st.conversation if step.mode == "conversation" else None
     conversation, inherited = _conversation_for(run, step, provider_name, provider, restored)
     st.conversation = conversation
+    tools = await _tools_for(run, step, provider_name, provider)
     session = AgentSession(
-        run, step, st, provider_name, provider, system, options, conversation, inherited
-    )
+        run, step, st, provider_name, provider, system, options, conversation, inherited,
+        tools=tools, mcp_servers=_proxied_tools(run, step, provider),
+    )  # fmt: skip
     try:
+        if tools is not None:
+            session.repair_tool_calls()
         if step.mode == "conversation":
             from awf_nb.engine.conversation import converse
             from awf_nb.engine.partner import make_exchange
@@ -440,6 +547,8 @@ async def execute_agent(
     finally:
         if conversation is not None:
             conversation.live_from = None  # the step's checkpoint now holds every turn
+        if tools is not None:
+            await tools.aclose()
     if step.output_format == "json":
         try:
             st.json_ = json.loads(strip_fences(st.output))
@@ -449,6 +558,38 @@ async def execute_agent(
             ) from None
         if isinstance(st.json_, dict):
             st.response = st.json_
+
+
+async def _tools_for(
+    run: Runner, step: AgentStep, provider_name: str, provider: Provider
+) -> ToolSet | None:
+    """The step's tools, started (MCP servers running), or None when it has none."""
+    if step.tools is None or provider.session_kind == "session_id":
+        return None  # an agent CLI runs tools itself: the step's are served to it (mcp_proxy)
+    factory = run.config.toolsets
+    if factory is None:
+        raise ExecutionError(f"step {step.name}: this run cannot start tools", step=step.name)
+    env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
+    return await factory(step.tools, run.config.cwd, env, run.masker)
+
+
+def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[McpServerSpec]:
+    """For an agent CLI with `mcp_proxy: {enable: true}`: the MCP server (`awf mcp-serve`)
+    that serves it the step's tools."""
+    proxy = step.mcp_proxy
+    if provider.session_kind != "session_id" or proxy is None or not proxy.enable:
+        if step.tools is not None and provider.session_kind == "session_id":
+            raise ExecutionError(
+                f"step {step.name}: an agent CLI runs its own tools; to give it this step's "
+                "`tools:`, add `mcp_proxy: {enable: true}`",
+                step=step.name,
+            )
+        return []
+    factory = run.config.mcp_proxy
+    if factory is None:
+        raise ExecutionError(f"step {step.name}: this run cannot serve tools", step=step.name)
+    env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
+    return [factory(step.tools, proxy, run.config.cwd, env, run.config.yes)]
 
 
 def _conversation_for(

@@ -8,7 +8,7 @@ so the engine never imports them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -46,6 +46,18 @@ class Message:
     name: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class McpServerSpec:
+    """An MCP server over stdio that an agent CLI connects to for this turn (`mcp_proxy`:
+    awf serves the step's tools through `awf mcp-serve`). CLI providers pass it with their
+    own MCP flags; other providers ignore it."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass(slots=True)
 class TurnRequest:
     """One agent turn.
@@ -78,6 +90,8 @@ class TurnRequest:
     # True for a tool round: `history` ends with the tool results and there is no new user
     # message (`prompt` is ""); the model carries on from the results.
     continues: bool = False
+    # Agent CLIs: MCP servers to connect to (the step's `mcp_proxy`).
+    mcp_servers: list[McpServerSpec] = field(default_factory=list)
 
 
 # --- what a provider answers (in this order: deltas/tools/usage/session…, then Final) --------
@@ -209,6 +223,16 @@ class ToolResult:
 
     text: str
     is_error: bool = False
+
+
+# The MCP server serving a CLI agent step's tools (`mcp_proxy`): (the step's `tools:` block
+# or None, its `mcp_proxy:` block, working directory, command environment, whether tool
+# calls needing confirmation may run) -> the server to pass to the CLI.
+McpProxyFactory = Callable[[Any, Any, Path, Mapping[str, str], bool], McpServerSpec]
+
+# Builds the started tool set of a step's `tools:` block: (config, working directory,
+# command environment, the run's masker) -> ToolSet. MCP servers are running when it returns.
+ToolSetFactory = Callable[[Any, Path, Mapping[str, str], Any], Awaitable["ToolSet"]]
 
 
 @runtime_checkable

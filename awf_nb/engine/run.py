@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING, Any
 from awf_nb.engine import events as ev
 from awf_nb.engine.context import LoopFrame, RunContext, command_env
 from awf_nb.engine.limits import RunBudget, RunLimitReached
-from awf_nb.engine.ports import EventSink, InputReader, Provider, ProviderFactory, RunStore
+from awf_nb.engine.ports import (
+    EventSink,
+    InputReader,
+    McpProxyFactory,
+    Provider,
+    ProviderFactory,
+    RunStore,
+    ToolSetFactory,
+)
 from awf_nb.engine.process import run_shell
 from awf_nb.engine.state import RunState, StepState, new_run_id, now, process_start_time
 from awf_nb.engine.summary import RunSummary
@@ -96,6 +104,12 @@ class RunConfig:
     provider_set: ProviderSet | None = None
     # An agent playing the person in conversations (`--simulate-user`), or None.
     simulated_user: SimulatedUser | None = None
+    # Builds (and starts) the tool set of an agent step with `tools:` (awf_nb.tools).
+    toolsets: ToolSetFactory | None = None
+    # `--yes`: tool calls that need confirmation run without asking.
+    yes: bool = False
+    # Serves a CLI agent step's tools through `awf mcp-serve` (`mcp_proxy`).
+    mcp_proxy: McpProxyFactory | None = None
 
 
 class _RunEnds(Exception):

@@ -28,7 +28,7 @@ class _State(BaseModel):
 class Turn(_State):
     """One message of a conversation."""
 
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "user", "assistant", "tool"]
     content: str
     tokens: int = 0
     tokens_estimated: bool = False
@@ -39,6 +39,11 @@ class Turn(_State):
     # that sent it (an agent's name, `user (simulated)`); "" for the person or the step's
     # prompt. On an assistant turn always "" (the step's own agent).
     speaker: str = ""
+    # Chat mode: the tool calls an assistant turn asked for ({id, name, arguments}); a
+    # `tool` turn answers one of them (`tool_call_id`, the tool's `name`).
+    tool_calls: list[dict[str, str]] = Field(default_factory=list)
+    tool_call_id: str = ""
+    name: str = ""
 
 
 class ConversationState(_State):

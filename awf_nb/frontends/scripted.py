@@ -1,6 +1,7 @@
 """A scripted `InputReader`: replies from a list, then end of input.
 
-Used by tests, by `awf run --reply TEXT`, and by headless notebook runs (`--reply`).
+Used by tests, by `awf run --reply TEXT`, and by headless notebook runs (`--reply`). It
+also answers tool-call confirmations (`confirm`), from the same list, in order.
 """
 
 from __future__ import annotations
@@ -8,9 +9,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
+# Replies that allow a tool call; any other reply refuses it.
+ALLOW = frozenset({"y", "yes", "allow"})
+
 
 class ScriptedReader:
-    """Serves `replies` in order, then None (end of input), like a closed pipe."""
+    """Serves `replies` in order, then None (end of input), like a closed pipe.
+
+    A tool call to confirm takes the next reply too: `y`, `yes` or `allow` (any case)
+    allows it, any other reply refuses it, and none left is no answer (refused)."""
 
     def __init__(self, replies: Iterable[str] = (), *, delay: float = 0.0) -> None:
         self._replies = list(replies)
@@ -28,3 +35,7 @@ class ScriptedReader:
         else:
             await asyncio.sleep(0)  # a real suspension point, so cancellation can land here
         return self._replies.pop(0) if self._replies else None
+
+    async def confirm(self, question: str) -> bool | None:
+        reply = await self.read(question)
+        return None if reply is None else reply.strip().lower() in ALLOW

@@ -18,10 +18,11 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
 
 from awf_nb.engine import events as ev
 from awf_nb.frontends.terminal_text import terminal_safe as safe
+from awf_nb.frontends.tool_calls import format_duration, shorten_arguments, shorten_result
 
 if TYPE_CHECKING:
     from awf_nb.engine.run import Runner
@@ -95,6 +96,9 @@ class TerminalSink:
         self.out_style = _Style(_use_color(self.out) if color is None else color)
         self._at_line_start = True
         self._flush_timer: asyncio.TimerHandle | None = None
+        # The arguments of the tool calls between started and finished, by call id (the
+        # finished event, which prints the line, does not repeat them).
+        self._tools_running: dict[str, str] = {}
 
     # --- low-level writes -------------------------------------------------------------------
 
@@ -174,6 +178,19 @@ class TerminalSink:
                     self._end_line()
                     tool = safe(f"[tool: {name}({argument})]")
                     self._write_out(self.out_style.dim(tool) + "\n")
+            case ev.ToolCallStarted(call_id=call_id, arguments=arguments):
+                # Shown when it finishes (one line per call, with its result); calls of one
+                # reply may run at once, and their lines would interleave otherwise.
+                self._tools_running[call_id] = arguments
+            case ev.ToolCallFinished(call_id=call_id):
+                arguments = self._tools_running.pop(call_id, "")
+                if not silent:
+                    self._end_line()
+                    self._write_out(self._tool_line(event, arguments) + "\n")
+            case ev.AwaitingConfirmation():
+                # The reader asks next (`Allow …? [y/N]`): on a line of its own, after the
+                # streamed text.
+                self._end_line()
             case ev.TurnStarted(speaker=speaker) if speaker:
                 # A partner agent's message streams next: on a line of its own, labelled.
                 if not silent:
@@ -245,15 +262,37 @@ class TerminalSink:
             case _:
                 pass
 
+    def _tool_line(self, event: ev.ToolCallFinished, arguments: str) -> str:
+        """`⚙ Grep({"pattern": "TODO"}) → 12 matches · 0.1 s`, dim; errors in red, refused
+        and interrupted calls in yellow. Name, arguments and result are the model's and
+        the tool's text: shortened to one line, then made safe (decoding the JSON arguments
+        can bring back control characters that were escaped in it)."""
+        s = self.out_style
+        who = s.partner(f"{safe(event.speaker)}: ") if event.speaker else ""
+        shown = safe(shorten_arguments(arguments))
+        call = s.dim("⚙ ") + who + s.dim(f"{safe(event.name)}({shown}) → ")
+        took = s.dim(f" · {format_duration(event.duration)}")
+        if event.outcome == "refused":
+            return call + s.yellow("refused")
+        if event.outcome == "interrupted":  # a call cut short may come with no duration
+            return call + s.yellow("interrupted") + (took if event.duration else "")
+        preview = safe(shorten_result(event.result))
+        if event.is_error:
+            return call + s.red(f"error: {preview}") + took
+        return call + s.dim(preview) + took
+
     def interrupted_turn(self) -> None:
-        """Called by the CLI when Ctrl-C cut a reply short."""
-        self._note(self.style.yellow("^C — reply interrupted"))
+        """Called by the CLI when Ctrl-C cut a reply (or a running tool call) short."""
+        what = "tool call" if self._tools_running else "reply"
+        self._note(self.style.yellow(f"^C — {what} interrupted"))
 
 
 class TerminalReader:
     """Reads the person's messages from stdin: a `> ` prompt with readline on a TTY,
     one line per turn from a pipe. Cancellable: a read pending when its task is cancelled
     is abandoned at once; a line typed afterwards is kept for the next read, not lost.
+
+    It is also a `Confirmer`: `confirm` asks a tool call's question at a `[y/N]` prompt.
 
     Reads happen in one daemon thread (a blocked `input()` cannot be interrupted, and a
     daemon thread never holds up process exit).
@@ -276,7 +315,9 @@ class TerminalReader:
         self.history_path = history_path
         self._requests: queue.Queue[str] = queue.Queue()
         self._ready: deque[str | None] = deque()
-        self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[str | None]] | None = None
+        # The pending read: its loop, its future, and whether it is a confirmation.
+        self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[str | None], bool] | None
+        self._waiter = None
         self._lock = threading.Lock()
         self._reading = False  # the thread is blocked on a line (maybe for a cancelled read)
         self._thread: threading.Thread | None = None
@@ -301,6 +342,16 @@ class TerminalReader:
             self.history_path.touch(exist_ok=True)
             self._readline.append_history_file(1, self.history_path)  # type: ignore[attr-defined]
 
+    def _forget(self, line: str) -> None:
+        """A `y`/`n` answer is not a message: keep it out of the arrow-up history (readline
+        adds every line `input()` returns)."""
+        rl: Any = self._readline
+        if rl is None or not line.strip():
+            return
+        last = rl.get_current_history_length()
+        if last and rl.get_history_item(last) == line:
+            rl.remove_history_item(last - 1)
+
     def _read_line(self, prompt: str) -> str | None:
         if self.is_tty and self.stream is sys.stdin:
             if self.prompt_out is not sys.stdout:  # input() would print it to stdout
@@ -313,9 +364,7 @@ class TerminalReader:
                 return None
             except UnicodeDecodeError:
                 return "\ufffd"  # a byte that is not UTF-8: never a crash
-            line = _valid_text(line)
-            self._remember(line)
-            return line
+            return _valid_text(line)
         line = self.stream.readline()
         return None if line == "" else _valid_text(line.rstrip("\r\n"))
 
@@ -329,20 +378,47 @@ class TerminalReader:
             with self._lock:
                 self._reading = False
                 waiter, self._waiter = self._waiter, None
+                # The line answers whoever waits now (the prompt shown last), not
+                # necessarily whoever asked for it.
+                confirming = waiter is not None and not waiter[1].done() and waiter[2]
+                if line is not None and self._readline is not None and self.stream is sys.stdin:
+                    if confirming:
+                        self._forget(line)
+                    else:
+                        self._remember(line)
                 if waiter is None or waiter[1].done():
                     self._ready.append(line)
                     continue
-            loop, future = waiter
+            loop, future, _ = waiter
             with contextlib.suppress(RuntimeError):  # the loop has closed
                 loop.call_soon_threadsafe(_resolve, future, line)
 
     async def read(self, prompt: str) -> str | None:
+        return await self._ask(prompt, confirming=False)
+
+    async def confirm(self, question: str) -> bool | None:
+        """Ask `question` (e.g. `Allow Bash({"command": "ls"})?`) at a `[y/N]` prompt: y or
+        yes allows, anything else refuses, end of input is None (refused too).
+
+        A line typed for an earlier `> ` prompt never answers it: what allows a tool call
+        is typed after its question is on the screen."""
+        prompt = safe(question) + " [y/N] "
+        answer = await self._ask(prompt, confirming=True)
+        if not self.is_tty:
+            # Nobody saw a prompt: put the question and the answer read on record.
+            self.prompt_out.write(f"{prompt}{'' if answer is None else safe(answer)}\n")
+            self.prompt_out.flush()
+        if answer is None:
+            return None
+        return answer.strip().lower() in ("y", "yes")
+
+    async def _ask(self, prompt: str, *, confirming: bool) -> str | None:
         loop = asyncio.get_running_loop()
         with self._lock:
-            if self._ready:
+            if self._ready and not confirming:
                 return self._ready.popleft()
             future: asyncio.Future[str | None] = loop.create_future()
-            self._waiter = (loop, future)
+            self._waiter = (loop, future, confirming)
             # A read cancelled earlier may still have the thread waiting for a line: that
             # line will answer this read, so do not ask for another one.
             ask = not self._reading
@@ -357,6 +433,13 @@ class TerminalReader:
             self.prompt_out.flush()
         try:
             return await future
+        except asyncio.CancelledError:
+            if self.is_tty:
+                # Ctrl-C left the prompt unanswered: what is said next (the run cancelled,
+                # the reply or tool call interrupted) starts on a line of its own.
+                self.prompt_out.write("\n")
+                self.prompt_out.flush()
+            raise
         finally:
             with self._lock:
                 if self._waiter is not None and self._waiter[1] is future:

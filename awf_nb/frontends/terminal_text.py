@@ -68,22 +68,29 @@ def describe_state(state: RunState) -> str:
 
 
 def _exchange(turns: list[Turn]) -> list[str]:
-    """A conversation in order: who spoke, the agent's turn number, tokens and time."""
+    """A conversation in order: who spoke, the agent's turn number, tokens and time.
+
+    The rounds of one reply (text, tool calls, results, more text) share a turn number."""
     lines: list[str] = []
-    number = 0
+    number, previous = 0, ""
     for turn in turns:
         if turn.role == "system":
             continue
         text = turn.content if len(turn.content) <= 200 else turn.content[:197] + "..."
+        if turn.role == "tool":
+            who, figures = f"tool {turn.name}", [f"{turn.duration:.1f}s"]
+        elif turn.role == "assistant":
+            number += previous != "tool"
+            who = "agent"
+            figures = [f"turn {number}", f"{turn.tokens} tokens", f"{turn.duration:.1f}s"]
+            if turn.tool_calls:
+                text = f"{text} [calls {', '.join(c['name'] for c in turn.tool_calls)}]".strip()
+        elif turn.speaker in ("", "person"):
+            who, figures = "you", []
+        else:  # a conversation partner: what it wrote cost tokens and time too
+            who, figures = turn.speaker, [f"{turn.tokens} tokens", f"{turn.duration:.1f}s"]
+        previous = turn.role
         mark = " [interrupted]" if turn.interrupted else ""
-        figures = []
-        if turn.role == "assistant":
-            number += 1
-            who, figures = "agent", [f"turn {number}"]
-        else:
-            who = "you" if turn.speaker in ("", "person") else turn.speaker
-        if turn.role == "assistant" or who != "you":  # what an agent wrote cost tokens, time
-            figures += [f"{turn.tokens} tokens", f"{turn.duration:.1f}s"]
         shown = f" [{' · '.join(figures)}]" if figures else ""
         lines.append(f"              {who}{shown}: {text}{mark}".replace("\n", " "))
     return lines

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
+import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -124,7 +126,7 @@ class McpServerTools:
 
     def _adopt(self, tools: list[Any]) -> None:
         for tool in tools:
-            offered = f"{self.name}_{tool.name}"
+            offered = offered_name(self.name, tool.name, taken=self._names)
             self._names[offered] = tool.name
             description = tool.description or tool.title or f"{tool.name} (MCP server {self.name})"
             self._specs.append(ToolSpec(offered, description, dict(tool.input_schema or {})))
@@ -242,3 +244,19 @@ def _describe(exc: BaseException) -> str:
         return "it closed the connection (exited?) before answering"
     message = getattr(exc, "message", None) or str(exc)
     return f"{message}" if message else type(exc).__name__
+
+
+_NOT_IN_A_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
+MAX_TOOL_NAME = 64  # what OpenAI-style APIs accept
+
+
+def offered_name(server: str, tool: str, *, taken: Collection[str] = ()) -> str:
+    """`<server>_<tool>` as a model API accepts a function name: letters, digits, `_` and
+    `-`, at most 64 characters (an MCP tool may be called `files.read`, or be longer). A
+    name cut short, or cleaned into one already taken, ends with a hash of the original."""
+    wanted = f"{server}_{tool}"
+    name = _NOT_IN_A_TOOL_NAME.sub("_", wanted)
+    if len(name) > MAX_TOOL_NAME or name in taken:
+        digest = hashlib.sha256(wanted.encode()).hexdigest()[:8]
+        name = f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
+    return name

@@ -118,11 +118,24 @@ def _message(error: Mapping[str, Any]) -> str:
 
 def run_server(config: ServeConfig, *, yes: bool = False) -> int:
     """Serve until the client closes stdin (or SIGTERM); the exit code."""
+    if _loop_running():  # `%awf mcp-serve` in a notebook: stdin and stdout are the kernel's
+        raise UserError(
+            "awf mcp-serve is a program for an MCP client to start; it cannot run inside a "
+            "notebook or a running event loop"
+        )
     env = {**os.environ, **config.env}
     masker = Masker.from_sources({}, env)
     toolset = build_toolset(config.tools, cwd=config.root_dir, env=env, masker=masker)
     asyncio.run(_serve(toolset, yes=yes))
     return 0
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def _serve(toolset: StepToolSet, *, yes: bool) -> None:

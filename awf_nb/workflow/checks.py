@@ -13,10 +13,9 @@ about, located with `Workflow.locations`.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -36,6 +35,7 @@ from awf_nb.workflow.model import (
     WhileStep,
     Workflow,
 )
+from awf_nb.workflow.suggest import did_you_mean
 
 __all__ = [
     "check_workflow",
@@ -88,11 +88,6 @@ def locate(locations: dict[str, tuple[int, int]], path: str) -> tuple[int, int]:
         if not path:
             return (1, 1)
         path = parent_path(path)
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f'did you mean "{close[0]}"?' if close else None
 
 
 # --- the checks ----------------------------------------------------------------------------

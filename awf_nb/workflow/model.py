@@ -11,13 +11,11 @@ warning with a did-you-mean suggestion instead of failing, as AWF ignores them.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -27,49 +25,11 @@ from pydantic import (
 )
 
 from awf_nb.errors import Problem
+from awf_nb.workflow.durations import Duration
+from awf_nb.workflow.tools_model import McpProxyConfig, ToolsConfig
 
 # --- scalar helpers ------------------------------------------------------------------------
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
-
-def parse_duration(value: Any) -> float | None:
-    """Parse a Go duration (`"1m30s"`, `"500ms"`) or a number of seconds into seconds."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"invalid duration {value!r}: use a number of seconds or '30s'")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"invalid duration {value!r}: must not be negative")
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if re.fullmatch(r"\d+(\.\d+)?", text):
-            return float(text)
-        pos, total = 0, 0.0
-        for match in _DURATION_PART.finditer(text):
-            if match.start() != pos:
-                break
-            total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-            pos = match.end()
-        if pos == len(text) and text:
-            return total
-    raise ValueError(
-        f"invalid duration {value!r}: use a number of seconds or a Go duration like '1m30s'"
-    )
-
-
-Duration = Annotated[float | None, BeforeValidator(parse_duration)]
 
 # Canonical step kinds, and the YAML spellings accepted for each (case-insensitive).
 STEP_KINDS: dict[str, str] = {
@@ -401,6 +361,10 @@ class AgentStep(_StepBase):
     options: dict[str, Any] = Field(default_factory=dict)
     output_format: str = ""
     conversation: ConversationConfig | None = None
+    # Tools the model may call (chat mode: openai_compatible, local, scripted); for agent
+    # CLIs, `mcp_proxy` serves them through `awf mcp-serve`.
+    tools: ToolsConfig | None = None
+    mcp_proxy: McpProxyConfig | None = None
     timeout: Duration = 300.0  # per agent turn
 
     @field_validator("mode", mode="before")

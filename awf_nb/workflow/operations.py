@@ -170,7 +170,7 @@ OPERATIONS: dict[str, OperationSpec] = {spec.name: spec for spec in _SPECS}
 
 
 def unknown_operation_message(name: str) -> str:
-    from awf_nb.workflow.checks import did_you_mean  # checks imports the model, which uses this
+    from awf_nb.workflow.suggest import did_you_mean
 
     """The error for an operation name that is not in the catalogue."""
     close = did_you_mean(name, OPERATIONS)
@@ -180,7 +180,7 @@ def unknown_operation_message(name: str) -> str:
 
 def input_problems(spec: OperationSpec, inputs: dict[str, Any]) -> list[str]:
     """What is wrong with a step's literal inputs: missing required ones, unknown names."""
-    from awf_nb.workflow.checks import did_you_mean
+    from awf_nb.workflow.suggest import did_you_mean
 
     problems = [
         f'operation {spec.name}: input "{name}" is required'

@@ -29,8 +29,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from awf_nb.workflow.checks import did_you_mean
-from awf_nb.workflow.model import Duration
+from awf_nb.workflow.durations import Duration
+from awf_nb.workflow.suggest import did_you_mean
 
 BUILTIN_TOOLS = ("Read", "Write", "Edit", "Bash", "Glob", "Grep")
 

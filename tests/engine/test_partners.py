@@ -518,3 +518,42 @@ async def test_later_steps_read_the_partner_message_and_both_transcripts(run_yam
     result = await run_yaml(text)
     assert result.ok, result.error
     assert result.state.message.split() == ["APPROVED", "4", "reviewer"]
+
+
+async def test_a_partner_failing_mid_exchange_stops_it_with_error(run_yaml):
+    reviews = '["fix it", {error: "the reviewer is down"}]'
+    result = await run_yaml(writer_reviewer(reviews=reviews))
+    assert result.status == "failed"
+    assert "the reviewer is down" in result.error
+    conv = result.steps["draft"].conversation
+    assert conv.stopped_by == "error"
+    assert result.steps["draft"].output == "draft two"  # the last good reply is kept
+
+
+async def test_cancelling_the_run_mid_exchange_is_cancelled(store, workdir):
+    text = writer_reviewer(reviews='["a", "b", "c", "d"]', until="turn > 9", max_turns=9).replace(
+        '["draft one", "draft two", "draft three", "draft four"]}',
+        '["draft one", "draft two", "draft three", "draft four"], delay_ms: 50}',
+    )
+    sink = Collect()
+    runner = prepare_run(load_text(textwrap.dedent(text)), store=store, cwd=workdir, sink=sink)
+    task = asyncio.create_task(runner.execute())
+    while len(sink.of(TurnStarted)) < 3:
+        await asyncio.sleep(0.01)
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 30)
+    assert runner.state.steps["draft"].conversation.stopped_by == "cancelled"
+    saved = store.load_state(runner.run_id)
+    assert saved.steps["draft"].conversation.stopped_by == "cancelled"
+
+
+async def test_until_sees_the_environment(run_yaml, monkeypatch):
+    monkeypatch.setenv("HAIKU_DONE_AT", "2")
+    text = writer_reviewer(until="'turn == int(env.HAIKU_DONE_AT)'").replace(
+        "name: haiku\n", "name: haiku\nenv: [HAIKU_DONE_AT]\n"
+    )
+    result = await run_yaml(text)
+    assert result.ok, result.error
+    conv = result.steps["draft"].conversation
+    assert conv.stopped_by == "condition" and conv.total_turns == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -140,3 +141,15 @@ async def test_the_npm_filesystem_server_reads_files_through_the_tool_set(
     assert {"fs_read_text_file", "fs_list_directory", "fs_write_file"} <= names
     assert read == ToolResult("from the filesystem server\n")
     assert outside.is_error
+
+
+def test_offered_names_are_what_model_apis_accept() -> None:
+    from awf_nb.tools.mcp_client import offered_name
+
+    assert offered_name("notes", "add") == "notes_add"
+    assert offered_name("fs", "files.read") == "fs_files_read"
+    long = offered_name("server", "x" * 100)
+    assert len(long) == 64 and re.fullmatch(r"[A-Za-z0-9_-]+", long)
+    taken = {"fs_files_read": "files_read"}
+    other = offered_name("fs", "files.read", taken=taken)
+    assert other != "fs_files_read" and other.startswith("fs_files_read_")

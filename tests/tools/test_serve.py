@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -16,8 +17,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from awf_nb.errors import UserError
-from awf_nb.tools.serve import load_serve_config
-from tests.tools.conftest import SECRET, notes_server
+from awf_nb.tools.serve import load_serve_config, run_server
+from tests.support.waiting import until, wait_until
+from tests.tools.conftest import SECRET, notes_server, process_alive
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,7 +99,9 @@ async def test_mcp_serve_lists_and_calls_builtin_and_command_tools(
 async def test_mcp_serve_proxies_an_mcp_server_and_masks_secrets(
     work: Path, tmp_path: Path
 ) -> None:
-    config = _config(tmp_path, {"mcp": [notes_server()], "confirm": ["notes"]})
+    pidfile = tmp_path / "notes.pid"
+    server = notes_server("notes", "--pidfile", str(pidfile))
+    config = _config(tmp_path, {"mcp": [server], "confirm": ["notes"]})
     env = _env(NOTES_API_TOKEN=SECRET)
     async with awf_mcp_serve("--config", config, "--yes", cwd=work, env=env) as session:
         names = [tool.name for tool in (await session.list_tools()).tools]
@@ -106,6 +110,8 @@ async def test_mcp_serve_proxies_an_mcp_server_and_masks_secrets(
     assert "notes_add" in names
     assert _text(added) == "42"
     assert _text(token) == "***"
+    # The client closed awf's stdin: awf stopped the server it proxied.
+    await until(lambda: not process_alive(int(pidfile.read_text())), "the proxied server to stop")
 
 
 async def test_mcp_serve_builtin_flag_serves_all_six(work: Path) -> None:
@@ -157,3 +163,30 @@ def test_awf_intercept_builtins_serves_every_builtin(tmp_path: Path) -> None:
     config = load_serve_config(_config(tmp_path, {"intercept_builtins": True}))
     assert config.tools.builtin == ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
     assert config.root_dir == Path.cwd().resolve()
+
+
+def test_sigterm_stops_mcp_serve_and_the_servers_it_proxies(work: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "notes.pid"
+    config = _config(tmp_path, {"mcp": [notes_server("notes", "--pidfile", str(pidfile))]})
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "awf_nb.cli", "mcp-serve", "--config", config],
+        cwd=work, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: pidfile.exists() and pidfile.read_text() != "", "the proxied server")
+        proxied = int(pidfile.read_text())
+        serve.send_signal(signal.SIGTERM)
+        _, stderr = serve.communicate(timeout=60)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+    assert serve.returncode == 0, stderr
+    wait_until(lambda: not process_alive(proxied), "the proxied server to stop")
+
+
+async def test_mcp_serve_refuses_to_run_inside_an_event_loop(tmp_path: Path) -> None:
+    # As `%awf mcp-serve` would in a notebook, where stdin and stdout are the kernel's.
+    config = load_serve_config(None, builtin="Read", root_dir=str(tmp_path))
+    with pytest.raises(UserError, match="cannot run inside a notebook"):
+        run_server(config)

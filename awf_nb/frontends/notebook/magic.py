@@ -180,14 +180,11 @@ class AwfMagics(Magics):
                 store=store,
                 from_step=from_step,
                 inputs=options.inputs,
-                user=options.user,
-                **options.cassette,
+                **options.flags,
             )
         else:
             assert workflow is not None
-            runner = prepare_run(
-                workflow, options.inputs, store=store, user=options.user, **options.cassette
-            )
+            runner = prepare_run(workflow, options.inputs, store=store, **options.flags)
         # A replayed conversation takes its messages from the cassette: the cell waits for
         # it like a headless run instead of offering a text box (add --reply to go on).
         interactive = (

@@ -2,8 +2,9 @@
 
 Layout (top to bottom): the status line (workflow, state, running step, elapsed time,
 tokens); one collapsible section per executed step (command output, agent replies rendered
-as Markdown, chat bubbles, tool uses, warnings, errors in red); the conversation controls
-(a text box with Send / End conversation, and Stop); the summary when the run ends.
+as Markdown, chat bubbles, tool uses, tool-call blocks with Allow / Deny when a call needs
+the person's approval, warnings, errors in red); the conversation controls (a text box
+with Send / End conversation, and Stop); the summary when the run ends.
 
 Streaming without flooding the kernel: `emit` only buffers text; a flush at most every
 `FLUSH_INTERVAL` seconds (10 Hz) sends each changed widget once (panel_flush.py), and only
@@ -14,7 +15,7 @@ ends, the cell's output also gets a static HTML copy of the panel (panel_static.
 readers of the saved notebook.
 
 The pieces: panel_items.py (sections, replies, output), panel_controls.py (the text box
-and buttons), panel_flush.py (when changes are sent).
+and buttons), panel_tools.py (tool-call blocks), panel_flush.py (when changes are sent).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from awf_nb.frontends.notebook.panel_items import (
     Section,
     error_html,
 )
+from awf_nb.frontends.notebook.panel_tools import ToolBlock
 from awf_nb.frontends.notebook.summary import STATUS_COLORS, esc, summary_html
 
 if TYPE_CHECKING:
@@ -80,6 +82,9 @@ class RunPanel:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sections: dict[str, Section] = {}
         self._order: list[Section] = []
+        # Tool calls by (step, call id): each keeps its block until the call ends.
+        self._tools: dict[tuple[str, str], ToolBlock] = {}
+        self._confirming: tuple[str, str] | None = None  # the call whose buttons are shown
         self.flusher = Flusher(flush_interval, self.stats, lambda: self._loop)
         self._tick_handle: asyncio.TimerHandle | None = None
         self._started = time.monotonic()
@@ -233,6 +238,8 @@ class RunPanel:
         section = self._sections.get(event.step)
         if section is not None:
             self._finish_reply(section)
+            section.tools_in_turn = False
+            section.empty_reply = None
             section.new_reply(event.speaker)
             # The status line is left alone here: the new bubble shows that a reply comes.
             self._activity = f"running {event.step}"
@@ -255,6 +262,7 @@ class RunPanel:
         if section is None:
             return
         self.input.set_input_enabled(False)
+        section.empty_reply = None  # it was the whole reply: it stays
         if event.speaker and event.speaker != ev.PERSON:  # scripted replies of a partner
             section.add_html(esc(event.speaker), "awf-speaker")
             section.add_html(esc(event.text), "awf-partner")
@@ -265,11 +273,110 @@ class RunPanel:
         self._tokens += event.tokens
         section = self._sections.get(event.step)
         if section is not None:
-            reply = section.reply or section.new_reply(event.speaker)
-            self.flusher.forget(reply)
-            reply.finish(event.text, event.interrupted)
+            if section.tools_in_turn:
+                # The turn's text is shown already, in bubbles between its tool calls
+                # (`event.text` may span them all): only what streamed since is finished.
+                if section.reply is not None:
+                    self._close_reply(section, event.interrupted)
+            else:
+                reply = section.reply or section.new_reply(event.speaker)
+                self.flusher.forget(reply)
+                reply.finish(event.text, event.interrupted)
+                # A reply of tool calls only ends with no text, before its calls start: if
+                # calls come next, this bubble goes (see `_tool_block`).
+                if not reply.text.strip() and not event.interrupted:
+                    section.empty_reply = reply
             section.reply = None
+            section.tools_in_turn = False
         self._update_status()
+
+    def _close_reply(self, section: Section, interrupted: bool = False) -> None:
+        """End the open bubble where a tool call comes: with the text it has, or, when
+        nothing was said before the call (a reply of tool calls only), remove it."""
+        reply = section.reply
+        section.reply = None
+        if reply is None or reply.finished:
+            return
+        self.flusher.forget(reply)
+        if reply.text.strip():
+            reply.finish("", interrupted)
+        else:
+            section.drop_reply(reply)
+
+    # --- tool calls (chat mode) ---------------------------------------------------------------
+
+    def _tool_block(
+        self, step: str, call_id: str, name: str, arguments: str = "", speaker: str = ""
+    ) -> ToolBlock | None:
+        """The block of a call, made (after the reply text that led to it) if new."""
+        block = self._tools.get((step, call_id))
+        if block is not None:
+            return block
+        section = self._sections.get(step)
+        if section is None:
+            return None
+        self.flush()  # the reply text streamed so far goes before the block
+        self._close_reply(section)
+        if section.empty_reply is not None:
+            section.drop_reply(section.empty_reply)
+            section.empty_reply = None
+        section.tools_in_turn = True
+        block = ToolBlock(self, call_id, name, arguments, speaker)
+        section.body.children = (*section.body.children, block.widget)
+        self._tools[(step, call_id)] = block
+        return block
+
+    def _on_tool_started(self, event: ev.ToolCallStarted) -> None:
+        self._tools.pop((event.step, event.call_id), None)  # an id a later round reuses
+        self._tool_block(event.step, event.call_id, event.name, event.arguments, event.speaker)
+
+    def _on_awaiting_confirmation(self, event: ev.AwaitingConfirmation) -> None:
+        key = (event.step, event.call_id)
+        block = self._tool_block(event.step, event.call_id, event.name, event.arguments)
+        if block is None:
+            return
+        reader = self.input.reader
+        if self.interactive and reader is not None:
+            reader.new_question()
+            self._confirming = key
+            block.ask(
+                lambda allowed: self.on_loop(lambda: self._answer(key, allowed)), asking_you=True
+            )
+        else:  # answered by `--reply`, or by nobody (refused)
+            block.ask(None, asking_you=False)
+        self._activity = f"{event.step}: waiting for your answer"
+        self._update_status()
+
+    def _answer(self, key: tuple[str, str], allowed: bool) -> None:
+        """Allow or Deny was clicked (on the run's loop)."""
+        reader = self.input.reader
+        if self.finished or reader is None or self._confirming != key:
+            return  # a late click: the question was answered, stopped, or never asked
+        self._confirming = None
+        block = self._tools.get(key)
+        if block is not None:
+            block.answered(allowed)
+        self._activity = f"running {key[0]}"
+        self._update_status()
+        reader.answer(allowed)
+
+    def _on_tool_finished(self, event: ev.ToolCallFinished) -> None:
+        key = (event.step, event.call_id)
+        block = self._tool_block(event.step, event.call_id, event.name, speaker=event.speaker)
+        self._tools.pop(key, None)
+        if block is not None:
+            block.finish(event)
+        if self._confirming == key:  # Stop while waiting for the answer
+            self._confirming = None
+            self._activity = f"running {event.step}"
+            self._update_status()
+
+    def _stop_tools(self, step: str | None = None) -> None:
+        """The step (or the run) ended: calls with no result will not get one."""
+        for key in [k for k in self._tools if step is None or k[0] == step]:
+            self._tools.pop(key).stop()
+            if self._confirming == key:
+                self._confirming = None
 
     def _finish_reply(self, section: Section) -> None:
         reply = section.reply
@@ -309,6 +416,7 @@ class RunPanel:
             return
         self.flush()
         self._finish_reply(section)
+        self._stop_tools(event.step)
         if event.error and event.status == "failed":
             section.add_html(error_html(event.error), "awf-error")
         section.finish(event)
@@ -320,6 +428,7 @@ class RunPanel:
         self.flush()
         for section in self._order:
             self._finish_reply(section)
+        self._stop_tools()
         self.finished = True
         self._cancel_timers()
         self._tokens = event.tokens or self._tokens
@@ -428,6 +537,9 @@ _HANDLERS: dict[type, Callable[[RunPanel, Any], None]] = {
     ev.StepOutput: RunPanel._on_step_output,
     ev.TurnStarted: RunPanel._on_turn_started,
     ev.AgentToolUse: RunPanel._on_tool_use,
+    ev.ToolCallStarted: RunPanel._on_tool_started,
+    ev.AwaitingConfirmation: RunPanel._on_awaiting_confirmation,
+    ev.ToolCallFinished: RunPanel._on_tool_finished,
     ev.UserMessage: RunPanel._on_user_message,
     ev.TurnFinished: RunPanel._on_turn_finished,
     ev.AwaitingInput: RunPanel._on_awaiting_input,

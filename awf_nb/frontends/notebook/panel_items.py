@@ -107,6 +107,7 @@ class Reply:
 
     def __init__(self, widget: StreamHTML) -> None:
         self.widget = widget
+        self.label: widgets.HTML | None = None  # a partner's name above the bubble
         self.parts: list[str] = []
         self.finished = False
         self._text = ""
@@ -225,6 +226,9 @@ class Section:
         self.maker = maker
         self.name = event.step
         self.reply: Reply | None = None
+        # Tool calls came in the current turn: its text is split around their blocks.
+        self.tools_in_turn = False
+        self.empty_reply: Reply | None = None  # the last reply, when it said nothing
         self.output: Output | None = None
         self._output_note: widgets.HTML | None = None
         what = event.kind if event.mode in ("", "single") else f"{event.kind}, {event.mode}"
@@ -262,12 +266,22 @@ class Section:
     def new_reply(self, speaker: str = "") -> Reply:
         """A bubble for the step's agent, or (`speaker`) for a partner agent: on the
         person's side, in its own colour, under its name."""
-        if speaker:
-            self.add_html(esc(speaker), "awf-speaker")
+        label = self.add_html(esc(speaker), "awf-speaker") if speaker else None
         self.reply = Reply(
             self.add_stream("awf-partner" if speaker else "awf-assistant", tail=_WAITING)
         )
+        self.reply.label = label
         return self.reply
+
+    def drop_reply(self, reply: Reply) -> None:
+        """Take away a bubble that never got any text (a reply of tool calls only)."""
+        for item in (reply.label, reply.widget):
+            if item is not None:
+                self.remove(item)
+                item.close()
+        reply.finished = True
+        if self.reply is reply:
+            self.reply = None
 
     def finish(self, event: ev.StepFinished) -> None:
         if self.output is not None:

@@ -154,17 +154,21 @@ class RunOptions:
     wait: bool | None
     output: str | None  # streaming | buffered | silent (None: the frontend's default)
     json: bool  # print the final state as JSON when the run ends
-    user: Any = None  # a SimulatedUser playing the person (--simulate-user), or None
-    # --record / --replay / --replay-speed, as `prepare_run` takes them
-    cassette: dict[str, Any] = field(default_factory=dict)
+    # --simulate-user, --record / --replay / --replay-speed, --yes: as `prepare_run` takes
+    # them (`cli.run_flags`)
+    flags: dict[str, Any] = field(default_factory=dict)
 
     @property
     def replaying(self) -> bool:
-        return self.cassette.get("replay") is not None
+        return self.flags.get("replay") is not None
+
+    @property
+    def user(self) -> Any:
+        """The SimulatedUser playing the person (--simulate-user), or None."""
+        return self.flags.get("user")
 
 
 def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOptions:
-    from awf_nb.cli import simulated_user_flags
     from awf_nb.engine.inputs import parse_input_args
 
     if not args.out.isidentifier() or keyword.iskeyword(args.out):
@@ -172,8 +176,7 @@ def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOp
     given = [expand_braces(pair, namespace) for pair in args.input]
     try:
         inputs = parse_input_args(given, cwd=Path.cwd())
-        user = simulated_user_flags(args)
-        cassette = cli.cassette_options(args)
+        flags = cli.run_flags(args)
     except AwfError as exc:
         raise cell_error(exc) from None
     return RunOptions(
@@ -185,8 +188,7 @@ def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOp
         wait=args.wait,
         output=args.output,
         json=args.json,
-        user=user,
-        cassette=cassette,
+        flags=flags,
     )
 
 

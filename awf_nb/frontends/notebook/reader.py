@@ -9,6 +9,9 @@ pending read is handed to the loop captured at the start of the run with
 
 Messages submitted while no read is pending (a click that raced the reply) are queued and
 answer the next read, in order; `None` means "end of conversation", like an empty line.
+
+It is also a `Confirmer`: `confirm` waits for the Allow / Deny buttons of a tool call
+(`answer`). Answers and messages never mix: a message never answers a question.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ class WidgetReader:
         self._queued: deque[str | None] = deque()
         self._pending: asyncio.Future[str | None] | None = None
         self.prompts: list[str] = []  # what the run asked for, for tests and the panel
+        self._question: asyncio.Future[bool | None] | None = None
+        # An answer clicked just before `confirm` started waiting for it (the panel only
+        # shows the buttons of the call being asked about, so it is that call's answer).
+        self._early_answer: list[bool | None] = []
+        self.questions: list[str] = []  # the tool calls asked about, for tests
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -67,6 +75,52 @@ class WidgetReader:
         with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
             loop.call_soon_threadsafe(self._deliver, text)
 
+    @property
+    def confirming(self) -> bool:
+        """True while the run waits for Allow or Deny."""
+        return self._question is not None and not self._question.done()
+
+    async def confirm(self, question: str) -> bool | None:
+        """Wait for Allow (True) or Deny (False) on the tool call `question` is about."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        self.questions.append(question)
+        if self._early_answer:
+            await asyncio.sleep(0)  # a real suspension point, so cancellation can land here
+            return self._early_answer.pop()
+        future: asyncio.Future[bool | None] = self._loop.create_future()
+        self._question = future
+        try:
+            return await future
+        finally:
+            if self._question is future:
+                self._question = None
+
+    def answer(self, allowed: bool | None) -> None:
+        """Answer the pending question (the Allow / Deny buttons). Safe from any thread."""
+        loop = self._loop
+        if loop is None:
+            self._early_answer[:] = [allowed]
+            return
+        if _running_loop() is loop:  # the panel's buttons act on the loop: answer at once
+            self._deliver_answer(allowed)
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
+            loop.call_soon_threadsafe(self._deliver_answer, allowed)
+
+    def new_question(self) -> None:
+        """A new question is about to be asked (its buttons are not shown yet): an answer
+        left over from an earlier one (clicked as Stop cancelled it) must not answer it."""
+        self._early_answer.clear()
+
+    def _deliver_answer(self, allowed: bool | None) -> None:
+        future = self._question
+        if future is not None and not future.done():
+            self._question = None
+            future.set_result(allowed)
+        else:
+            self._early_answer[:] = [allowed]
+
     def end(self) -> None:
         """End the conversation (the End conversation button)."""
         self.submit(None)
@@ -78,3 +132,10 @@ class WidgetReader:
             future.set_result(text)
         else:
             self._queued.append(text)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

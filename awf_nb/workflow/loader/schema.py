@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from awf_nb.workflow.durations import parse_duration
 from awf_nb.workflow.loader.keys import _yaml_fields
 from awf_nb.workflow.model import (
     STEP_CLASSES,
@@ -14,7 +15,6 @@ from awf_nb.workflow.model import (
     Limits,
     Workflow,
     WorkflowHooks,
-    parse_duration,
 )
 
 _DURATION_PATTERN = r"^\s*(\d+(\.\d+)?|((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+)\s*$"

@@ -281,3 +281,72 @@ def test_an_agent_exchange_is_labelled_and_stop_lets_the_person_take_over(
     notebook.wait_for_kernel_idle()
     users = [u.strip() for u in notebook.user_bubbles().all_inner_texts()]
     assert users == ["Write a haiku about rain.", "Make it about snow."], users
+
+
+TOOLS_WORKFLOW = """
+name: tidy-files
+states:
+  initial: assist
+  assist:
+    type: agent
+    provider: toolscript
+    mode: conversation
+    prompt: "Write hello into a file."
+    options:
+      delay_ms: 40
+      script:
+        - {text: "I will write it.", calls: [{name: Bash, arguments: {command: "echo hi > hello.txt; echo wrote-hello"}}]}
+        - "Done, hello.txt says hi."
+        - {text: "Removing it.", calls: [{name: Bash, arguments: {command: "rm hello.txt"}}]}
+        - "Then it stays."
+    tools: {builtin: [Bash], confirm: [Bash]}
+    on_success: done
+  done: {type: terminal}
+"""
+
+# The scripted tool-calling model of the tests (tests/support/tool_model.py), made known in
+# the kernel before awf is imported there, from this checkout.
+REGISTER_TOOL_MODEL = (
+    f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r})\n"
+    "from tests.support.tool_model import register; register()"
+)
+
+
+def test_tool_calls_are_blocks_with_allow_and_deny(page: Any, lab: JupyterLabServer) -> None:
+    notebook = NotebookPage(
+        page,
+        lab,
+        "tools.ipynb",
+        [REGISTER_TOOL_MODEL, "%load_ext awf_nb", awf_cell(TOOLS_WORKFLOW)],
+    )
+    notebook.run_all_cells()
+    notebook.wait_for_reply("I will write it.")
+    first = notebook.panel.locator(".awf-tool-call").nth(0)
+    first.locator("summary").filter(has_text="waiting for your answer").wait_for(timeout=STEP_MS)
+    assert "echo hi > hello.txt" in first.locator("summary").inner_text()
+    notebook.click("Allow")
+
+    first.locator("summary").filter(has_text="wrote-hello").wait_for(timeout=STEP_MS)
+    notebook.wait_for_reply("hello.txt says hi")
+    assert notebook.panel.get_by_role("button", name="Allow").count() == 0
+    assert (lab.root / "hello.txt").read_text() == "hi\n"
+    first.locator("summary").click()  # open the block: the whole result is inside
+    first.locator("pre").filter(has_text="wrote-hello").first.wait_for(timeout=STEP_MS)
+
+    notebook.send("Now remove it.")
+    second = notebook.panel.locator(".awf-tool-call").nth(1)
+    second.locator("summary").filter(has_text="waiting for your answer").wait_for(timeout=STEP_MS)
+    notebook.click("Deny")
+    second.locator("summary").filter(has_text="refused").wait_for(timeout=STEP_MS)
+    notebook.wait_for_reply("Then it stays.")
+    notebook.click("End conversation")
+    notebook.wait_for_status("completed")
+    notebook.wait_for_kernel_idle()
+
+    assert (lab.root / "hello.txt").exists()
+    assert notebook.panel.get_by_role("button", name="Deny").count() == 0
+    kinds = notebook.panel.locator(".awf-assistant, .awf-user, .awf-tool-call").evaluate_all(
+        "items => items.map(item => item.classList.contains('awf-tool-call') ? 'tool'"
+        " : item.classList.contains('awf-user') ? 'user' : 'reply')"
+    )
+    assert kinds == ["user", "reply", "tool", "reply", "user", "reply", "tool", "reply"], kinds

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from awf_nb.engine.ports import InputReader
+from awf_nb.engine.ports import Confirmer, InputReader
 from awf_nb.frontends.notebook.reader import WidgetReader
 
 
@@ -98,3 +98,56 @@ def test_submit_before_any_loop_is_queued() -> None:
     reader.submit("early")
 
     assert asyncio.run(reader.read("> ")) == "early"
+
+
+# --- Allow / Deny: the reader as a `Confirmer` -----------------------------------------------
+
+
+def test_it_is_a_confirmer() -> None:
+    assert isinstance(WidgetReader(), Confirmer)
+
+
+async def test_an_answer_from_another_thread_answers_the_question() -> None:
+    reader = WidgetReader()
+    question = asyncio.create_task(reader.confirm("Allow Bash({})?"))
+    await asyncio.sleep(0)
+    assert reader.confirming and not reader.waiting
+
+    threading.Thread(target=reader.answer, args=(False,), daemon=True).start()
+
+    assert await asyncio.wait_for(question, 30) is False
+    assert not reader.confirming
+    assert reader.questions == ["Allow Bash({})?"]
+
+
+async def test_messages_and_answers_never_mix() -> None:
+    reader = WidgetReader(asyncio.get_running_loop())
+    reader.submit("y")  # a message typed early: for the next read, not for a question
+    question = asyncio.create_task(reader.confirm("Allow Bash({})?"))
+    await asyncio.sleep(0.01)
+    assert not question.done()
+
+    reader.answer(True)
+
+    assert await asyncio.wait_for(question, 1) is True
+    assert await asyncio.wait_for(reader.read("> "), 1) == "y"
+
+
+async def test_a_cancelled_question_is_abandoned_and_a_late_answer_dropped() -> None:
+    reader = WidgetReader()
+    question = asyncio.create_task(reader.confirm("Allow Bash({})?"))
+    await asyncio.sleep(0)
+
+    question.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await question
+    assert not reader.confirming
+    reader.answer(True)  # clicked as Stop cancelled the question
+    await asyncio.sleep(0)
+
+    reader.new_question()  # the panel shows the next question's buttons
+    second = asyncio.create_task(reader.confirm("Allow Write({})?"))
+    await asyncio.sleep(0.01)
+    assert not second.done()
+    reader.answer(False)
+    assert await asyncio.wait_for(second, 1) is False

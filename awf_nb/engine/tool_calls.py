@@ -1,0 +1,163 @@
+"""Running the tool calls of one model reply (chat mode), for `AgentSession.turn`.
+
+The calls of a reply are first confirmed, one at a time in call order, where the step's
+`tools.confirm` asks for it: the person answers through the input reader (`Confirmer`);
+a run with nobody to ask refuses unless it was started with `--yes`. Then the allowed calls
+run concurrently and their results go back in call order. Each call is an event pair
+(`ToolCallStarted`, `ToolCallFinished`) and a transcript line, written as it finishes.
+
+Ctrl-C / Stop while calls run cancels them: each unfinished call gets a result saying it
+was interrupted, so the history never holds a call without its result, and the person has
+the turn. Arguments that are not a JSON object are answered with an error result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from awf_nb.engine import events as ev
+from awf_nb.engine.ports import Confirmer, Message, ToolCall, ToolResult, ToolSet
+from awf_nb.engine.state import Turn
+
+if TYPE_CHECKING:
+    from awf_nb.engine.agent import AgentSession
+
+INTERRUPTED = "interrupted: the person stopped this call before it finished"
+REFUSED = "refused by the user"
+NOBODY_TO_ASK = (
+    "refused: this tool needs the person's confirmation and nobody can be asked in this run "
+    "(start it with --yes to allow such calls)"
+)
+
+
+async def run_tool_calls(
+    session: AgentSession, tools: ToolSet, calls: list[ToolCall]
+) -> tuple[list[Message], bool]:
+    """The `tool` messages answering `calls` (in call order), and whether Ctrl-C / Stop
+    cut them short."""
+    run = session.run
+    decisions: dict[str, str] = {}  # call id -> "" (run it) or the refusal to return
+    for call in calls:
+        run.emit(
+            ev.ToolCallStarted(
+                run.run_id, session.step.name, call.id, call.name, run.masker.mask(call.arguments)
+            )
+        )
+        decisions[call.id] = await _decide(session, tools, call)
+    results: dict[str, tuple[ToolResult, str, float]] = {}
+    allowed = [call for call in calls if not decisions[call.id]]
+    for call in calls:
+        if decisions[call.id]:
+            _finish(session, call, ToolResult(decisions[call.id], is_error=True), "refused", 0.0)
+            results[call.id] = (ToolResult(decisions[call.id], is_error=True), "refused", 0.0)
+    cut = False
+    if allowed:
+        task = asyncio.create_task(_run_all(session, tools, allowed, results))
+        # Ctrl-C / Stop cancels what `_turn_task` names (Runner.interrupt): these calls.
+        run._turn_task, run._turn_interrupted = task, False
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not (run._turn_interrupted and current is not None and not current.cancelling()):
+                _settle_interrupted(session, allowed, results)
+                raise
+            cut = True
+            _settle_interrupted(session, allowed, results)
+        finally:
+            run._turn_task = None
+    messages = [
+        Message("tool", results[call.id][0].text, tool_call_id=call.id, name=call.name)
+        for call in calls
+    ]
+    return messages, cut
+
+
+async def _decide(session: AgentSession, tools: ToolSet, call: ToolCall) -> str:
+    """ "" to run the call, else the refusal the model gets."""
+    if not tools.needs_confirmation(call.name):
+        return ""
+    run = session.run
+    if run.config.yes:
+        return ""
+    reader = run.config.reader
+    if not isinstance(reader, Confirmer):
+        return NOBODY_TO_ASK
+    arguments = run.masker.mask(call.arguments)
+    run.emit(ev.AwaitingConfirmation(run.run_id, session.step.name, call.id, call.name, arguments))
+    allowed = await reader.confirm(f"Allow {call.name}({arguments})?")
+    return "" if allowed else REFUSED
+
+
+async def _run_all(
+    session: AgentSession,
+    tools: ToolSet,
+    calls: list[ToolCall],
+    results: dict[str, tuple[ToolResult, str, float]],
+) -> None:
+    async def one(call: ToolCall) -> None:
+        started = time.monotonic()
+        arguments = _arguments(call)
+        if isinstance(arguments, ToolResult):
+            result = arguments
+        else:
+            result = await tools.call(call.name, arguments)
+        duration = time.monotonic() - started
+        results[call.id] = (result, "", duration)
+        _finish(session, call, result, "", duration)
+
+    await asyncio.gather(*(one(call) for call in calls))
+
+
+def _arguments(call: ToolCall) -> dict[str, Any] | ToolResult:
+    try:
+        value = json.loads(call.arguments or "{}")
+    except ValueError as exc:
+        return ToolResult(f"{call.name}: the arguments are not valid JSON ({exc})", is_error=True)
+    if not isinstance(value, dict):
+        return ToolResult(f"{call.name}: the arguments must be a JSON object", is_error=True)
+    return value
+
+
+def _settle_interrupted(
+    session: AgentSession,
+    calls: list[ToolCall],
+    results: dict[str, tuple[ToolResult, str, float]],
+) -> None:
+    for call in calls:
+        if call.id not in results:
+            result = ToolResult(INTERRUPTED, is_error=True)
+            results[call.id] = (result, "interrupted", 0.0)
+            _finish(session, call, result, "interrupted", 0.0)
+
+
+def _finish(
+    session: AgentSession, call: ToolCall, result: ToolResult, outcome: str, duration: float
+) -> None:
+    """Tell the frontend and write the result down (the transcript, the conversation)."""
+    run, step = session.run, session.step.name
+    text = run.masker.mask(result.text)
+    run.emit(
+        ev.ToolCallFinished(
+            run.run_id,
+            step,
+            call.id,
+            call.name,
+            text,
+            result.is_error,
+            duration,
+            outcome,  # type: ignore[arg-type]
+        )
+    )
+    session.record_tool_result(
+        Turn(
+            role="tool",
+            content=text,
+            tool_call_id=call.id,
+            name=call.name,
+            duration=round(duration, 3),
+        )
+    )

@@ -1,0 +1,176 @@
+"""`awf run` with agent tools in a real pseudo-terminal: the `[y/N]` question of a call that
+needs approval, the line each finished call leaves, and Ctrl-C during a slow command.
+
+The model is `tests.support.tool_model` (a scripted model that calls tools), registered in
+the child process by a one-line launcher; the tools are awf's real built-ins.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.cli.conftest import only_run_id
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.pty
+
+REPO = Path(__file__).resolve().parents[2]
+LAUNCHER = (
+    f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+    "from tests.support.tool_model import register; register(); "
+    "from awf_nb.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+CONFIRMED = """
+name: tidy
+states:
+  initial: assist
+  assist:
+    type: agent
+    provider: toolscript
+    mode: conversation
+    prompt: "Write hello into a file."
+    options:
+      delay_ms: 20
+      script:
+        - {text: "I will write it.", calls: [{name: Bash, arguments: {command: "echo hi > hello.txt; echo wrote-hello"}}]}
+        - "Done, hello.txt says hi."
+    tools: {builtin: [Bash], confirm: [Bash]}
+    on_success: done
+  done: {type: terminal, message: "bye"}
+"""
+
+SLOW = """
+name: slow
+states:
+  initial: assist
+  assist:
+    type: agent
+    provider: toolscript
+    mode: conversation
+    prompt: "Build it."
+    options:
+      script:
+        - {text: "Building now.", calls: [{name: Bash, arguments: {command: "touch started; sleep 60; echo never-printed"}}]}
+        - "Stopped, as you asked."
+    tools: {builtin: [Bash]}
+    on_success: done
+  done: {type: terminal, message: "bye"}
+"""
+
+
+def spawn(tmp_path: Path, storage: Path, *args: str) -> pexpect.spawn:
+    env = {**os.environ, "AWF_STORAGE": str(storage), "NO_COLOR": "1", "TERM": "xterm"}
+    child = pexpect.spawn(
+        sys.executable,
+        ["-c", LAUNCHER, *args],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(40, 200),
+    )
+    child.logfile_read = io.StringIO()
+    return child
+
+
+def transcript(child: pexpect.spawn) -> str:
+    return child.logfile_read.getvalue()
+
+
+def state_of(storage: Path) -> dict:
+    return json.loads((storage / "runs" / only_run_id(storage) / "state.json").read_text())
+
+
+def test_a_call_is_allowed_at_the_question_and_leaves_its_line(tmp_path: Path) -> None:
+    storage = tmp_path / "storage"
+    (tmp_path / "tidy.yaml").write_text(CONFIRMED)
+    child = spawn(tmp_path, storage, "run", "tidy.yaml")
+    try:
+        child.expect_exact("I will write it.")
+        child.expect_exact('Allow Bash({"command": "echo hi > hello.txt; echo wrote-hello"})?')
+        child.expect_exact("[y/N] ")
+        assert not (tmp_path / "hello.txt").exists()  # nothing runs before the answer
+        child.sendline("y")
+        child.expect_exact('⚙ Bash({"command": "echo hi > hello.txt; echo wrote-hello"})')
+        child.expect_exact("→ wrote-hello · ")
+        child.expect_exact("Done, hello.txt says hi.")
+        child.expect_exact("> ")
+        child.sendline("")  # an empty line ends the conversation
+        child.expect_exact("bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, transcript(child)
+    assert (tmp_path / "hello.txt").read_text() == "hi\n"
+    turns = state_of(storage)["steps"]["assist"]["conversation"]["turns"]
+    assert [t["role"] for t in turns] == ["user", "assistant", "tool", "assistant"]
+    assert "wrote-hello" in turns[2]["content"]
+    # The answer was not a message: it is not in the arrow-up history.
+    history = storage / "input_history"
+    assert not history.exists() or "y" not in history.read_text().split("\n")
+
+
+def test_an_empty_answer_refuses_the_call(tmp_path: Path) -> None:
+    storage = tmp_path / "storage"
+    (tmp_path / "tidy.yaml").write_text(CONFIRMED)
+    child = spawn(tmp_path, storage, "run", "tidy.yaml")
+    try:
+        child.expect_exact("[y/N] ")
+        child.sendline("")
+        child.expect_exact("→ refused")
+        child.expect_exact("> ")
+        child.sendline("")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, transcript(child)
+    assert not (tmp_path / "hello.txt").exists()
+    turns = state_of(storage)["steps"]["assist"]["conversation"]["turns"]
+    assert turns[2]["role"] == "tool" and "refused by the user" in turns[2]["content"]
+
+
+def test_ctrl_c_at_the_question_cancels_the_run_like_at_the_prompt(tmp_path: Path) -> None:
+    storage = tmp_path / "storage"
+    (tmp_path / "tidy.yaml").write_text(CONFIRMED)
+    child = spawn(tmp_path, storage, "run", "tidy.yaml")
+    try:
+        child.expect_exact("[y/N] ")
+        child.sendintr()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 130, transcript(child)
+    assert state_of(storage)["status"] == "cancelled"
+    assert not (tmp_path / "hello.txt").exists()
+
+
+def test_ctrl_c_during_a_slow_command_returns_to_the_prompt(tmp_path: Path) -> None:
+    storage = tmp_path / "storage"
+    (tmp_path / "slow.yaml").write_text(SLOW)
+    child = spawn(tmp_path, storage, "run", "slow.yaml")
+    try:
+        child.expect_exact("Building now.")
+        wait_until(lambda: (tmp_path / "started").exists(), "the command to start")
+        child.sendintr()  # Ctrl-C: interrupt the tool call, the person has the turn
+        child.expect_exact("tool call interrupted")
+        child.expect_exact('⚙ Bash({"command": "touch started; sleep 60; echo never-printed"}) → ')
+        child.expect_exact("interrupted")
+        child.expect_exact("> ")
+        child.sendline("")
+        child.expect_exact("bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, transcript(child)
+    conv = state_of(storage)["steps"]["assist"]["conversation"]
+    assert [t["role"] for t in conv["turns"]] == ["user", "assistant", "tool"]
+    assert "interrupted" in conv["turns"][2]["content"]
+    assert "→ never-printed" not in transcript(child)

@@ -1,0 +1,296 @@
+"""Chat mode: a reply with tool calls runs the tools and continues; a reply without tool
+calls hands the turn to the person or ends the step. Confirmation, max_rounds, errors as
+results, interruption, resume repair — with a scripted model and the real built-in and
+command tools."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from awf_nb.api import prepare_resume, prepare_run
+from awf_nb.engine.events import AwaitingConfirmation, ToolCallFinished, ToolCallStarted
+from awf_nb.engine.ports import Final, Message, TextDelta, ToolCall, TurnRequest, Usage
+from awf_nb.engine.tool_calls import INTERRUPTED, NOBODY_TO_ASK, REFUSED
+from awf_nb.frontends.scripted import ScriptedReader
+from awf_nb.store import Store
+from awf_nb.workflow.loader import load_text
+from tests.support.events import Collect
+from tests.support.waiting import until
+
+Script = list[str | list[tuple[str, dict[str, Any] | str]]]
+
+
+class ToolModel:
+    """A model that follows a script: a string is a reply, a list is a reply of tool calls
+    (name, arguments). It remembers every request."""
+
+    name = "toolmodel"
+    session_kind = "history"
+
+    def __init__(self, script: Script) -> None:
+        self.script = list(script)
+        self.requests: list[TurnRequest] = []
+        self.calls = 0
+
+    async def stream(self, turn: TurnRequest) -> AsyncIterator[object]:
+        self.requests.append(turn)
+        entry = self.script.pop(0) if self.script else "out of script"
+        if isinstance(entry, str):
+            yield TextDelta(entry)
+            yield Usage(10, 2)
+            yield Final(entry)
+            return
+        for name, arguments in entry:
+            self.calls += 1
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            yield ToolCall(f"call_{self.calls}", name, text)
+        yield Usage(10, 2)
+        yield Final("")
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Confirming(ScriptedReader):
+    """A person who answers tool confirmations from a list (True/False) and messages from
+    another."""
+
+    def __init__(self, answers: list[bool], replies: list[str] | None = None) -> None:
+        super().__init__(replies or [])
+        self.answers = list(answers)
+        self.questions: list[str] = []
+
+    async def confirm(self, question: str) -> bool | None:
+        self.questions.append(question)
+        return self.answers.pop(0) if self.answers else None
+
+
+def workflow(tools: str, *, mode: str = "single", conversation: str = "") -> str:
+    return textwrap.dedent(
+        f"""
+        name: tools
+        states:
+          initial: work
+          work:
+            type: agent
+            provider: toolmodel
+            mode: {mode}
+            prompt: Tidy the notes.
+            tools: {tools}
+        {conversation}
+            on_success: done
+          done: {{type: terminal, message: "{{{{.states.work.Output}}}}"}}
+        """
+    )
+
+
+async def run(
+    text: str, model: ToolModel, workdir: Path, store: Store | None = None, **kwargs: Any
+) -> Any:
+    sink = kwargs.pop("sink", Collect())
+    runner = prepare_run(
+        load_text(text),
+        store=store,
+        cwd=workdir,
+        sink=sink,
+        providers=lambda name: model,
+        **kwargs,
+    )
+    state = await asyncio.wait_for(runner.execute(), 60)
+    return state, sink
+
+
+def roles(messages: list[Message]) -> list[str]:
+    return [m.role for m in messages]
+
+
+async def test_a_reply_with_tool_calls_runs_them_and_continues(workdir: Path, store: Store):
+    (workdir / "notes.md").write_text("buy milk\n")
+    model = ToolModel([[("Read", {"file_path": "notes.md"})], "You need milk."])
+    state, sink = await run(workflow("{builtin: [Read]}") + "", model, workdir, store)
+    assert state.status == "completed", state.error
+    assert state.steps["work"].output == "You need milk."
+    first, second = model.requests
+    assert [t.name for t in first.tools] == ["Read"] and not first.continues
+    assert second.continues and second.prompt == ""
+    assert roles(second.history) == ["user", "assistant", "tool"]
+    call = second.history[1].tool_calls[0]
+    assert (call.name, json.loads(call.arguments)) == ("Read", {"file_path": "notes.md"})
+    result = second.history[2]
+    assert result.tool_call_id == call.id and "buy milk" in result.content
+    started, finished = sink.of(ToolCallStarted), sink.of(ToolCallFinished)
+    assert [e.name for e in started] == ["Read"] and not finished[0].is_error
+    # persisted as it happened: the transcript holds the call and its result
+    lines = [json.loads(x) for x in store.transcript_path(state.run_id).read_text().splitlines()]
+    tool_lines = [x for x in lines if x.get("role") == "tool"]
+    assert tool_lines and tool_lines[0]["tool_call_id"] == call.id
+
+
+async def test_parallel_calls_come_back_in_call_order(workdir: Path):
+    (workdir / "a.txt").write_text("alpha")
+    slow = {"command": "sleep 0.3; echo slow-done"}
+    model = ToolModel([[("Bash", slow), ("Read", {"file_path": "a.txt"})], "ok"])
+    state, sink = await run(workflow("{builtin: [Bash, Read]}"), model, workdir)
+    assert state.status == "completed", state.error
+    history = model.requests[1].history
+    assert [m.name for m in history if m.role == "tool"] == ["Bash", "Read"]
+    assert "slow-done" in history[2].content and "alpha" in history[3].content
+    # they ran together: the quick Read finished before the slow Bash
+    assert [e.name for e in sink.of(ToolCallFinished)] == ["Read", "Bash"]
+
+
+async def test_errors_are_results_and_the_step_goes_on(workdir: Path):
+    model = ToolModel(
+        [
+            [
+                ("Nope", {}),
+                ("Read", "{not json"),
+                ("Read", {"file_path": "../outside.txt"}),
+                ("Read", "[1, 2]"),
+            ],
+            "done",
+        ]
+    )
+    state, sink = await run(workflow("{builtin: [Read]}"), model, workdir)
+    assert state.status == "completed", state.error
+    results = [m for m in model.requests[1].history if m.role == "tool"]
+    assert [m.tool_call_id for m in results] == ["call_1", "call_2", "call_3", "call_4"]
+    assert "unknown tool" in results[0].content
+    assert "not valid JSON" in results[1].content
+    assert "outside" in results[2].content.lower() or "working directory" in results[2].content
+    assert "must be a JSON object" in results[3].content
+    assert all(e.is_error for e in sink.of(ToolCallFinished))
+
+
+async def test_max_rounds_fails_the_step(workdir: Path):
+    model = ToolModel([[("Glob", {"pattern": "*"})]] * 5)
+    state, _ = await run(workflow("{builtin: [Glob], max_rounds: 2}"), model, workdir)
+    assert state.status == "failed"
+    assert "still calls tools after 2 rounds (tools.max_rounds)" in state.error
+    assert len(model.requests) == 3
+
+
+async def test_a_reply_without_calls_hands_the_turn_to_the_person(workdir: Path):
+    (workdir / "n.txt").write_text("x")
+    model = ToolModel(
+        [[("Read", {"file_path": "n.txt"})], "Read it.", [("Glob", {"pattern": "*"})], "Two."]
+    )
+    state, _ = await run(
+        workflow("{builtin: [Read, Glob]}", mode="conversation"),
+        model,
+        workdir,
+        reader=ScriptedReader(["now list", ""]),
+    )
+    assert state.status == "completed", state.error
+    conv = state.steps["work"].conversation
+    assert conv.total_turns == 2  # the rounds of a reply are one turn
+    assert len(model.requests) == 4
+    # turn 2 starts from the whole history: calls and results included
+    assert roles(model.requests[2].history) == ["user", "assistant", "tool", "assistant"]
+    assert model.requests[2].prompt == "now list"
+    assert [t.role for t in conv.turns] == [
+        "user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("answers", "yes", "result", "outcome"),
+    [([True], False, "written", ""), ([False], False, REFUSED, "refused")],
+)
+async def test_confirm_asks_the_person(
+    workdir: Path, answers: list[bool], yes: bool, result: str, outcome: str
+):
+    model = ToolModel([[("Write", {"file_path": "out.txt", "content": "hi"})], "ok"])
+    reader = Confirming(answers)
+    state, sink = await run(
+        workflow("{builtin: [Write], confirm: [Write]}"), model, workdir, reader=reader, yes=yes
+    )
+    assert state.status == "completed", state.error
+    assert reader.questions == ['Allow Write({"file_path": "out.txt", "content": "hi"})?']
+    assert [e.name for e in sink.of(AwaitingConfirmation)] == ["Write"]
+    [finished] = sink.of(ToolCallFinished)
+    assert finished.outcome == outcome
+    assert (workdir / "out.txt").exists() == (outcome == "")
+    if outcome:
+        assert model.requests[1].history[-1].content == result
+
+
+async def test_headless_refuses_confirmable_tools_unless_yes(workdir: Path):
+    for yes, written in ((False, False), (True, True)):
+        model = ToolModel([[("Write", {"file_path": "o.txt", "content": "x"})], "ok"])
+        state, _ = await run(
+            workflow("{builtin: [Write], confirm: [Write]}"), model, workdir, yes=yes
+        )
+        assert state.status == "completed", state.error
+        assert (workdir / "o.txt").exists() == written
+        if not written:
+            assert model.requests[1].history[-1].content == NOBODY_TO_ASK
+
+
+async def test_ctrl_c_during_a_tool_call_records_interrupted_and_opens_the_prompt(
+    workdir: Path,
+):
+    model = ToolModel([[("Bash", {"command": "sleep 60"}), ("Glob", {"pattern": "*"})], "Ok."])
+    sink = Collect()
+    reader = ScriptedReader(["never mind", ""])
+    runner = prepare_run(
+        load_text(workflow("{builtin: [Bash, Glob]}", mode="conversation")),
+        reader=reader,
+        cwd=workdir,
+        sink=sink,
+        providers=lambda name: model,
+    )
+    task = asyncio.create_task(runner.execute())
+    await until(lambda: len(sink.of(ToolCallFinished)) == 1, "the quick Glob to finish")
+    assert runner.interrupt() == "turn"
+    state = await asyncio.wait_for(task, 30)
+    assert state.status == "completed", state.error
+    finished = {e.name: e for e in sink.of(ToolCallFinished)}
+    assert finished["Bash"].outcome == "interrupted"
+    assert finished["Glob"].outcome == ""
+    # the person had the turn: their message went to the model with every call answered
+    second = model.requests[1]
+    assert second.prompt == "never mind"
+    assert roles(second.history) == ["user", "assistant", "tool", "tool"]
+    assert second.history[2].content == INTERRUPTED
+    conv = state.steps["work"].conversation
+    assert [(t.role, t.name, t.content == INTERRUPTED) for t in conv.turns[2:4]] == [
+        ("tool", "Glob", False),
+        ("tool", "Bash", True),
+    ]  # recorded as they ended
+
+
+async def test_resume_repairs_calls_left_without_results(workdir: Path, store: Store):
+    (workdir / "n.txt").write_text("x")
+    model = ToolModel([[("Read", {"file_path": "n.txt"})], "Read it."])
+    text = workflow("{builtin: [Read]}", mode="conversation")
+    state, _ = await run(text, model, workdir, store, reader=ScriptedReader([""]))
+    # The process "died" while the call ran: its result never reached the disk.
+    run_id = state.run_id
+    saved = store.load_state(run_id)
+    conv = saved.steps["work"].conversation
+    conv.turns = [t for t in conv.turns if t.role != "tool"][:-1]  # ... assistant(tool_calls)
+    conv.stopped_by = ""
+    saved.steps["work"].status = "running"
+    saved.status = "failed"
+    saved.current_step = "work"
+    store.save_state(saved)
+
+    model = ToolModel(["Carrying on."])
+    runner = prepare_resume(
+        run_id, store=store, cwd=workdir, providers=lambda name: model,
+        reader=ScriptedReader(["go on", ""]),
+    )  # fmt: skip
+    resumed = await asyncio.wait_for(runner.execute(), 60)
+    assert resumed.status == "completed", resumed.error
+    history = model.requests[0].history
+    assert roles(history) == ["user", "assistant", "tool"]
+    assert history[2].content == INTERRUPTED and history[2].tool_call_id == "call_1"
+    assert model.requests[0].prompt == "go on"
