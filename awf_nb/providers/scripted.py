@@ -3,14 +3,26 @@
 Options (all optional):
 
 - `replies`: list served in order, one per turn of the step. An entry is a string (the
-  reply) or `{error: "...", retryable: false, retry_after: null}` (the turn fails with a
-  ProviderError). When the list is used up the turn fails with `scripted: no more replies`.
-  Without `replies` the provider echoes: the reply is the prompt it received.
+  reply), `{error: "...", retryable: false, retry_after: null}` (the turn fails with a
+  ProviderError), or tool calls (chat mode):
+
+      {tool_calls: [{name: get_weather, arguments: {city: Paris}}], text: "Let me check."}
+
+  which streams `text` (optional), then one `ToolCall` per call — ids `call_1`, `call_2`, …
+  unless an entry gives `id`; `arguments` is an object (sent as its JSON text) or a JSON
+  text as is (so invalid JSON can be scripted too) — and ends with `Final(text)` ("" when
+  there is no text). Each tool round of a turn takes the next entry, like a turn does.
+  When the list is used up the turn fails with `scripted: no more replies`.
+  Without `replies` the provider echoes: the reply is the prompt it received (in a tool
+  round, which has no prompt, the tool results it received, one per line).
 - `delay_ms`: pause between streamed chunks (replies stream in pieces of at most 8 chars).
 - `tool_uses`: list of `{name, argument}` notices emitted before the text of every turn.
 - `fail_after_chars`: stream that many characters of the reply, then fail (mid-stream).
 - `context_window`: token budget (len/4 estimate); the oldest exchanges are dropped to fit,
   reported with a `Notice(truncated_turns=N)`.
+
+Every request is kept in `received` (the `TurnRequest`s in order: history, tools,
+`continues`), so engine tests can check what a provider was sent.
 
 The counter of served replies is kept per step and speaker (a conversation partner on the
 scripted provider has its own list); the first turn a step asks for starts at
@@ -20,6 +32,7 @@ scripted provider has its own list); the first turn a step asks for starts at
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any, Literal
@@ -31,6 +44,7 @@ from awf_nb.engine.ports import (
     Message,
     ProviderEvent,
     TextDelta,
+    ToolCall,
     ToolUse,
     TurnRequest,
     Usage,
@@ -66,9 +80,28 @@ class ScriptedToolUse(OptionsModel):
     argument: Any = None
 
 
+class ScriptedCall(OptionsModel):
+    """One tool call of a scripted reply: `{name: get_weather, arguments: {city: Paris}}`."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] | str = Field(
+        default_factory=dict, description="an object or its JSON text"
+    )
+    id: str | None = Field(None, min_length=1)
+
+
+class ScriptedCalls(OptionsModel):
+    """A reply that calls tools: `{tool_calls: [...], text: "Let me check."}`."""
+
+    tool_calls: list[ScriptedCall] = Field(
+        min_length=1, description="a non-empty list of {name, arguments, id}"
+    )
+    text: str = ""
+
+
 Reply = Annotated[
-    str | int | float | ScriptedError,
-    Field(description="a string, a number or {error, retryable, retry_after}"),
+    str | int | float | ScriptedError | ScriptedCalls,
+    Field(description="a string, a number, {error, retryable, retry_after} or {tool_calls, text}"),
 ]
 ToolUseEntry = Annotated[
     str | ScriptedToolUse, Field(description="a tool name or {name, argument}")
@@ -94,11 +127,17 @@ class ScriptedProvider:
         self.name = name
         # (step, speaker) -> index of the next reply
         self._next_reply: dict[tuple[str, str], int] = {}
+        self.received: list[TurnRequest] = []  # every request, in order (for tests)
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
+        self.received.append(turn)
         script = parse_options(self.name, ScriptedOptions, turn.options)
         messages, dropped = _fit(build_messages(turn), script.context_window)
-        reply = turn.prompt if script.replies is None else self._take_reply(turn, script.replies)
+        calls: list[ToolCall] = []
+        if script.replies is None:
+            reply = _echo(turn)
+        else:
+            reply, calls = self._take_reply(turn, script.replies)
         for tool_use in script.tool_uses:
             if isinstance(tool_use, str):
                 yield ToolUse(tool_use)
@@ -111,9 +150,12 @@ class ScriptedProvider:
             yield TextDelta(chunk)
         if script.fail_after_chars is not None:
             raise self._mid_stream_error(len(text))
+        for call in calls:
+            yield call
         yield Usage(
             input_tokens=estimate_message_tokens(messages),
-            output_tokens=estimate_tokens(reply),
+            output_tokens=estimate_tokens(reply)
+            + sum(estimate_tokens(c.name) + estimate_tokens(c.arguments) for c in calls),
             estimated=True,
         )
         if dropped:
@@ -123,7 +165,7 @@ class ScriptedProvider:
     async def aclose(self) -> None:
         """Nothing to release; the reply counters live as long as the run."""
 
-    def _take_reply(self, turn: TurnRequest, replies: list[Any]) -> str:
+    def _take_reply(self, turn: TurnRequest, replies: list[Any]) -> tuple[str, list[ToolCall]]:
         key = (turn.step, turn.speaker)
         index = self._next_reply.get(key, max(turn.turn_number - 1, 0))
         self._next_reply[key] = index + 1
@@ -134,7 +176,9 @@ class ScriptedProvider:
             raise ProviderError(
                 self.name, entry.error, retryable=entry.retryable, retry_after=entry.retry_after
             )
-        return str(entry)
+        if isinstance(entry, ScriptedCalls):
+            return entry.text, [_tool_call(n, c) for n, c in enumerate(entry.tool_calls, 1)]
+        return str(entry), []
 
     def _mid_stream_error(self, streamed: int) -> ProviderError:
         # Retryable on purpose: it lets tests check that the engine refuses to retry a turn
@@ -155,6 +199,23 @@ def split_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
 
 def _fit(messages: list[Message], window: int) -> tuple[list[Message], int]:
     return fit_to_window(messages, window, estimate_message_tokens) if window else (messages, 0)
+
+
+def _tool_call(number: int, call: ScriptedCall) -> ToolCall:
+    arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+    return ToolCall(call.id or f"call_{number}", call.name, arguments)
+
+
+def _echo(turn: TurnRequest) -> str:
+    """The prompt; in a tool round, the tool results the history ends with."""
+    if not turn.continues:
+        return turn.prompt
+    results: list[str] = []
+    for message in reversed(turn.history):
+        if message.role != "tool":
+            break
+        results.append(message.content)
+    return "\n".join(reversed(results))
 
 
 def _argument_text(value: Any) -> str:

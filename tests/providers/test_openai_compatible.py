@@ -23,7 +23,7 @@ from awf_nb.engine.ports import (
     Notice,
     Provider,
     TextDelta,
-    ToolUse,
+    ToolCall,
     TurnRequest,
     Usage,
 )
@@ -126,7 +126,7 @@ async def test_events_arriving_in_one_read_become_one_text_delta(
     deltas = of_type(events, TextDelta)
     assert "".join(d.text for d in deltas) == "".join(words)
     assert len(deltas) < 10, "one delta per read, not one per event"
-    assert of_type(events, ToolUse) == [ToolUse("search", "{}")]
+    assert of_type(events, ToolCall) == [ToolCall("call_1", "search", "{}")]
     assert events[-1] == Final("".join(words))
 
 
@@ -222,7 +222,7 @@ async def test_usage_is_estimated_when_the_server_sends_none(
     assert usage == Usage(input_tokens=3, output_tokens=3, estimated=True)
 
 
-async def test_tool_calls_become_tool_use_notices(
+async def test_tool_calls_become_tool_call_events(
     openai_server: OpenAIServer, provider: OpenAICompatibleProvider
 ) -> None:
     calls = [
@@ -231,9 +231,9 @@ async def test_tool_calls_become_tool_use_notices(
     ]
     openai_server.script(Reply(tokens=["Let me look."], tool_calls=calls))
     events = await collect(provider.stream(turn_for(openai_server)))
-    assert of_type(events, ToolUse) == [
-        ToolUse("read_file", '{"path": "src/app.py"}'),
-        ToolUse("grep", '{"pattern": "TODO"}'),
+    assert of_type(events, ToolCall) == [
+        ToolCall("call_0", "read_file", '{"path": "src/app.py"}'),
+        ToolCall("call_1", "grep", '{"pattern": "TODO"}'),
     ]
     assert events[-1] == Final("Let me look.")
 
@@ -824,7 +824,8 @@ async def test_odd_tool_call_pieces_do_not_crash(
     chunk = {"choices": [{"index": 0, "delta": {"content": "ok", "tool_calls": pieces}}]}
     openai_server.script(Reply(raw=f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"))
     events = await collect(provider.stream(turn_for(openai_server)))
-    assert of_type(events, ToolUse) == [ToolUse("grep", '{"q": 1}'), ToolUse("tool", "")]
+    # The piece without a function (index 1) never named a call: nothing to run.
+    assert of_type(events, ToolCall) == [ToolCall("call_1", "grep", '{"q": 1}')]
     assert events[-1] == Final("ok")
 
 
@@ -850,5 +851,6 @@ def test_any_json_event_gives_events_or_a_provider_error(value: Any) -> None:
     except ProviderError as error:
         assert error.message.startswith("openai_compatible: http://h.test/v1/chat/completions: ")
     else:
-        assert all(isinstance(e, TextDelta | ToolUse) for e in events)
+        assert all(isinstance(e, TextDelta) for e in events)
+        assert all(isinstance(e, ToolCall) for e in reader._finish_tool_calls())
         reader.usage([])

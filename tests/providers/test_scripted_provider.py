@@ -116,10 +116,11 @@ async def test_numbers_are_replies_too() -> None:
         ({"replies": "just one"}, "options.replies must be a list of items, each a string,"),
         (
             {"replies": [["nested"]]},
-            "options.replies[0] must be a string, a number or {error, retryable, retry_after} "
+            "options.replies[0] must be a string, a number, {error, retryable, retry_after} or "
+            "{tool_calls, text} "
             "(got ['nested'])",
         ),
-        ({"replies": [True]}, "options.replies[0] must be a string, a number or {error,"),
+        ({"replies": [True]}, "options.replies[0] must be a string, a number, {error,"),
         ({"delay_ms": -1}, "options.delay_ms must be a number >= 0 (got -1)"),
         ({"delay_ms": "fast"}, "options.delay_ms must be a number >= 0 (got 'fast')"),
         ({"fail_after_chars": 2.5}, "options.fail_after_chars must be a whole number >= 0"),

@@ -43,6 +43,11 @@ class Reply:
     tokens (no end of body, no `[DONE]`); `end_without_done` ends the body cleanly but
     without `[DONE]`. `raw` is sent verbatim as the SSE body. `as_json` answers with one
     JSON completion instead of a stream (servers that ignore `stream: true`).
+
+    Tool calls follow the text: `tool_calls` ({name, arguments}) each in three pieces the
+    way OpenAI streams them (ids `call_0`, `call_1`, …), or `tool_call_chunks`, the
+    `delta.tool_calls` list of each chunk as given (see `Reply.calls`: pieces split across
+    chunks, calls interleaved). `as_json` puts `tool_calls` in the completion's message.
     """
 
     tokens: list[str] = field(default_factory=lambda: ["Hello", " from", " the", " server."])
@@ -52,6 +57,7 @@ class Reply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     tool_calls: list[dict[str, str]] = field(default_factory=list)  # {name, arguments}
+    tool_call_chunks: list[list[dict[str, Any]]] = field(default_factory=list)
     cut_after: int | None = None
     end_without_done: bool = False
     raw: str | None = None
@@ -69,6 +75,33 @@ class Reply:
     def counted(cls, count: int, delay: float = 0.0, **kwargs: Any) -> Reply:
         """`count` tokens " t0", " t1", … sent `delay` seconds apart."""
         return cls(tokens=[f" t{i}" for i in range(count)], delay=delay, **kwargs)
+
+    @classmethod
+    def calls(cls, *calls: dict[str, str], pieces: int = 3, text: str = "", **kwargs: Any) -> Reply:
+        """Parallel tool calls ({name, arguments, id?}) streamed the hard way: each call's
+        id and name in its first piece, its arguments cut into `pieces` parts, the calls'
+        pieces interleaved (call 0, call 1, call 0, …) and, from the third chunk on, two
+        pieces sharing one chunk. Indices are given; ids default to `call_<index>`."""
+        streams: list[list[dict[str, Any]]] = []
+        for index, call in enumerate(calls):
+            arguments = call.get("arguments", "")
+            size = -(-len(arguments) // pieces) if arguments else 1
+            parts = [arguments[i : i + size] for i in range(0, len(arguments), size)] or [""]
+            head = {"index": index, "id": call.get("id", f"call_{index}"), "type": "function"}
+            first = {**head, "function": {"name": call["name"], "arguments": ""}}
+            rest = [{"index": index, "function": {"arguments": part}} for part in parts]
+            streams.append([first, *rest])
+        interleaved = [
+            piece for row in itertools.zip_longest(*streams) for piece in row if piece is not None
+        ]
+        chunks = [[piece] for piece in interleaved[:2]]
+        rest = interleaved[2:]
+        chunks += [rest[i : i + 2] for i in range(0, len(rest), 2)]
+        return (
+            cls.text(text, tool_call_chunks=chunks, **kwargs)
+            if text
+            else cls(tokens=[], tool_call_chunks=chunks, **kwargs)
+        )
 
     @classmethod
     def error(cls, status: int, message: str = "", **kwargs: Any) -> Reply:
@@ -319,7 +352,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         for index, call in enumerate(reply.tool_calls):
             self._write_tool_call(index, call)
-        finish = "tool_calls" if reply.tool_calls else "stop"
+        for pieces in reply.tool_call_chunks:
+            self._write_event(_chunk({"tool_calls": pieces}, finish_reason=None))
+        finish = "tool_calls" if reply.tool_calls or reply.tool_call_chunks else "stop"
         self._write_event(_chunk({}, finish_reason=finish))
         if usage is not None:
             self._write_event({**_chunk_envelope(), "choices": [], "usage": usage})
@@ -382,13 +417,20 @@ def _chunk(delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
 
 
 def _completion(reply: Reply, usage: dict[str, int]) -> dict[str, Any]:
-    message = {"role": "assistant", "content": "".join(reply.tokens)}
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(reply.tokens)}
+    if reply.tool_calls:
+        message["content"] = message["content"] or None
+        message["tool_calls"] = [
+            {"id": f"call_{index}", "type": "function", "function": call}
+            for index, call in enumerate(reply.tool_calls)
+        ]
+    finish = "tool_calls" if reply.tool_calls else "stop"
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": MODEL_NAME,
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": usage,
     }
 

@@ -23,6 +23,7 @@ from awf_nb.engine.ports import (
     ProviderFactory,
     SessionId,
     TextDelta,
+    ToolCall,
     ToolUse,
     TurnRequest,
 )
@@ -163,6 +164,8 @@ class _TurnTape:
         match event:
             case ToolUse(name=name, argument=argument):
                 event = ToolUse(name, mask(argument))
+            case ToolCall(id=call_id, name=name, arguments=arguments):
+                event = ToolCall(call_id, name, mask(arguments))
             case SessionId(session_id=session_id):
                 event = SessionId(mask(session_id))
             case Notice(message=message, truncated_turns=truncated):

@@ -6,7 +6,7 @@ delays; 0 = at once). A turn is matched within its step and speaker: it gets the
 recorded turn not served yet with the same turn number and fingerprint. When there is
 none, the run stops with `CassetteMismatch`, comparing the request with the earliest
 recorded turn not served yet (what differs: provider, prompt, system prompt, history,
-session, options, turn number), or saying the recording ends there.
+session, options, tools, tool round or not, turn number), or saying the recording ends there.
 `Replayer.reader(reader)` serves the recorded person messages in order, then `reader`.
 """
 
@@ -225,6 +225,20 @@ def _differences(recorded: RecordedTurn, summary: dict[str, Any], turn_number: i
         keys = sorted(k for k in {*options_was, *options_now}
                       if options_was.get(k) != options_now.get(k))  # fmt: skip
         found.append(f"the options differ ({', '.join(keys)})")
+    tools_was, tools_now = was.get("tools"), summary.get("tools")
+    if tools_was != tools_now:
+        names_was = (tools_was or {}).get("names") or []
+        names_now = (tools_now or {}).get("names") or []
+        if names_was == names_now:
+            found.append("the tools differ (a description or parameter schema changed)")
+        else:
+            found.append(
+                f"the tools differ (recorded {', '.join(names_was) or 'none'}, "
+                f"now {', '.join(names_now) or 'none'})"
+            )
+    if bool(was.get("continues")) != bool(summary.get("continues")):
+        recorded_kind = "a tool round" if was.get("continues") else "a new message"
+        found.append(f"the kind of turn differs (recorded {recorded_kind})")
     if not found and recorded.fingerprint != fingerprint(summary):
         found.append("the request differs from its recorded fingerprint (was the cassette edited?)")
     return found

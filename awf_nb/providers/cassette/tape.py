@@ -7,6 +7,9 @@ A cassette is JSON Lines, one object per line, written as the run goes:
      "speaker": "", "turn": 1, "fingerprint": "<sha256>", "request": {...},
      "events": [{"at": 0.0012, "text": "Hel"}, ..., {"at": 0.02, "final": "Hello"}],
      "end": "complete"}
+    (a tool call the model asked for is an event {"at": …, "tool_call": {"id", "name",
+     "arguments"}}; the request of a turn with tools holds "tools", of a tool round
+     "continues": true)
     {"type": "input", "text": "tell me more"}       (a person's message; null = end of input)
 
 `request` is the masked summary of what the provider was asked (`request_summary`); the
@@ -27,10 +30,12 @@ from typing import Any, Literal
 
 from awf_nb.engine.ports import (
     Final,
+    Message,
     Notice,
     ProviderEvent,
     SessionId,
     TextDelta,
+    ToolCall,
     ToolUse,
     TurnRequest,
     Usage,
@@ -84,14 +89,18 @@ def _sha256(value: Any) -> str:
 def request_summary(provider: str, turn: TurnRequest, masker: Masker) -> dict[str, Any]:
     """What of a request can change the answer, masked: provider, prompt, system prompt,
     history (its length and hash: a long conversation must not make each line resend every
-    message), whether a session is resumed, and the options but `IGNORED_OPTIONS`.
+    message), whether a session is resumed, the options but `IGNORED_OPTIONS`, and in chat
+    mode the tools (names, and a hash of names, descriptions and schemas) and whether the
+    turn is a tool round.
 
     The run id, working directory, timeout and environment are left out: they differ from
-    run to run and machine to machine without changing what is asked.
+    run to run and machine to machine without changing what is asked. Keys about tools are
+    only there when a turn has them, so cassettes recorded before tools existed (and turns
+    without tools) keep their fingerprints.
     """
-    history = [[m.role, masker.mask(m.content)] for m in turn.history]
+    history = [_history_entry(m, masker) for m in turn.history]
     options = {k: v for k, v in turn.options.items() if k not in IGNORED_OPTIONS}
-    return {
+    summary: dict[str, Any] = {
         "provider": provider,
         "prompt": masker.mask(turn.prompt),
         "system_prompt": None if turn.system_prompt is None else masker.mask(turn.system_prompt),
@@ -99,6 +108,27 @@ def request_summary(provider: str, turn: TurnRequest, masker: Masker) -> dict[st
         "session_id": bool(turn.session_id),
         "options": masker.mask_data(options),
     }
+    if turn.tools:
+        specs = [[t.name, t.description, t.parameters] for t in turn.tools]
+        summary["tools"] = {
+            "names": [t.name for t in turn.tools],
+            "sha256": _sha256(masker.mask_data(specs)),
+        }
+    if turn.continues:
+        summary["continues"] = True
+    return summary
+
+
+def _history_entry(message: Message, masker: Masker) -> list[Any]:
+    """`[role, content]`, plus the calls of an assistant message or the call a tool message
+    answers (a plain message keeps the form it had before tools, and so its hash)."""
+    entry: list[Any] = [message.role, masker.mask(message.content)]
+    if message.tool_calls:
+        calls = [[c.id, c.name, masker.mask(c.arguments)] for c in message.tool_calls]
+        entry.append(calls)
+    if message.role == "tool":
+        entry += [message.tool_call_id, message.name]
+    return entry
 
 
 def fingerprint(summary: Mapping[str, Any]) -> str:
@@ -173,6 +203,8 @@ def event_to_json(timed: TimedEvent) -> dict[str, Any]:
             return {"at": at, "text": text}
         case ToolUse(name=name, argument=argument):
             return {"at": at, "tool_use": {"name": name, "argument": argument}}
+        case ToolCall(id=call_id, name=name, arguments=arguments):
+            return {"at": at, "tool_call": {"id": call_id, "name": name, "arguments": arguments}}
         case Usage():
             usage = {"input_tokens": event.input_tokens, "output_tokens": event.output_tokens,
                      "estimated": event.estimated, "cost_usd": event.cost_usd}  # fmt: skip
@@ -195,6 +227,9 @@ def event_from_json(data: Mapping[str, Any]) -> TimedEvent:
         event = TextDelta(str(data["text"]))
     elif "tool_use" in data:
         event = ToolUse(str(data["tool_use"]["name"]), str(data["tool_use"]["argument"]))
+    elif "tool_call" in data:
+        call = data["tool_call"]
+        event = ToolCall(str(call["id"]), str(call["name"]), str(call["arguments"]))
     elif "usage" in data:
         u = data["usage"]
         event = Usage(int(u["input_tokens"]), int(u["output_tokens"]), bool(u["estimated"]),

@@ -231,6 +231,10 @@ class CliProvider(ABC):
     # -- the contract
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
+        # `turn.tools` is not passed on, on purpose: an agent CLI runs its own tools inside
+        # its turn (reported as ToolUse) and never returns calls for awf to run, so turns
+        # here never `continue` with tool results. Giving a CLI agent awf's tools is the
+        # separate `mcp_proxy` feature (an MCP server awf serves to the CLI).
         options = self._options(turn.options)
         for notice in self._option_notices(turn.options, options):
             yield notice
@@ -357,15 +361,33 @@ class CliProvider(ABC):
 
 
 def replay_prompt(history: Iterable[Message], prompt: str) -> str:
-    """The new message preceded by a transcript of the conversation so far."""
-    speakers = {"user": "User", "assistant": "Assistant"}
-    transcript = "\n\n".join(f"{speakers.get(m.role, m.role)}: {m.content}" for m in history)
+    """The new message preceded by a transcript of the conversation so far.
+
+    Tool calls made with awf's own tools (a step that ran on an HTTP or local provider
+    before, e.g. through `continue_from`) are shown as lines the agent can read: the calls
+    under the assistant's message, each result as a `Tool <name>:` entry."""
+    transcript = "\n\n".join(_replayed(m) for m in history)
     return (
         "Here is our conversation so far (replayed because the previous session could not "
         "be resumed):\n\n"
         f"<conversation>\n{transcript}\n</conversation>\n\n"
         f"Continue the conversation. My new message:\n\n{prompt}"
     )
+
+
+_SPEAKERS = {"user": "User", "assistant": "Assistant"}
+
+
+def _replayed(message: Message) -> str:
+    """One history message as transcript text."""
+    if message.role == "tool":
+        return f"Tool {message.name or 'result'}: {message.content}"
+    lines = [f"{_SPEAKERS.get(message.role, message.role)}: {message.content}"]
+    if message.tool_calls:
+        if not message.content:
+            lines = [f"{_SPEAKERS.get(message.role, message.role)}:"]
+        lines += [f"[called {call.name}({call.arguments})]" for call in message.tool_calls]
+    return "\n".join(lines)
 
 
 def short_argument(value: Any, keys: Iterable[str] = ()) -> str:

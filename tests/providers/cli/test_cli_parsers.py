@@ -395,3 +395,21 @@ def test_replay_prompt_carries_the_transcript_before_the_new_message() -> None:
     text = replay_prompt([Message("user", "q1"), Message("assistant", "a1")], "q2")
     assert text.index("User: q1") < text.index("Assistant: a1") < text.index("q2")
     assert text.endswith("q2")
+
+
+def test_replay_prompt_shows_tool_calls_and_results_as_text() -> None:
+    from awf_nb.engine.ports import Message, ToolCall
+
+    history = [
+        Message("user", "weather in Paris?"),
+        Message("assistant", "", tool_calls=(ToolCall("c1", "get_weather", '{"city": "Paris"}'),)),
+        Message("tool", "sunny, 21 C", tool_call_id="c1", name="get_weather"),
+        Message("assistant", "It is sunny."),
+    ]
+    text = replay_prompt(history, "and tomorrow?")
+    assert (
+        "User: weather in Paris?\n\n"
+        'Assistant:\n[called get_weather({"city": "Paris"})]\n\n'
+        "Tool get_weather: sunny, 21 C\n\n"
+        "Assistant: It is sunny."
+    ) in text
