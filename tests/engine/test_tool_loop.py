@@ -1,14 +1,16 @@
 """Chat mode: a reply with tool calls runs the tools and continues; a reply without tool
 calls hands the turn to the person or ends the step. Confirmation, max_rounds, errors as
-results, interruption, resume repair — with a scripted model and the real built-in and
-command tools."""
+results, interruption, resume repair — with the real built-in tools, and a model that
+follows a script, run twice: in process, and as a fake OpenAI-compatible server on
+127.0.0.1 that the openai_compatible provider talks to (streamed `tool_calls`)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import textwrap
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,11 @@ from awf_nb.engine.events import AwaitingConfirmation, ToolCallFinished, ToolCal
 from awf_nb.engine.ports import Final, Message, TextDelta, ToolCall, TurnRequest, Usage
 from awf_nb.engine.tool_calls import INTERRUPTED, NOBODY_TO_ASK, REFUSED
 from awf_nb.frontends.scripted import ScriptedReader
+from awf_nb.providers.openai_compatible import OpenAICompatibleProvider
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
+from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.waiting import until
 
 Script = list[str | list[tuple[str, dict[str, Any] | str]]]
@@ -56,6 +60,65 @@ class ToolModel:
 
     async def aclose(self) -> None:
         pass
+
+
+class ServedModel:
+    """The same script served by a fake OpenAI-compatible server and reached through the
+    openai_compatible provider; it remembers every request the engine made."""
+
+    name = "openai_compatible"
+    session_kind = "history"
+
+    def __init__(self, script: Script, server: OpenAIServer) -> None:
+        self.requests: list[TurnRequest] = []
+        self.server = server
+        self.provider = OpenAICompatibleProvider()
+        number = 0
+        replies = []
+        for entry in script:
+            if isinstance(entry, str):
+                replies.append(Reply.text(entry))
+                continue
+            calls = []
+            for name, arguments in entry:
+                number += 1
+                text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+                calls.append({"name": name, "arguments": text, "id": f"call_{number}"})
+            replies.append(Reply.calls(*calls))
+        server.script(*replies)
+
+    def stream(self, turn: TurnRequest) -> AsyncIterator[object]:
+        self.requests.append(turn)
+        options = {"base_url": self.server.base_url, "model": "test-model"}
+        return self.provider.stream(dataclasses.replace(turn, options=options))
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()
+
+
+MODEL_KIND = "in-process"
+SERVER: OpenAIServer | None = None
+
+
+@pytest.fixture(autouse=True, params=["in-process", "openai-server"])
+def model_kind(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs with each kind of model."""
+    global MODEL_KIND, SERVER
+    MODEL_KIND = request.param
+    if request.param == "in-process":
+        yield request.param
+        return
+    with OpenAIServer() as server:
+        SERVER = server
+        yield request.param
+        SERVER = None
+
+
+def make_model(script: Script) -> ToolModel | ServedModel:
+    if MODEL_KIND == "in-process":
+        return ToolModel(script)
+    assert SERVER is not None
+    return ServedModel(script, SERVER)
 
 
 class Confirming(ScriptedReader):
@@ -113,7 +176,7 @@ def roles(messages: list[Message]) -> list[str]:
 
 async def test_a_reply_with_tool_calls_runs_them_and_continues(workdir: Path, store: Store):
     (workdir / "notes.md").write_text("buy milk\n")
-    model = ToolModel([[("Read", {"file_path": "notes.md"})], "You need milk."])
+    model = make_model([[("Read", {"file_path": "notes.md"})], "You need milk."])
     state, sink = await run(workflow("{builtin: [Read]}") + "", model, workdir, store)
     assert state.status == "completed", state.error
     assert state.steps["work"].output == "You need milk."
@@ -136,7 +199,7 @@ async def test_a_reply_with_tool_calls_runs_them_and_continues(workdir: Path, st
 async def test_parallel_calls_come_back_in_call_order(workdir: Path):
     (workdir / "a.txt").write_text("alpha")
     slow = {"command": "sleep 0.3; echo slow-done"}
-    model = ToolModel([[("Bash", slow), ("Read", {"file_path": "a.txt"})], "ok"])
+    model = make_model([[("Bash", slow), ("Read", {"file_path": "a.txt"})], "ok"])
     state, sink = await run(workflow("{builtin: [Bash, Read]}"), model, workdir)
     assert state.status == "completed", state.error
     history = model.requests[1].history
@@ -147,7 +210,7 @@ async def test_parallel_calls_come_back_in_call_order(workdir: Path):
 
 
 async def test_errors_are_results_and_the_step_goes_on(workdir: Path):
-    model = ToolModel(
+    model = make_model(
         [
             [
                 ("Nope", {}),
@@ -170,7 +233,7 @@ async def test_errors_are_results_and_the_step_goes_on(workdir: Path):
 
 
 async def test_max_rounds_fails_the_step(workdir: Path):
-    model = ToolModel([[("Glob", {"pattern": "*"})]] * 5)
+    model = make_model([[("Glob", {"pattern": "*"})]] * 5)
     state, _ = await run(workflow("{builtin: [Glob], max_rounds: 2}"), model, workdir)
     assert state.status == "failed"
     assert "still calls tools after 2 rounds (tools.max_rounds)" in state.error
@@ -179,7 +242,7 @@ async def test_max_rounds_fails_the_step(workdir: Path):
 
 async def test_a_reply_without_calls_hands_the_turn_to_the_person(workdir: Path):
     (workdir / "n.txt").write_text("x")
-    model = ToolModel(
+    model = make_model(
         [[("Read", {"file_path": "n.txt"})], "Read it.", [("Glob", {"pattern": "*"})], "Two."]
     )
     state, _ = await run(
@@ -207,7 +270,7 @@ async def test_a_reply_without_calls_hands_the_turn_to_the_person(workdir: Path)
 async def test_confirm_asks_the_person(
     workdir: Path, answers: list[bool], yes: bool, result: str, outcome: str
 ):
-    model = ToolModel([[("Write", {"file_path": "out.txt", "content": "hi"})], "ok"])
+    model = make_model([[("Write", {"file_path": "out.txt", "content": "hi"})], "ok"])
     reader = Confirming(answers)
     state, sink = await run(
         workflow("{builtin: [Write], confirm: [Write]}"), model, workdir, reader=reader, yes=yes
@@ -224,7 +287,7 @@ async def test_confirm_asks_the_person(
 
 async def test_headless_refuses_confirmable_tools_unless_yes(workdir: Path):
     for yes, written in ((False, False), (True, True)):
-        model = ToolModel([[("Write", {"file_path": "o.txt", "content": "x"})], "ok"])
+        model = make_model([[("Write", {"file_path": "o.txt", "content": "x"})], "ok"])
         state, _ = await run(
             workflow("{builtin: [Write], confirm: [Write]}"), model, workdir, yes=yes
         )
@@ -237,7 +300,7 @@ async def test_headless_refuses_confirmable_tools_unless_yes(workdir: Path):
 async def test_ctrl_c_during_a_tool_call_records_interrupted_and_opens_the_prompt(
     workdir: Path,
 ):
-    model = ToolModel([[("Bash", {"command": "sleep 60"}), ("Glob", {"pattern": "*"})], "Ok."])
+    model = make_model([[("Bash", {"command": "sleep 60"}), ("Glob", {"pattern": "*"})], "Ok."])
     sink = Collect()
     reader = ScriptedReader(["never mind", ""])
     runner = prepare_run(
@@ -269,7 +332,7 @@ async def test_ctrl_c_during_a_tool_call_records_interrupted_and_opens_the_promp
 
 async def test_resume_repairs_calls_left_without_results(workdir: Path, store: Store):
     (workdir / "n.txt").write_text("x")
-    model = ToolModel([[("Read", {"file_path": "n.txt"})], "Read it."])
+    model = make_model([[("Read", {"file_path": "n.txt"})], "Read it."])
     text = workflow("{builtin: [Read]}", mode="conversation")
     state, _ = await run(text, model, workdir, store, reader=ScriptedReader([""]))
     # The process "died" while the call ran: its result never reached the disk.
@@ -283,7 +346,7 @@ async def test_resume_repairs_calls_left_without_results(workdir: Path, store: S
     saved.current_step = "work"
     store.save_state(saved)
 
-    model = ToolModel(["Carrying on."])
+    model = make_model(["Carrying on."])
     runner = prepare_resume(
         run_id, store=store, cwd=workdir, providers=lambda name: model,
         reader=ScriptedReader(["go on", ""]),
