@@ -3,7 +3,8 @@
 An agent CLI (claude, gemini, codex, …) runs its own tools inside a turn; the engine
 cannot run them for it. With `mcp_proxy: {enable: true}`, the step's `tools:` block is
 served to the CLI instead, as an MCP server the CLI starts itself:
-`python -m awf_nb.cli mcp-serve --config FILE [--yes]`. `McpProxy` is the run's
+`python -m awf_nb.cli mcp-serve --config FILE [--yes]` (from a source checkout, a `-c`
+line that finds this checkout: see `_run_awf`). `McpProxy` is the run's
 `McpProxyFactory` (see `awf_nb.engine.ports`): for each such step it writes FILE — the
 step's tools, the working directory, the command environment — and returns the server
 for the CLI providers to pass with their own MCP flags.
