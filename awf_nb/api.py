@@ -104,6 +104,14 @@ async def _start_toolset(config: Any, cwd: Path, env: Mapping[str, str], masker:
     return tools
 
 
+def _mcp_proxy() -> Any:
+    """The run's `McpProxyFactory` (`mcp_proxy` on an agent CLI step): its config files
+    go when the run's config does (or at exit)."""
+    from awf_nb.tools.proxy import McpProxy
+
+    return McpProxy()
+
+
 def use_cassette_input(runner: Runner) -> None:
     """Record the person's messages too, or serve the recorded ones first.
 
@@ -171,6 +179,7 @@ def prepare_run(
         load_child=_load_child,
         simulated_user=user,
         toolsets=_start_toolset,
+        mcp_proxy=_mcp_proxy(),
         yes=yes,
     )
     if sink is not None:
@@ -308,6 +317,7 @@ def prepare_resume(
         load_child=_load_child,
         simulated_user=user,
         toolsets=_start_toolset,
+        mcp_proxy=_mcp_proxy(),
         yes=yes,
     )
     if sink is not None:

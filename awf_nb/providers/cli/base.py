@@ -10,7 +10,10 @@ process group on cancel or timeout.
 
 A concrete provider supplies three things: how to build the command line
 (`build_command`), how to read its output (`new_parser`, an `OutputParser`), and how the
-CLI says "unknown session" (`session_missing_pattern`).
+CLI says "unknown session" (`session_missing_pattern`). MCP servers a turn brings
+(`mcp_proxy`: awf serving the step's tools) reach the CLI through its own MCP flags in
+`build_command`, or through its configuration in `prepare_env` when that must be merged
+with the user's own (an environment variable, a settings file written for the turn).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from awf_nb.engine.ports import (
     Final,
+    McpServerSpec,
     Message,
     Notice,
     ProviderEvent,
@@ -47,6 +51,12 @@ from awf_nb.providers.options import OptionsModel, parse_options, unknown_option
 
 # One NDJSON line can carry a whole file the agent read; 16 MiB keeps us clear of that.
 STDOUT_LINE_LIMIT = 16 * 1024 * 1024
+# How long one call of a served tool may take, for the CLIs that cap it themselves (codex:
+# 60 s): awf's tools have their own limits (a command 2 minutes by default, Bash up to 10).
+MCP_TOOL_TIMEOUT_SECONDS = 900
+# How long an MCP server may take to start and list its tools (a Python process that may
+# itself start the MCP servers it proxies), for the CLIs with a shorter default.
+MCP_STARTUP_TIMEOUT_SECONDS = 60
 # Linux refuses a single argv string over 128 KiB (MAX_ARG_STRLEN); longer prompts (a long
 # replayed history) go through stdin for the CLIs that read one there.
 ARGV_PROMPT_LIMIT = 100_000
@@ -115,6 +125,7 @@ class CliTurn:
     system_prompt: str | None  # only for CLIs with a system-prompt flag
     session_id: str | None
     options: CliOptions
+    mcp_servers: tuple[McpServerSpec, ...] = ()  # to connect to for this turn (mcp_proxy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +239,14 @@ class CliProvider(ABC):
     @abstractmethod
     def new_parser(self) -> OutputParser: ...
 
+    def prepare_env(
+        self, turn: CliTurn, env: dict[str, str], turn_files: contextlib.ExitStack
+    ) -> None:
+        """Last changes to the CLI's environment (`env`, already holding the user's own
+        variables), e.g. MCP servers merged into a configuration the user may set too.
+        Cleanups pushed on `turn_files` run when the turn ends. Nothing by default."""
+        return None
+
     # -- the contract
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
@@ -248,13 +267,16 @@ class CliProvider(ABC):
         # The CLI's own defaults first (e.g. IS_SANDBOX), so the user can override them.
         env = {**os.environ, **command.env, **options.env, **_strings(turn.env)}
         parser = self.new_parser()
-        run = _Run(self, command, env, Path(turn.working_dir))
         streamed = False
-        async with contextlib.aclosing(run.lines()) as lines:
-            async for line in lines:
-                for event in parse_line(parser, line, run.diagnostics):
-                    streamed = streamed or isinstance(event, TextDelta)
-                    yield event
+        # Files written for this turn (prepare_env) go when it ends, however it ends.
+        with contextlib.ExitStack() as turn_files:
+            self.prepare_env(cli_turn, env, turn_files)
+            run = _Run(self, command, env, Path(turn.working_dir))
+            async with contextlib.aclosing(run.lines()) as lines:
+                async for line in lines:
+                    for event in parse_line(parser, line, run.diagnostics):
+                        streamed = streamed or isinstance(event, TextDelta)
+                        yield event
         for event in parse_whole_document(parser, run.diagnostics):
             streamed = streamed or isinstance(event, TextDelta)
             yield event
@@ -309,6 +331,7 @@ class CliProvider(ABC):
             system_prompt=system_prompt or None,
             session_id=turn.session_id or None,
             options=options,
+            mcp_servers=tuple(turn.mcp_servers),
         )
         return cli_turn, len(replay)
 
@@ -355,6 +378,18 @@ class CliProvider(ABC):
     @staticmethod
     def prompt_fits_argv(prompt: str) -> bool:
         return len(prompt.encode()) <= ARGV_PROMPT_LIMIT
+
+
+# --- MCP servers ---------------------------------------------------------------------------
+
+
+def mcp_server_entry(server: McpServerSpec) -> dict[str, Any]:
+    """A stdio server as the `mcpServers` entries of claude, gemini and copilot describe
+    it: command, args and (only when there is some) env."""
+    entry: dict[str, Any] = {"command": server.command, "args": list(server.args)}
+    if server.env:
+        entry["env"] = dict(server.env)
+    return entry
 
 
 # --- prompt helpers -------------------------------------------------------------------------

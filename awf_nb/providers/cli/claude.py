@@ -1,14 +1,18 @@
 """The `claude` provider: Anthropic's Claude Code CLI (`@anthropic-ai/claude-code`).
 
 Command: `claude -p P --output-format stream-json --verbose --include-partial-messages
-[--model M] [--system-prompt S] [-r ID] [--allowedTools=A,B]
-[--dangerously-skip-permissions] [extra_args…]`. Text streams token by token from
+[--model M] [--system-prompt S] [-r ID] [--mcp-config=JSON] [--allowedTools=A,B]
+[--dangerously-skip-permissions] [extra_args…]`. MCP servers (`mcp_proxy`) go in
+`--mcp-config` (added to the user's own servers) and their tools are allowed with
+`mcp__<server>` in `--allowedTools`: a `-p` run denies any tool not allowed there, as
+there is no one to ask. Text streams token by token from
 `stream_event` deltas (the `assistant` event that follows repeats it and is skipped);
 success is `result.is_error == false` — a failed API call still says `subtype: success`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -20,6 +24,7 @@ from awf_nb.providers.cli.base import (
     Command,
     OutputParser,
     TurnOutcome,
+    mcp_server_entry,
     short_argument,
 )
 
@@ -56,9 +61,18 @@ class ClaudeProvider(CliProvider):
             argv += ["--system-prompt", turn.system_prompt]
         if turn.session_id:
             argv += ["-r", turn.session_id]
-        if options.allowed_tools:
+        allowed = list(options.allowed_tools)
+        if turn.mcp_servers:
+            servers = {
+                server.name: {"type": "stdio", **mcp_server_entry(server)}
+                for server in turn.mcp_servers
+            }
+            # The `=` form, like --allowedTools below: the flag takes several values.
+            argv.append("--mcp-config=" + json.dumps({"mcpServers": servers}))
+            allowed += [f"mcp__{server.name}" for server in turn.mcp_servers]
+        if allowed:
             # The `=` form: --allowedTools is variadic and would swallow a following word.
-            argv.append("--allowedTools=" + ",".join(options.allowed_tools))
+            argv.append("--allowedTools=" + ",".join(allowed))
         env: dict[str, str] = {}
         if options.dangerously_skip_permissions:
             argv.append("--dangerously-skip-permissions")

@@ -1,20 +1,27 @@
 """The `codex` provider: OpenAI's Codex CLI (`@openai/codex`), run as `codex exec`.
 
 Command: `codex exec [resume ID] --json --skip-git-repo-check [--model M]
-[--dangerously-bypass-approvals-and-sandbox] [extra_args…] P`, the system prompt prefixed
-to the first prompt. `--skip-git-repo-check` is required outside a git repository.
+[--dangerously-bypass-approvals-and-sandbox] [-c mcp_servers.NAME.KEY=VALUE…]
+[extra_args…] P`, the system prompt prefixed to the first prompt.
+`--skip-git-repo-check` is required outside a git repository. MCP servers (`mcp_proxy`)
+are config overrides (TOML values): command, args, env, a longer startup and tool timeout
+than codex's 10 s and 60 s, and `default_tools_approval_mode="approve"` — `codex exec`
+never asks, so without it every call of an MCP tool is refused.
 Codex prints whole items, not token deltas: each `agent_message` arrives complete; the
 reply is the last one. Success is a `turn.completed` with no `turn.failed`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from typing import Any
 
-from awf_nb.engine.ports import Notice, ProviderEvent, ToolUse, Usage
+from awf_nb.engine.ports import McpServerSpec, Notice, ProviderEvent, ToolUse, Usage
 from awf_nb.providers.cli.base import (
+    MCP_STARTUP_TIMEOUT_SECONDS,
+    MCP_TOOL_TIMEOUT_SECONDS,
     CliProvider,
     CliTurn,
     Command,
@@ -25,6 +32,7 @@ from awf_nb.providers.cli.base import (
 )
 
 _SHELLS = ("bash", "sh", "zsh")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class CodexProvider(CliProvider):
@@ -49,6 +57,8 @@ class CodexProvider(CliProvider):
             argv += ["--model", options.model]
         if options.dangerously_skip_permissions:
             argv.append("--dangerously-bypass-approvals-and-sandbox")
+        for server in turn.mcp_servers:  # before extra_args: a user's own -c comes later, wins
+            argv += [arg for item in mcp_overrides(server) for arg in ("-c", item)]
         argv += options.extra_args
         if not self.prompt_fits_argv(turn.prompt):
             return Command([*argv, "-"], stdin=turn.prompt)  # `-`: read the prompt from stdin
@@ -58,6 +68,30 @@ class CodexProvider(CliProvider):
 
     def new_parser(self) -> CodexParser:
         return CodexParser()
+
+
+def mcp_overrides(server: McpServerSpec) -> list[str]:
+    """`-c` overrides that add a stdio MCP server whose tools run without approval."""
+    key = server.name if _BARE_KEY.fullmatch(server.name) else _toml(server.name)
+    values: dict[str, Any] = {"command": server.command, "args": list(server.args)}
+    if server.env:
+        values["env"] = dict(server.env)
+    values |= {
+        "startup_timeout_sec": MCP_STARTUP_TIMEOUT_SECONDS,
+        "tool_timeout_sec": MCP_TOOL_TIMEOUT_SECONDS,
+        "default_tools_approval_mode": "approve",
+    }
+    return [f"mcp_servers.{key}.{name}={_toml(value)}" for name, value in values.items()]
+
+
+def _toml(value: Any) -> str:
+    """A TOML value. JSON's strings, numbers and arrays are TOML's too (non-ASCII kept
+    as is: TOML has no surrogate-pair escapes); a mapping is an inline table."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml(str(k))} = {_toml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(item) for item in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 class CodexParser(OutputParser):

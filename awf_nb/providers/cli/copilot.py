@@ -1,14 +1,19 @@
 """The `github_copilot` provider (alias `copilot`): GitHub's Copilot CLI (`@github/copilot`).
 
 Command: `copilot [--resume=ID] -p P --output-format=json --silent [--model=M]
-[--allow-all] [--allow-tool=T]… [extra_args…]`, the system prompt prefixed to the first
-prompt. Text streams from `assistant.message_delta`; the reply is the last
-`assistant.message` with non-empty content; the session id only comes in the final
-`result` event, whose `exitCode` tells success. Copilot reports no token usage.
+[--allow-all] [--allow-tool=T]… [--additional-mcp-config=JSON --allow-tool=SERVER]…
+[extra_args…]`, the system prompt prefixed to the first prompt. MCP servers
+(`mcp_proxy`) are added to the user's own for the session by `--additional-mcp-config`,
+and their tools allowed by naming the server in `--allow-tool`: without it, a
+non-interactive copilot denies every call ("no interactive user response"). Text streams
+from `assistant.message_delta`; the reply is the last `assistant.message` with non-empty
+content; the session id only comes in the final `result` event, whose `exitCode` tells
+success. Copilot reports no token usage.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -19,6 +24,7 @@ from awf_nb.providers.cli.base import (
     Command,
     OutputParser,
     TurnOutcome,
+    mcp_server_entry,
     readable_error,
     short_argument,
 )
@@ -51,6 +57,11 @@ class CopilotProvider(CliProvider):
         if options.dangerously_skip_permissions:
             argv.append("--allow-all")
         argv += [f"--allow-tool={tool}" for tool in options.allowed_tools]
+        for server in turn.mcp_servers:
+            # `tools: ["*"]`: copilot's config offers only the tools listed there.
+            entry = {"type": "local", **mcp_server_entry(server), "tools": ["*"]}
+            config = {"mcpServers": {server.name: entry}}
+            argv += [f"--additional-mcp-config={json.dumps(config)}", f"--allow-tool={server.name}"]
         return Command([*argv, *options.extra_args], stdin=stdin)
 
     def new_parser(self) -> CopilotParser:

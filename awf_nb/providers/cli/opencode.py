@@ -6,15 +6,24 @@ the first turn) **on stdin**, then closed: an argv prompt containing spaces gets
 in literal quotes by opencode. Never pass `--framework`, `--verbose` or `--output`
 (rejected). Text parts arrive whole; the reply is all of them joined with "". Success is
 a last `step_finish` with reason `stop` and no `error` line.
+
+MCP servers (`mcp_proxy`) go in the `OPENCODE_CONFIG_CONTENT` configuration, merged into
+the one the user may give there (`mcp.<name>`: a `local` server), with
+`permission["<name>_*"] = "allow"`: a permission set to `ask` is refused in a run, as no
+one can answer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from typing import Any
 
-from awf_nb.engine.ports import ProviderEvent, ToolUse, Usage
+from awf_nb.engine.ports import McpServerSpec, ProviderEvent, ToolUse, Usage
+from awf_nb.errors import ProviderError
 from awf_nb.providers.cli.base import (
+    MCP_STARTUP_TIMEOUT_SECONDS,
     CliProvider,
     CliTurn,
     Command,
@@ -42,8 +51,47 @@ class OpencodeProvider(CliProvider):
             argv.append("--dangerously-skip-permissions")
         return Command([*argv, *options.extra_args], stdin=turn.prompt)
 
+    def prepare_env(
+        self, turn: CliTurn, env: dict[str, str], turn_files: contextlib.ExitStack
+    ) -> None:
+        if not turn.mcp_servers:
+            return
+        text = env.get(CONFIG_VARIABLE, "").strip()
+        try:
+            config = json.loads(text) if text else {}
+        except ValueError as exc:
+            raise ProviderError(
+                self.name, f"{CONFIG_VARIABLE} is not valid JSON ({exc}); cannot add MCP servers"
+            ) from None
+        if not isinstance(config, dict):
+            raise ProviderError(self.name, f"{CONFIG_VARIABLE} must hold a JSON object")
+        env[CONFIG_VARIABLE] = json.dumps(with_mcp_servers(config, turn.mcp_servers))
+
     def new_parser(self) -> OpencodeParser:
         return OpencodeParser()
+
+
+CONFIG_VARIABLE = "OPENCODE_CONFIG_CONTENT"
+
+
+def with_mcp_servers(config: dict[str, Any], servers: tuple[McpServerSpec, ...]) -> dict[str, Any]:
+    """`config` (opencode's JSON configuration) with `servers` added and allowed."""
+    mcp = dict(config.get("mcp") or {})
+    permission = config.get("permission")
+    # A single word sets every tool's permission; rules by tool name can say the same.
+    rules = dict(permission) if isinstance(permission, dict) else {}
+    if isinstance(permission, str):
+        rules["*"] = permission
+    for server in servers:
+        mcp[server.name] = {
+            "type": "local",
+            "command": [server.command, *server.args],
+            "environment": dict(server.env),
+            "enabled": True,
+            "timeout": MCP_STARTUP_TIMEOUT_SECONDS * 1000,  # ms, to list the tools
+        }
+        rules[f"{server.name}_*"] = "allow"  # opencode names them <server>_<tool>
+    return {**config, "mcp": mcp, "permission": rules}
 
 
 class OpencodeParser(OutputParser):

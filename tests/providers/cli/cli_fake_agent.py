@@ -1,7 +1,7 @@
 """A fake agent CLI: installed under a CLI's name (claude, gemini, …) first on PATH.
 
-It records how it was called (argv, stdin, cwd, environment, its pid and process group)
-to `$FAKE_CLI_DIR/record-N.json`, then prints a recorded sample of the real CLI's output
+It records how it was called (argv, stdin, cwd, environment, its pid and process group,
+the settings file gemini would read) to `$FAKE_CLI_DIR/record-N.json`, then prints a recorded sample of the real CLI's output
 line by line with small sleeps, so tests can check that events stream as they arrive.
 
 What invocation N does comes from `$FAKE_CLI_DIR/plan.json`, a list of steps (the last
@@ -24,7 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-ENV_SHOWN = ("IS_SANDBOX", "FAKE_OPTION_ENV", "FAKE_TURN_ENV", "HOME")
+ENV_SHOWN = (
+    "IS_SANDBOX", "FAKE_OPTION_ENV", "FAKE_TURN_ENV", "HOME",
+    "OPENCODE_CONFIG_CONTENT", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+)  # fmt: skip
+# A settings file the provider writes for the turn only: recorded while it exists.
+SETTINGS_FILE_VARIABLE = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
 
 
 def main() -> int:
@@ -49,6 +54,7 @@ def main() -> int:
         "pid": os.getpid(),
         "pgid": os.getpgid(0),
         "child_pid": child.pid if child else None,
+        "settings_file": read_settings_file(),
     }
     (folder / f"record-{number}.json").write_text(json.dumps(record))
     print_sample(folder, step, number)
@@ -57,6 +63,14 @@ def main() -> int:
     if step.get("hang"):
         time.sleep(60)
     return int(step.get("exit", 0))
+
+
+def read_settings_file() -> str | None:
+    path = os.environ.get(SETTINGS_FILE_VARIABLE)
+    try:
+        return Path(path).read_text() if path else None
+    except OSError:
+        return None
 
 
 def print_sample(folder: Path, step: dict, number: int) -> None:

@@ -4,7 +4,9 @@ The CLIs come from npm (tests/providers/cli/install_clis.sh installs them into
 `$AWF_NPM_PREFIX`, default `<repo>/.npm-cli`); a CLI that is not installed there is
 skipped. Each runs with a fresh HOME and TMPDIR and talks only to the fake server
 (cli_fake_llm.py), which records every request: so a two-turn session can show that the
-CLI really resumed — turn 2's request carries turn 1's user and assistant messages.
+CLI really resumed — turn 2's request carries turn 1's user and assistant messages — and,
+with a scripted tool call, that a CLI really called a step's tool served by
+`awf mcp-serve` (mcp_proxy): the next request carries the tool's output.
 """
 
 from __future__ import annotations
@@ -18,10 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_fake_llm import FakeLlmServer, last_user_text, request_texts
+from cli_fake_llm import (
+    FakeLlmServer,
+    ScriptedToolCall,
+    last_user_text,
+    offered_tools,
+    request_texts,
+)
 
 from awf_nb.engine.ports import Final, ProviderEvent, SessionId, TextDelta, TurnRequest
 from awf_nb.errors import ProviderError
+from awf_nb.providers.cli import gemini as gemini_module
 from awf_nb.providers.cli.base import ARGV_PROMPT_LIMIT, CliProvider
 from awf_nb.providers.cli.claude import ClaudeProvider
 from awf_nb.providers.cli.codex import CodexProvider
@@ -279,3 +288,106 @@ async def test_two_real_clis_write_and_review_each_in_its_own_session(
     second_review = reviewer.call_for(drafts[1])
     assert reviews[0] in request_texts(second_review), "reviewer turn 2 resumed"
     assert any(drafts[0] in text for text in request_texts(second_review))
+
+
+# --- mcp_proxy: the step's tools served to the real CLI by `awf mcp-serve` -------------------
+
+STAMP_TOOL = {
+    "name": "stamp",
+    "description": "Stamp a word: returns stamped-<word>",
+    "parameters": {"word": {"type": "string", "description": "the word to stamp"}},
+    "command": 'echo "stamped-$word"',
+}
+# How each CLI names the step's provider in a workflow.
+WORKFLOW_PROVIDER = {"copilot": "github_copilot"}
+
+
+def _proxied_step(session: Session, tools: dict[str, Any]) -> str:
+    import yaml
+
+    step = {
+        "type": "agent",
+        "provider": WORKFLOW_PROVIDER.get(session.cli.binary, session.cli.binary),
+        "prompt": "please use your tools",
+        "options": {**session.options, "env": session.env},
+        "mcp_proxy": {"enable": True},
+        "tools": tools,
+        "timeout": TURN_TIMEOUT,
+        "on_success": "done",
+    }
+    workflow = {
+        "name": "proxied",
+        "states": {"initial": "work", "work": step, "done": {"type": "terminal"}},
+    }
+    return yaml.safe_dump(workflow)
+
+
+async def _run_proxied(session: Session, tools: dict[str, Any], *, yes: bool = False) -> Any:
+    from awf_nb.api import arun
+
+    workflow = _proxied_step(session, tools)
+    return await arun(workflow, {}, storage=False, cwd=session.workdir, yes=yes)
+
+
+def _calls_offering(session: Session, match: str) -> list[Any]:
+    """The model calls that offered a tool whose name contains `match`."""
+    return [b for b in session.model_calls() if any(match in t.name for t in offered_tools(b))]
+
+
+def _carrying(session: Session, text: str) -> list[Any]:
+    return [b for b in session.model_calls() if any(text in t for t in request_texts(b))]
+
+
+@pytest.mark.parametrize("cli", REAL_CLIS, ids=[c.binary for c in REAL_CLIS])
+async def test_a_cli_step_calls_a_command_tool_through_awf_mcp_serve(
+    cli: RealCli, tmp_path: Path
+) -> None:
+    """The fake model calls the step's `stamp` tool, offered by the CLI from awf's MCP
+    server; the CLI runs it through `awf mcp-serve` and sends the result back."""
+    fake = FakeLlmServer(tool_calls=[ScriptedToolCall("stamp", {"word": "proxied"})]).start()
+    try:
+        session = _session(_installed(cli), fake, tmp_path)
+        result = await _run_proxied(session, {"commands": [STAMP_TOOL]})
+    finally:
+        fake.stop()
+    if cli.binary == "gemini" and not gemini_module._running_as_root():
+        # Gemini reads extra MCP servers only from root-owned settings files.
+        assert not result.ok and "owned by root" in (result.error or "")
+        return
+    assert result.ok, result.error
+    assert _calls_offering(session, "stamp"), "the CLI offered awf's stamp tool to the model"
+    answered = _carrying(session, "stamped-proxied")
+    assert answered, "the command's output came back to the model in the next request"
+    assert result.steps["work"].output.startswith("FAKE-REPLY")
+
+
+async def test_a_builtin_tool_reads_a_file_through_the_proxy(tmp_path: Path) -> None:
+    """claude calls awf's Read (not its own): the file's text reaches the model."""
+    call = ScriptedToolCall("awf__Read", {"path": "notes.txt"})
+    fake = FakeLlmServer(tool_calls=[call]).start()
+    try:
+        session = _session(_installed(REAL_CLIS[0]), fake, tmp_path)
+        (session.workdir / "notes.txt").write_text("the note says 42\n")
+        result = await _run_proxied(session, {"builtin": ["Read"]})
+    finally:
+        fake.stop()
+    assert result.ok, result.error
+    assert _calls_offering(session, "mcp__awf__Read")
+    assert _carrying(session, "the note says 42"), "Read's result went back to the model"
+
+
+@pytest.mark.parametrize("yes", [False, True], ids=["refused", "yes"])
+async def test_a_confirmable_tool_runs_inside_the_cli_only_with_yes(
+    tmp_path: Path, yes: bool
+) -> None:
+    """No one can be asked inside the CLI's turn: `confirm` tools are refused unless --yes."""
+    fake = FakeLlmServer(tool_calls=[ScriptedToolCall("stamp", {"word": "ok"})]).start()
+    try:
+        session = _session(_installed(REAL_CLIS[0]), fake, tmp_path)
+        tools = {"commands": [STAMP_TOOL], "confirm": ["stamp"]}
+        result = await _run_proxied(session, tools, yes=yes)
+    finally:
+        fake.stop()
+    assert result.ok, result.error
+    assert bool(_carrying(session, "stamped-ok")) is yes
+    assert bool(_carrying(session, "stamp was refused")) is not yes

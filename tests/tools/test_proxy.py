@@ -1,0 +1,147 @@
+"""`mcp_proxy`'s factory: the serve config it writes, the server it returns, cleanup."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from awf_nb.engine.ports import McpServerSpec
+from awf_nb.errors import ExecutionError
+from awf_nb.tools.proxy import McpProxy, serve_config
+from awf_nb.workflow.tools_model import BUILTIN_TOOLS, McpProxyConfig, ToolsConfig
+
+STAMP = {
+    "name": "stamp",
+    "description": "Stamp a word",
+    "parameters": {"word": {"type": "string"}},
+    "command": 'echo "stamped-$word from $PROJECT"',
+}
+
+
+def _tools(**block: Any) -> ToolsConfig:
+    return ToolsConfig.model_validate(block)
+
+
+def _config_of(spec: McpServerSpec) -> tuple[Path, dict[str, Any]]:
+    path = Path(spec.args[spec.args.index("--config") + 1])
+    return path, json.loads(path.read_text())
+
+
+def test_the_step_tools_and_all_builtins_are_served_from_a_private_file(work: Path) -> None:
+    proxy = McpProxy()
+    env = {"PROJECT": "demo", "API_TOKEN": "secret-value"}
+    spec = proxy(_tools(commands=[STAMP]), McpProxyConfig(enable=True), work, env, False)
+
+    assert spec.name == "awf" and spec.command == sys.executable
+    assert spec.args[-3:-1] == ("mcp-serve", "--config") and "--yes" not in spec.args
+    assert not any("secret-value" in arg for arg in spec.args), "secrets stay out of argv"
+    assert spec.env == ()
+    path, config = _config_of(spec)
+    assert config["builtin"] == list(BUILTIN_TOOLS)  # intercept_builtins (the default)
+    assert [tool["name"] for tool in config["commands"]] == ["stamp"]
+    assert config["root_dir"] == str(work)
+    assert config["env"] == env
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+def test_yes_lets_the_server_run_confirmable_tools() -> None:
+    spec = McpProxy()(None, McpProxyConfig(enable=True), Path.cwd(), {}, True)
+    assert spec.args[-1] == "--yes"
+
+
+@pytest.mark.parametrize(
+    ("block", "intercept", "builtin"),
+    [
+        ({"builtin": ["Read"]}, True, ["Read"]),  # the step's own list wins
+        ({"commands": [STAMP]}, False, None),  # no built-ins asked for
+        (None, True, list(BUILTIN_TOOLS)),  # no tools: block at all
+    ],
+)
+def test_intercept_builtins_serves_all_six_only_without_a_builtin_list(
+    work: Path, block: dict[str, Any] | None, intercept: bool, builtin: list[str] | None
+) -> None:
+    tools = None if block is None else _tools(**block)
+    config = serve_config(tools, McpProxyConfig(intercept_builtins=intercept), work, {})
+    assert config.get("builtin") == builtin
+
+
+def test_unknown_keys_of_the_tools_block_are_left_out(work: Path) -> None:
+    tools = _tools(commands=[STAMP], colour="blue", max_rounds=3)
+    config = serve_config(tools, McpProxyConfig(), work, {})
+    assert set(config) == {"builtin", "commands", "root_dir", "env"}
+
+
+def test_plugin_tools_are_a_clear_error(work: Path) -> None:
+    proxy = McpProxyConfig.model_validate(
+        {"enable": True, "plugin_tools": [{"plugin": "jira", "expose": ["search"]}]}
+    )
+    with pytest.raises(ExecutionError, match=r"plugin_tools \(jira\).*not supported by awf-nb"):
+        McpProxy()(None, proxy, work, {}, False)
+
+
+def test_nothing_to_serve_is_a_clear_error(work: Path) -> None:
+    with pytest.raises(ExecutionError, match="no tools to serve"):
+        McpProxy()(None, McpProxyConfig(intercept_builtins=False), work, {}, False)
+
+
+def test_what_mcp_serve_would_refuse_fails_at_the_step_start(tmp_path: Path) -> None:
+    with pytest.raises(ExecutionError, match=r"mcp_proxy: .*does not exist"):
+        McpProxy()(None, McpProxyConfig(), tmp_path / "missing", {}, False)
+
+
+def test_a_step_run_again_reuses_its_file_and_close_removes_them(work: Path) -> None:
+    proxy = McpProxy()
+    first = proxy(None, McpProxyConfig(), work, {"A": "1"}, False)
+    again = proxy(None, McpProxyConfig(), work, {"A": "1"}, False)
+    other = proxy(None, McpProxyConfig(), work, {"A": "2"}, False)
+    assert first == again and first != other
+    folder = proxy.directory
+    assert folder is not None and len(list(folder.iterdir())) == 2
+    proxy.close()
+    assert not folder.exists()
+    # a later step gets a new folder
+    assert _config_of(proxy(None, McpProxyConfig(), work, {}, False))[0].exists()
+    proxy.close()
+
+
+def test_the_files_go_with_the_factory(work: Path) -> None:
+    proxy = McpProxy()
+    proxy(None, McpProxyConfig(), work, {}, False)
+    folder = proxy.directory
+    assert folder is not None and folder.exists()
+    del proxy
+    gc.collect()
+    assert not folder.exists()
+
+
+async def test_the_returned_server_serves_the_step_tools(work: Path) -> None:
+    """The spec, started as an agent CLI would (no PYTHONPATH, another cwd), serves."""
+    (work / "notes.txt").write_text("a note\n")
+    proxy = McpProxy()
+    tools = _tools(commands=[STAMP])
+    spec = proxy(tools, McpProxyConfig(enable=True), work, {"PROJECT": "demo"}, False)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    server = StdioServerParameters(
+        command=spec.command, args=list(spec.args), env={**env, **dict(spec.env)}, cwd="/"
+    )
+    async with (
+        stdio_client(server) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert names == {*BUILTIN_TOOLS, "stamp"}
+        stamped = await session.call_tool("stamp", {"word": "hi"})
+        read_back = await session.call_tool("Read", {"path": "notes.txt"})
+    assert stamped.content[0].text.strip() == "stamped-hi from demo"
+    assert "a note" in read_back.content[0].text
