@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import stat
@@ -300,7 +301,7 @@ async def _run_body(
 async def execute_call(
     run: Runner, step: CallWorkflowStep, st: StepState, loop: LoopFrame | None
 ) -> None:
-    from awf_nb.engine.run import MAX_CALL_DEPTH, PrefixSink, RunConfig, Runner
+    from awf_nb.engine.run import MAX_CALL_DEPTH, PrefixSink, Runner
 
     config = run.config
     if config.depth + 1 > MAX_CALL_DEPTH:
@@ -326,19 +327,15 @@ async def execute_call(
     from awf_nb.engine.inputs import resolve_inputs
 
     resolved = resolve_inputs(child, inputs, cwd=config.cwd)
-    child_config = RunConfig(
-        providers=config.providers,
-        provider_set=config.provider_set,
+    # Everything the run was given (providers, reader, store, tools, --yes, …) goes on to
+    # the called workflow; only where it reports and its place in the call stack differ.
+    child_config = dataclasses.replace(
+        config,
         sink=PrefixSink(config.sink, step.name),
-        reader=config.reader,
-        store=config.store,
-        env=config.env,
-        cwd=config.cwd,
         masker=run.masker,
         depth=config.depth + 1,
         call_stack=stack,
         parent_run_id=run.run_id,
-        load_child=config.load_child,
     )
     runner = Runner(child, resolved, child_config)
     try:

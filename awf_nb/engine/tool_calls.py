@@ -2,7 +2,8 @@
 
 The calls of a reply are first confirmed, one at a time in call order, where the step's
 `tools.confirm` asks for it: the person answers through the input reader (`Confirmer`);
-a run with nobody to ask refuses unless it was started with `--yes`. Then the allowed calls
+a run with nobody to ask, or an agent in a called workflow (a sub-agent never prompts the
+person), refuses unless the run was started with `--yes`. Then the allowed calls
 run concurrently and their results go back in call order. Each call is an event pair
 (`ToolCallStarted`, `ToolCallFinished`) and a transcript line, written as it finishes.
 
@@ -84,7 +85,8 @@ async def _decide(session: AgentSession, tools: ToolSet, call: ToolCall) -> str:
     if run.config.yes:
         return ""
     reader = run.config.reader
-    if not isinstance(reader, Confirmer):
+    # An agent in a called workflow is a sub-agent: it never prompts the person.
+    if not isinstance(reader, Confirmer) or run.config.depth > 0:
         return NOBODY_TO_ASK
     arguments = run.masker.mask(call.arguments)
     run.emit(ev.AwaitingConfirmation(run.run_id, session.step.name, call.id, call.name, arguments))
