@@ -408,7 +408,9 @@ class AgentStep(_StepBase):
 
     @property
     def session_tracked(self) -> bool:
-        return self.conversation is not None or self.mode == "conversation"
+        """Whether the step keeps its turns: a conversation, a session a later step may
+        continue, or tool calls and their results (RunResult shows them)."""
+        return self.conversation is not None or self.mode == "conversation" or bool(self.tools)
 
 
 class TerminalStep(_StepBase):

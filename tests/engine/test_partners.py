@@ -13,7 +13,7 @@ import pytest
 
 from awf_nb.api import SimulatedUser, prepare_run
 from awf_nb.engine.events import PERSON, TurnStarted, UserMessage
-from awf_nb.engine.ports import Message, ProviderEvent, TurnRequest
+from awf_nb.engine.ports import Final, Message, ProviderEvent, TurnRequest
 from awf_nb.errors import DefinitionError
 from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.providers import provider_factory
@@ -491,12 +491,16 @@ async def test_the_simulated_user_gets_its_persona_as_system_prompt(run_yaml):
     )
 
 
-def test_scripted_provider_counts_replies_per_speaker():
+async def test_scripted_provider_counts_replies_per_speaker():
     provider = ScriptedProvider()
     options = {"replies": ["a", "b"]}
-    first = provider._take_reply(TurnRequest("x", step="s", options=options), ["a", "b"])
-    other = provider._take_reply(TurnRequest("x", step="s", speaker="p"), ["a", "b"])
-    assert (first, other) == ("a", "a")
+
+    async def reply(speaker: str) -> str:
+        turn = TurnRequest("x", step="s", options=options, speaker=speaker)
+        events = [event async for event in provider.stream(turn)]
+        return next(e.text for e in events if type(e) is Final)
+
+    assert [await reply(""), await reply("p"), await reply("")] == ["a", "a", "b"]
 
 
 async def test_later_steps_read_the_partner_message_and_both_transcripts(run_yaml):

@@ -194,6 +194,15 @@ async def test_a_reply_with_tool_calls_runs_them_and_continues(workdir: Path, st
     lines = [json.loads(x) for x in store.transcript_path(state.run_id).read_text().splitlines()]
     tool_lines = [x for x in lines if x.get("role") == "tool"]
     assert tool_lines and tool_lines[0]["tool_call_id"] == call.id
+    # and the run's result holds them too, in order
+    turns = state.steps["work"].conversation.turns
+    assert [(t.role, t.name) for t in turns] == [
+        ("user", ""),
+        ("assistant", ""),
+        ("tool", "Read"),
+        ("assistant", ""),
+    ]
+    assert turns[1].tool_calls[0]["name"] == "Read" and turns[3].content == "You need milk."
 
 
 async def test_parallel_calls_come_back_in_call_order(workdir: Path):
