@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Literal
 
 from awf_nb.engine.ports import (
+    Confirmer,
     Final,
     InputReader,
     Notice,
@@ -58,6 +59,8 @@ class Recorder:
         """`reader`, recorded; None stays None (a run without input reads nothing)."""
         if reader is None or isinstance(reader, RecordingReader):
             return reader
+        if isinstance(reader, Confirmer):
+            return RecordingConfirmingReader(self, reader)
         return RecordingReader(self, reader)
 
 
@@ -213,3 +216,14 @@ class RecordingReader:
         masked = None if text is None else self.recorder.masker.mask(text)
         self.recorder.writer.append({"type": "input", "text": masked})
         return text
+
+
+class RecordingConfirmingReader(RecordingReader):
+    """A recording reader whose reader also answers tool-call confirmations: recorded too."""
+
+    inner: Confirmer  # type: ignore[assignment]
+
+    async def confirm(self, question: str) -> bool | None:
+        allowed = await self.inner.confirm(question)
+        self.recorder.writer.append({"type": "confirm", "allowed": allowed})
+        return allowed

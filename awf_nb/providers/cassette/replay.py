@@ -18,7 +18,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal
 
-from awf_nb.engine.ports import InputReader, ProviderEvent, TurnRequest
+from awf_nb.engine.ports import Confirmer, InputReader, ProviderEvent, TurnRequest
 from awf_nb.errors import ProviderError, UserError
 from awf_nb.providers.cassette.tape import (
     CassetteError,
@@ -64,6 +64,7 @@ class Replayer:
         self.masker = masker
         self._served: set[int] = set()  # indexes of turns already served
         self._inputs = list(self.cassette.inputs)
+        self._confirms = list(self.cassette.confirms)
 
     def providers(self) -> ReplayProviders:
         return ReplayProviders(self)
@@ -71,9 +72,9 @@ class Replayer:
     def reader(self, reader: InputReader | None) -> InputReader | None:
         """Recorded messages first, then `reader`. Without recorded messages `reader` is
         kept as it is (None included: a run without input must stay one)."""
-        if isinstance(reader, ReplayReader) or not self._inputs:
+        if isinstance(reader, ReplayReader) or not (self._inputs or self._confirms):
             return reader
-        return ReplayReader(self._inputs, reader)
+        return ReplayReader(self._inputs, reader, self._confirms)
 
     def session_kind(self, provider: str) -> Literal["history", "session_id"]:
         for turn in self.cassette.turns:
@@ -176,9 +177,25 @@ class ReplayReader:
     """Serves the recorded person messages in order, then asks the run's own reader (or
     reports end of input when there is none)."""
 
-    def __init__(self, recorded: list[str | None], inner: InputReader | None) -> None:
+    def __init__(
+        self,
+        recorded: list[str | None],
+        inner: InputReader | None,
+        confirms: list[bool | None] | None = None,
+    ) -> None:
         self._recorded = recorded  # shared with the replayer: one sequence per run
         self.inner = inner
+        self._confirms = confirms if confirms is not None else []
+
+    async def confirm(self, question: str) -> bool | None:
+        """The recorded answers to tool-call confirmations, then the run's own reader's
+        (no answer, a refusal, when it cannot ask)."""
+        if self._confirms:
+            await asyncio.sleep(0)
+            return self._confirms.pop(0)
+        if isinstance(self.inner, Confirmer):
+            return await self.inner.confirm(question)
+        return None
 
     async def read(self, prompt: str) -> str | None:
         if self._recorded:

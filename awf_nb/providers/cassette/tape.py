@@ -11,6 +11,7 @@ A cassette is JSON Lines, one object per line, written as the run goes:
      "arguments"}}; the request of a turn with tools holds "tools", of a tool round
      "continues": true)
     {"type": "input", "text": "tell me more"}       (a person's message; null = end of input)
+    {"type": "confirm", "allowed": true}            (an answer to allow a tool call)
 
 `request` is the masked summary of what the provider was asked (`request_summary`); the
 fingerprint is the sha256 of its canonical JSON. Every text in the file is masked with the
@@ -304,6 +305,8 @@ class Cassette:
     workflow: str
     turns: list[RecordedTurn]
     inputs: list[str | None]
+    # the person's answers to tool-call confirmations (None: no answer), in order
+    confirms: list[bool | None] = field(default_factory=list)
 
 
 def read_cassette(path: str | os.PathLike[str]) -> Cassette:
@@ -343,6 +346,11 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
             elif line.get("type") == "input":
                 value = line["text"]
                 cassette.inputs.append(None if value is None else str(value))
+            elif line.get("type") == "confirm":
+                allowed = line["allowed"]
+                if allowed not in (True, False, None):
+                    raise ValueError("allowed must be true, false or null")
+                cassette.confirms.append(allowed)
             else:
                 raise ValueError(f"unknown line type {line.get('type')!r}")
         except (KeyError, TypeError, ValueError) as exc:
