@@ -1,8 +1,8 @@
 """`awf run` with agent tools in a real pseudo-terminal: the `[y/N]` question of a call that
 needs approval, the line each finished call leaves, and Ctrl-C during a slow command.
 
-The model is `tests.support.tool_model` (a scripted model that calls tools), registered in
-the child process by a one-line launcher; the tools are awf's real built-ins.
+The model is the scripted provider, whose replies can call tools; the tools are awf's real
+built-ins.
 """
 
 from __future__ import annotations
@@ -21,12 +21,6 @@ from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.pty
 
-REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = (
-    f"import sys; sys.path.insert(0, {str(REPO)!r}); "
-    "from tests.support.tool_model import register; register(); "
-    "from awf_nb.cli import main; sys.exit(main(sys.argv[1:]))"
-)
 
 CONFIRMED = """
 name: tidy
@@ -34,13 +28,13 @@ states:
   initial: assist
   assist:
     type: agent
-    provider: toolscript
+    provider: scripted
     mode: conversation
     prompt: "Write hello into a file."
     options:
       delay_ms: 20
-      script:
-        - {text: "I will write it.", calls: [{name: Bash, arguments: {command: "echo hi > hello.txt; echo wrote-hello"}}]}
+      replies:
+        - {text: "I will write it.", tool_calls: [{name: Bash, arguments: {command: "echo hi > hello.txt; echo wrote-hello"}}]}
         - "Done, hello.txt says hi."
     tools: {builtin: [Bash], confirm: [Bash]}
     on_success: done
@@ -53,12 +47,12 @@ states:
   initial: assist
   assist:
     type: agent
-    provider: toolscript
+    provider: scripted
     mode: conversation
     prompt: "Build it."
     options:
-      script:
-        - {text: "Building now.", calls: [{name: Bash, arguments: {command: "touch started; sleep 60; echo never-printed"}}]}
+      replies:
+        - {text: "Building now.", tool_calls: [{name: Bash, arguments: {command: "touch started; sleep 60; echo never-printed"}}]}
         - "Stopped, as you asked."
     tools: {builtin: [Bash]}
     on_success: done
@@ -70,7 +64,7 @@ def spawn(tmp_path: Path, storage: Path, *args: str) -> pexpect.spawn:
     env = {**os.environ, "AWF_STORAGE": str(storage), "NO_COLOR": "1", "TERM": "xterm"}
     child = pexpect.spawn(
         sys.executable,
-        ["-c", LAUNCHER, *args],
+        ["-m", "awf_nb.cli", *args],
         cwd=str(tmp_path),
         env=env,
         encoding="utf-8",

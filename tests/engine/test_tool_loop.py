@@ -1,7 +1,7 @@
 """Chat mode: a reply with tool calls runs the tools and continues; a reply without tool
 calls hands the turn to the person or ends the step. Confirmation, max_rounds, errors as
 results, interruption, resume repair — with the real built-in tools, and a model that
-follows a script, run twice: in process, and as a fake OpenAI-compatible server on
+follows a script, run twice: the scripted provider, and a fake OpenAI-compatible server on
 127.0.0.1 that the openai_compatible provider talks to (streamed `tool_calls`)."""
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ import pytest
 
 from awf_nb.api import prepare_resume, prepare_run
 from awf_nb.engine.events import AwaitingConfirmation, ToolCallFinished, ToolCallStarted
-from awf_nb.engine.ports import Final, Message, TextDelta, ToolCall, TurnRequest, Usage
+from awf_nb.engine.ports import Message, TurnRequest
 from awf_nb.engine.tool_calls import INTERRUPTED, NOBODY_TO_ASK, REFUSED
 from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.providers.openai_compatible import OpenAICompatibleProvider
+from awf_nb.providers.scripted import ScriptedProvider
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
@@ -31,32 +32,43 @@ from tests.support.waiting import until
 Script = list[str | list[tuple[str, dict[str, Any] | str]]]
 
 
-class ToolModel:
-    """A model that follows a script: a string is a reply, a list is a reply of tool calls
-    (name, arguments). It remembers every request."""
+def numbered_calls(script: Script) -> list[str | list[dict[str, str]]]:
+    """The script with each call as {id, name, arguments as JSON text}, ids numbered
+    across the whole script (call_1, call_2, …)."""
+    numbered: list[str | list[dict[str, str]]] = []
+    number = 0
+    for entry in script:
+        if isinstance(entry, str):
+            numbered.append(entry)
+            continue
+        calls = []
+        for name, arguments in entry:
+            number += 1
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            calls.append({"id": f"call_{number}", "name": name, "arguments": text})
+        numbered.append(calls)
+    return numbered
 
-    name = "toolmodel"
+
+class ScriptedModel:
+    """The script played by the scripted provider (its replies can call tools); remembers
+    every request the engine made."""
+
+    name = "scripted"
     session_kind = "history"
 
     def __init__(self, script: Script) -> None:
-        self.script = list(script)
         self.requests: list[TurnRequest] = []
-        self.calls = 0
+        self.provider = ScriptedProvider()
+        self.replies = [
+            entry if isinstance(entry, str) else {"tool_calls": entry}
+            for entry in numbered_calls(script)
+        ]
 
-    async def stream(self, turn: TurnRequest) -> AsyncIterator[object]:
+    def stream(self, turn: TurnRequest) -> AsyncIterator[object]:
         self.requests.append(turn)
-        entry = self.script.pop(0) if self.script else "out of script"
-        if isinstance(entry, str):
-            yield TextDelta(entry)
-            yield Usage(10, 2)
-            yield Final(entry)
-            return
-        for name, arguments in entry:
-            self.calls += 1
-            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-            yield ToolCall(f"call_{self.calls}", name, text)
-        yield Usage(10, 2)
-        yield Final("")
+        options = {"replies": self.replies}
+        return self.provider.stream(dataclasses.replace(turn, options=options))
 
     async def aclose(self) -> None:
         pass
@@ -73,19 +85,12 @@ class ServedModel:
         self.requests: list[TurnRequest] = []
         self.server = server
         self.provider = OpenAICompatibleProvider()
-        number = 0
-        replies = []
-        for entry in script:
-            if isinstance(entry, str):
-                replies.append(Reply.text(entry))
-                continue
-            calls = []
-            for name, arguments in entry:
-                number += 1
-                text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-                calls.append({"name": name, "arguments": text, "id": f"call_{number}"})
-            replies.append(Reply.calls(*calls))
-        server.script(*replies)
+        server.script(
+            *(
+                Reply.text(entry) if isinstance(entry, str) else Reply.calls(*entry)
+                for entry in numbered_calls(script)
+            )
+        )
 
     def stream(self, turn: TurnRequest) -> AsyncIterator[object]:
         self.requests.append(turn)
@@ -96,16 +101,16 @@ class ServedModel:
         await self.provider.aclose()
 
 
-MODEL_KIND = "in-process"
+MODEL_KIND = "scripted"
 SERVER: OpenAIServer | None = None
 
 
-@pytest.fixture(autouse=True, params=["in-process", "openai-server"])
+@pytest.fixture(autouse=True, params=["scripted", "openai-server"])
 def model_kind(request: pytest.FixtureRequest) -> Iterator[str]:
     """Every test runs with each kind of model."""
     global MODEL_KIND, SERVER
     MODEL_KIND = request.param
-    if request.param == "in-process":
+    if request.param == "scripted":
         yield request.param
         return
     with OpenAIServer() as server:
@@ -114,9 +119,9 @@ def model_kind(request: pytest.FixtureRequest) -> Iterator[str]:
         SERVER = None
 
 
-def make_model(script: Script) -> ToolModel | ServedModel:
-    if MODEL_KIND == "in-process":
-        return ToolModel(script)
+def make_model(script: Script) -> ScriptedModel | ServedModel:
+    if MODEL_KIND == "scripted":
+        return ScriptedModel(script)
     assert SERVER is not None
     return ServedModel(script, SERVER)
 
@@ -155,7 +160,11 @@ def workflow(tools: str, *, mode: str = "single", conversation: str = "") -> str
 
 
 async def run(
-    text: str, model: ToolModel, workdir: Path, store: Store | None = None, **kwargs: Any
+    text: str,
+    model: ScriptedModel | ServedModel,
+    workdir: Path,
+    store: Store | None = None,
+    **kwargs: Any,
 ) -> Any:
     sink = kwargs.pop("sink", Collect())
     runner = prepare_run(
@@ -355,7 +364,7 @@ async def test_resume_repairs_calls_left_without_results(workdir: Path, store: S
     saved.current_step = "work"
     store.save_state(saved)
 
-    model = make_model(["Carrying on."])
+    model = make_model(["Carrying on."] * 3)  # the scripted provider goes on at turn 2
     runner = prepare_resume(
         run_id, store=store, cwd=workdir, providers=lambda name: model,
         reader=ScriptedReader(["go on", ""]),

@@ -289,27 +289,20 @@ states:
   initial: assist
   assist:
     type: agent
-    provider: toolscript
+    provider: scripted
     mode: conversation
     prompt: "Write hello into a file."
     options:
       delay_ms: 40
-      script:
-        - {text: "I will write it.", calls: [{name: Bash, arguments: {command: "echo hi > hello.txt; echo wrote-hello"}}]}
+      replies:
+        - {text: "I will write it.", tool_calls: [{name: Bash, arguments: {command: "echo hi > hello.txt; echo wrote-hello"}}]}
         - "Done, hello.txt says hi."
-        - {text: "Removing it.", calls: [{name: Bash, arguments: {command: "rm hello.txt"}}]}
+        - {text: "Removing it.", tool_calls: [{name: Bash, arguments: {command: "rm hello.txt"}}]}
         - "Then it stays."
     tools: {builtin: [Bash], confirm: [Bash]}
     on_success: done
   done: {type: terminal}
 """
-
-# The scripted tool-calling model of the tests (tests/support/tool_model.py), made known in
-# the kernel before awf is imported there, from this checkout.
-REGISTER_TOOL_MODEL = (
-    f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r})\n"
-    "from tests.support.tool_model import register; register()"
-)
 
 
 def test_tool_calls_are_blocks_with_allow_and_deny(page: Any, lab: JupyterLabServer) -> None:
@@ -317,7 +310,7 @@ def test_tool_calls_are_blocks_with_allow_and_deny(page: Any, lab: JupyterLabSer
         page,
         lab,
         "tools.ipynb",
-        [REGISTER_TOOL_MODEL, "%load_ext awf_nb", awf_cell(TOOLS_WORKFLOW)],
+        ["%load_ext awf_nb", awf_cell(TOOLS_WORKFLOW)],
     )
     notebook.run_all_cells()
     notebook.wait_for_reply("I will write it.")

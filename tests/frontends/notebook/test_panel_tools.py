@@ -321,14 +321,14 @@ states:
   initial: assist
   assist:
     type: agent
-    provider: toolscript
+    provider: scripted
     mode: conversation
     prompt: "Say hello in a file."
     options:
-      script:
-        - {text: "I will write it.", calls: [{name: Bash, arguments: {command: "echo hi > hello.txt; echo written"}}]}
+      replies:
+        - {text: "I will write it.", tool_calls: [{name: Bash, arguments: {command: "echo hi > hello.txt; echo written"}}]}
         - "Done: hello.txt says hi."
-        - {calls: [{name: Bash, arguments: {command: "rm hello.txt"}}]}
+        - {tool_calls: [{name: Bash, arguments: {command: "rm hello.txt"}}]}
         - "Kept it."
     tools: {builtin: [Bash], confirm: [Bash]}
     on_success: done
@@ -339,13 +339,13 @@ states:
 async def test_allow_and_deny_in_a_real_run(tmp_path: Any) -> None:
     from awf_nb.api import load, prepare_run
     from awf_nb.frontends.notebook.handle import RunHandle
+    from awf_nb.providers.scripted import ScriptedProvider
     from tests.frontends.notebook.test_panel import type_into
-    from tests.support.tool_model import ToolScript
 
     workflow = load(TOOLS_CHAT)
     panel = RunPanel(workflow.name, interactive=True)
     reader = WidgetReader()
-    model = ToolScript()
+    model = ScriptedProvider()
     runner = prepare_run(
         workflow, {}, reader=reader, sink=panel, store=None, cwd=tmp_path,
         providers=lambda name: model,
@@ -387,12 +387,12 @@ states:
   initial: assist
   assist:
     type: agent
-    provider: toolscript
+    provider: scripted
     mode: conversation
     prompt: "Build it."
     options:
-      script:
-        - {text: "Building.", calls: [{name: Bash, arguments: {command: "touch started; sleep 60"}}]}
+      replies:
+        - {text: "Building.", tool_calls: [{name: Bash, arguments: {command: "touch started; sleep 60"}}]}
         - "Stopped."
     tools: {builtin: [Bash]}
     on_success: done
@@ -405,11 +405,11 @@ async def test_stop_during_a_running_call_interrupts_it_and_opens_the_prompt(
 ) -> None:
     from awf_nb.api import load, prepare_run
     from awf_nb.frontends.notebook.handle import RunHandle
-    from tests.support.tool_model import ToolScript
+    from awf_nb.providers.scripted import ScriptedProvider
 
     workflow = load(SLOW_TOOL)
     panel = RunPanel(workflow.name, interactive=True)
-    model = ToolScript()
+    model = ScriptedProvider()
     runner = prepare_run(
         workflow, {}, reader=WidgetReader(), sink=panel, store=None, cwd=tmp_path,
         providers=lambda name: model,
