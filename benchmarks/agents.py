@@ -21,16 +21,16 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from awf_nb.api import prepare_run
 from awf_nb.engine.events import TurnFinished
-from awf_nb.engine.ports import Final, TextDelta, TurnRequest, Usage
+from awf_nb.engine.ports import TurnRequest
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
+from benchmarks.conversation import ConstantProvider
 
 WORKFLOW = """
 name: bench-agents
@@ -49,21 +49,6 @@ states:
     on_success: done
   done: {type: terminal}
 """
-
-
-class ConstantProvider:
-    """Replies "ok" at once whatever it is sent: its cost does not grow with the exchange."""
-
-    name = "constant"
-    session_kind = "history"
-
-    async def stream(self, turn: TurnRequest) -> AsyncIterator[object]:
-        yield TextDelta("ok")
-        yield Usage(10, 1)
-        yield Final("ok")
-
-    async def aclose(self) -> None:
-        pass
 
 
 class MessageClock:

@@ -7,16 +7,14 @@ built-ins.
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import sys
 from pathlib import Path
 
 import pexpect
 import pytest
 
 from tests.cli.conftest import only_run_id
+from tests.cli.test_terminal_pty import spawn, transcript
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.pty
@@ -58,25 +56,6 @@ states:
     on_success: done
   done: {type: terminal, message: "bye"}
 """
-
-
-def spawn(tmp_path: Path, storage: Path, *args: str) -> pexpect.spawn:
-    env = {**os.environ, "AWF_STORAGE": str(storage), "NO_COLOR": "1", "TERM": "xterm"}
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "awf_nb.cli", *args],
-        cwd=str(tmp_path),
-        env=env,
-        encoding="utf-8",
-        timeout=30,
-        dimensions=(40, 200),
-    )
-    child.logfile_read = io.StringIO()
-    return child
-
-
-def transcript(child: pexpect.spawn) -> str:
-    return child.logfile_read.getvalue()
 
 
 def state_of(storage: Path) -> dict:
