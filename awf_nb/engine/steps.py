@@ -47,7 +47,7 @@ async def execute(run: Runner, step: AnyStep, st: StepState, loop: LoopFrame | N
     if isinstance(step, CommandStep):
         await execute_command(run, step, st, loop)
     elif isinstance(step, AgentStep):
-        from awf_nb.engine.agent import execute_agent
+        from awf_nb.engine.agent_step import execute_agent
 
         await execute_agent(run, step, st, loop)
     elif isinstance(step, ParallelStep):

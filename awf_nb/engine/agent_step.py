@@ -1,0 +1,174 @@
+"""An agent step: what it sends (prompt, system prompt, options rendered), which
+conversation it starts from (its own restored by resume, an earlier visit's when a cycle
+comes back, or another step's through `continue_from`), its tools (started with the step,
+or served to an agent CLI through `mcp_proxy`), then one turn or a conversation.
+
+The turns themselves are `AgentSession`'s (agent.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from awf_nb.engine import events as ev
+from awf_nb.engine.agent import AgentSession
+from awf_nb.engine.context import LoopFrame, command_env, strip_fences
+from awf_nb.engine.ports import McpServerSpec, Provider, ToolSet
+from awf_nb.engine.state import ConversationState, StepState
+from awf_nb.errors import ExecutionError
+from awf_nb.workflow.model import AgentStep
+
+if TYPE_CHECKING:
+    from awf_nb.engine.run import Runner
+
+
+async def execute_agent(
+    run: Runner, step: AgentStep, st: StepState, loop: LoopFrame | None
+) -> None:
+    ctx, name = run.ctx, step.name
+    provider_name = ctx.render(step.provider, step=name, what="provider", loop=loop).strip()
+    provider = run.provider(provider_name)
+    if step.prompt_file:
+        _, prompt = ctx.render_file(step.prompt_file, step=name, what="prompt_file", loop=loop)
+    else:
+        prompt = ctx.render(step.prompt or "", step=name, what="prompt", loop=loop)
+    if not prompt.strip():
+        raise ExecutionError(
+            f"step {name}: the prompt is empty after rendering; an agent step needs a "
+            "first message (check the inputs and states it uses)",
+            step=name,
+        )
+    system = (
+        ctx.render(step.system_prompt, step=name, what="system_prompt", loop=loop)
+        if step.system_prompt
+        else None
+    )
+    options = ctx.render_value(step.options, step=name, what="options", loop=loop)
+    run.masker.add_option_secrets(options)  # rendered: `api_key: "{{.env.MY_KEY}}"`
+    restored = st.conversation if step.mode == "conversation" else None
+    conversation, inherited = _conversation_for(run, step, provider_name, provider, restored)
+    st.conversation = conversation
+    tools = await _tools_for(run, step, provider_name, provider)
+    session = AgentSession(
+        run, step, st, provider_name, provider, system, options, conversation, inherited,
+        tools=tools, mcp_servers=_proxied_tools(run, step, provider),
+    )  # fmt: skip
+    try:
+        if tools is not None:
+            session.repair_tool_calls()
+        if step.mode == "conversation":
+            from awf_nb.engine.conversation import converse
+            from awf_nb.engine.partner import make_exchange
+
+            exchange = make_exchange(run, session, loop)
+            await converse(session, prompt, exchange, resuming=restored is not None)
+        else:
+            await session.turn(prompt)
+    finally:
+        if conversation is not None:
+            conversation.live_from = None  # the step's checkpoint now holds every turn
+        if tools is not None:
+            await tools.aclose()
+    if step.output_format == "json":
+        try:
+            st.json_ = json.loads(strip_fences(st.output))
+        except ValueError as exc:
+            raise ExecutionError(
+                f"step {name}: output_format is json but the reply is not valid JSON ({exc})"
+            ) from None
+        if isinstance(st.json_, dict):
+            st.response = st.json_
+
+
+async def _tools_for(
+    run: Runner, step: AgentStep, provider_name: str, provider: Provider
+) -> ToolSet | None:
+    """The step's tools, started (MCP servers running), or None when it has none."""
+    if step.tools is None or provider.session_kind == "session_id":
+        return None  # an agent CLI runs tools itself: the step's are served to it (mcp_proxy)
+    factory = run.config.toolsets
+    if factory is None:
+        raise ExecutionError(f"step {step.name}: this run cannot start tools", step=step.name)
+    env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
+    return await factory(step.tools, run.config.cwd, env, run.masker)
+
+
+def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[McpServerSpec]:
+    """For an agent CLI with `mcp_proxy: {enable: true}`: the MCP server (`awf mcp-serve`)
+    that serves it the step's tools."""
+    proxy = step.mcp_proxy
+    if provider.session_kind != "session_id" or proxy is None or not proxy.enable:
+        if step.tools is not None and provider.session_kind == "session_id":
+            raise ExecutionError(
+                f"step {step.name}: an agent CLI runs its own tools; to give it this step's "
+                "`tools:`, add `mcp_proxy: {enable: true}`",
+                step=step.name,
+            )
+        return []
+    factory = run.config.mcp_proxy
+    if factory is None:
+        raise ExecutionError(f"step {step.name}: this run cannot serve tools", step=step.name)
+    env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
+    return [factory(step.tools, proxy, run.config.cwd, env, run.config.yes)]
+
+
+def _conversation_for(
+    run: Runner,
+    step: AgentStep,
+    provider_name: str,
+    provider: Provider,
+    restored: ConversationState | None,
+) -> tuple[ConversationState | None, int]:
+    """The conversation state the step starts with, and how many replies it inherited."""
+    source = step.conversation.continue_from if step.conversation else None
+    inherited = 0
+    if source:
+        prev = run.state.steps.get(source)
+        if prev is None or prev.status == "pending" or source not in run.state.executed:
+            raise ExecutionError(f'continue_from: step "{source}" not found in execution context')
+        conv = prev.conversation
+        if conv is None:
+            raise ExecutionError(f'continue_from: step "{source}" has no conversation state')
+        if conv.provider and conv.provider != provider_name:
+            raise ExecutionError(
+                f'continue_from: step "{source}" holds a session of provider "{conv.provider}",'
+                f' which provider "{provider_name}" cannot resume'
+            )
+        replies = conv.total_turns  # a user message that got no reply is no history
+        if provider.session_kind == "session_id":
+            if not conv.session_id:
+                if not replies:
+                    raise ExecutionError(
+                        f'continue_from: step "{source}" has no session ID or conversation '
+                        "history to resume"
+                    )
+                run.emit(
+                    ev.RunWarning(
+                        run.run_id,
+                        f'step "{source}" has no session id; replaying its '
+                        f"{replies} turns to {provider_name} instead",
+                        step.name,
+                    )
+                )
+        elif not replies:
+            raise ExecutionError(
+                f'continue_from: step "{source}" has no conversation turns for HTTP-based '
+                f'provider "{provider_name}"'
+            )
+        inherited = conv.total_turns
+        if restored is not None:
+            return restored, inherited
+        return conv.fork(), inherited
+    if restored is not None:
+        return restored, 0
+    earlier = run.earlier_visit(step.name)
+    if step.conversation is not None and earlier is not None and earlier.conversation:
+        # A cycle came back to this step: it continues its own session, remembering the
+        # earlier visits (without a `conversation:` block each visit starts afresh).
+        conv = earlier.conversation
+        conv.stopped_by, conv.live_from = "", None
+        return conv, 0
+    if step.session_tracked:
+        return ConversationState(provider=provider_name), 0
+    return None, 0
