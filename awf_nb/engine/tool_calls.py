@@ -55,6 +55,7 @@ async def run_tool_calls(
             _finish(session, call, ToolResult(decisions[call.id], is_error=True), "refused", 0.0)
             results[call.id] = (ToolResult(decisions[call.id], is_error=True), "refused", 0.0)
     cut = False
+    started = time.monotonic()
     if allowed:
         task = asyncio.create_task(_run_all(session, tools, allowed, results))
         # Ctrl-C / Stop cancels what `_turn_task` names (Runner.interrupt): these calls.
@@ -63,11 +64,12 @@ async def run_tool_calls(
             await task
         except asyncio.CancelledError:
             current = asyncio.current_task()
+            ran = time.monotonic() - started
             if not (run._turn_interrupted and current is not None and not current.cancelling()):
-                _settle_interrupted(session, allowed, results)
+                _settle_interrupted(session, allowed, results, ran)
                 raise
             cut = True
-            _settle_interrupted(session, allowed, results)
+            _settle_interrupted(session, allowed, results, ran)
         finally:
             run._turn_task = None
     messages = [
@@ -128,12 +130,14 @@ def _settle_interrupted(
     session: AgentSession,
     calls: list[ToolCall],
     results: dict[str, tuple[ToolResult, str, float]],
+    ran: float,
 ) -> None:
+    """Results for the calls Ctrl-C / Stop cut short (they ran for `ran` seconds)."""
     for call in calls:
         if call.id not in results:
             result = ToolResult(INTERRUPTED, is_error=True)
-            results[call.id] = (result, "interrupted", 0.0)
-            _finish(session, call, result, "interrupted", 0.0)
+            results[call.id] = (result, "interrupted", ran)
+            _finish(session, call, result, "interrupted", ran)
 
 
 def _finish(

@@ -335,6 +335,7 @@ async def test_ctrl_c_during_a_tool_call_records_interrupted_and_opens_the_promp
     assert state.status == "completed", state.error
     finished = {e.name: e for e in sink.of(ToolCallFinished)}
     assert finished["Bash"].outcome == "interrupted"
+    assert finished["Bash"].duration > 0  # how long it ran before it was stopped
     assert finished["Glob"].outcome == ""
     # the person had the turn: their message went to the model with every call answered
     second = model.requests[1]
