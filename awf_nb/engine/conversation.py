@@ -40,6 +40,7 @@ async def converse(
     said = ""  # the partner's latest message
     try:
         if resuming and session.replies > conv.visit_start:
+            said = _last_from(session, exchange.partner.name)
             message = session.pending_user_message()
             if message is None:
                 message = await _answer(session, exchange, last)
@@ -134,6 +135,12 @@ def _stops(
         conv.stopped_by = "max_turns"
         return True
     return False
+
+
+def _last_from(session: AgentSession, speaker: str) -> str:
+    """What `speaker` (a partner) said last, "" if nothing (or the person is the partner)."""
+    turns = session.conv.turns if session.conv and speaker else []
+    return next((t.content for t in reversed(turns) if t.speaker == speaker), "")
 
 
 def _last_reply(session: AgentSession) -> str:

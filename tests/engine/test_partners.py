@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from awf_nb.api import SimulatedUser, prepare_run
+from awf_nb.api import SimulatedUser, prepare_resume, prepare_run
 from awf_nb.engine.events import PERSON, TurnStarted, UserMessage
 from awf_nb.engine.ports import Final, Message, ProviderEvent, TurnRequest
 from awf_nb.errors import DefinitionError
@@ -561,3 +561,22 @@ async def test_until_sees_the_environment(run_yaml, monkeypatch):
     assert result.ok, result.error
     conv = result.steps["draft"].conversation
     assert conv.stopped_by == "condition" and conv.total_turns == 2
+
+
+async def test_resume_after_the_partner_s_last_message_still_sees_it(store, workdir):
+    """Killed after the reviewer's APPROVED was written but before the step ended: resume
+    has the writer answer it, and `until` still sees the reviewer's last message."""
+    text = textwrap.dedent(writer_reviewer())
+    state = await prepare_run(load_text(text), store=store, cwd=workdir).execute()
+    assert state.steps["draft"].conversation.stopped_by == "condition"
+    saved = store.load_state(state.run_id)
+    saved.status, saved.current_step = "failed", "draft"
+    saved.steps["draft"].status = "running"
+    saved.steps["draft"].conversation.stopped_by = ""
+    store.save_state(saved)
+
+    resumed = await prepare_resume(state.run_id, store=store, cwd=workdir).execute()
+    assert resumed.status == "completed", resumed.error
+    conv = resumed.steps["draft"].conversation
+    assert conv.stopped_by == "condition" and conv.total_turns == 3
+    assert [t.speaker for t in conv.turns if t.role == "user"] == ["", "reviewer", "reviewer"]
