@@ -17,13 +17,7 @@ import asyncio
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession, Reply, TurnTimeout
-from awf_nb.engine.partner import (
-    PERSON,
-    PROMPT,
-    Exchange,
-    PartnerInterrupted,
-    is_end_of_conversation,
-)
+from awf_nb.engine.partner import PERSON, Exchange, PartnerInterrupted, read_message
 from awf_nb.errors import AwfError
 
 
@@ -98,18 +92,7 @@ async def _answer(session: AgentSession, exchange: Exchange, reply: Reply) -> st
 
 async def _take_over(session: AgentSession, turn: int) -> str | None:
     """The person's message in an automatic exchange: text, "" (carry on) or None (exit)."""
-    run, step = session.run, session.step.name
-    reader = run.config.reader
-    assert reader is not None
-    run.emit(ev.AwaitingInput(run.run_id, step, PROMPT))
-    text = await reader.read(PROMPT)
-    if text is not None and not text.strip():
-        return ""
-    if is_end_of_conversation(text):
-        return None
-    assert text is not None
-    run.emit(ev.UserMessage(run.run_id, step, run.masker.mask(text), turn, PERSON))
-    return text
+    return await read_message(session.run, session.step.name, turn, speaker=PERSON, blank="")
 
 
 def _stops(

@@ -49,9 +49,18 @@ class Partner(Protocol):
 
 
 async def read_message(
-    run: Runner, step: str, turn: int, timeout: float | None = None, *, speaker: str = ""
+    run: Runner,
+    step: str,
+    turn: int,
+    timeout: float | None = None,
+    *,
+    speaker: str = "",
+    blank: str | None = None,
 ) -> str | None:
-    """The person's next message, or None when they ended the conversation (or headless)."""
+    """The person's next message, or None when they ended the conversation (or headless).
+
+    `blank` is what an empty line gives: the end (None), or "" where it means "go on" (the
+    person stepping into an exchange between agents); `speaker` is recorded with the text."""
     reader = run.config.reader
     if reader is None:  # headless: behave as if input reached its end
         return None
@@ -64,6 +73,8 @@ async def read_message(
             f"step {step}: no message at the prompt within the step timeout ({timeout:g}s)",
             step=step,
         ) from None
+    if text is not None and not text.strip():
+        return blank
     if is_end_of_conversation(text):
         return None
     assert text is not None
