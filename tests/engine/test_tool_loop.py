@@ -315,9 +315,23 @@ async def test_headless_refuses_confirmable_tools_unless_yes(workdir: Path):
             assert model.requests[1].history[-1].content == NOBODY_TO_ASK
 
 
+class StoppedClock:
+    """`time` for the tool loop, whose clock moves only when the test says so."""
+
+    now = 100.0
+
+    @classmethod
+    def monotonic(cls) -> float:
+        return cls.now
+
+
 async def test_ctrl_c_during_a_tool_call_records_interrupted_and_opens_the_prompt(
-    workdir: Path,
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
 ):
+    from awf_nb.engine import tool_calls
+
+    monkeypatch.setattr(tool_calls, "time", StoppedClock)
+    StoppedClock.now = 100.0
     model = make_model([[("Bash", {"command": "sleep 60"}), ("Glob", {"pattern": "*"})], "Ok."])
     sink = Collect()
     reader = ScriptedReader(["never mind", ""])
@@ -330,12 +344,13 @@ async def test_ctrl_c_during_a_tool_call_records_interrupted_and_opens_the_promp
     )
     task = asyncio.create_task(runner.execute())
     await until(lambda: len(sink.of(ToolCallFinished)) == 1, "the quick Glob to finish")
+    StoppedClock.now = 107.5  # the slow call has run for 7.5 s when Ctrl-C comes
     assert runner.interrupt() == "turn"
     state = await asyncio.wait_for(task, 30)
     assert state.status == "completed", state.error
     finished = {e.name: e for e in sink.of(ToolCallFinished)}
     assert finished["Bash"].outcome == "interrupted"
-    assert finished["Bash"].duration > 0  # how long it ran before it was stopped
+    assert finished["Bash"].duration == 7.5  # how long it ran before it was stopped
     assert finished["Glob"].outcome == ""
     # the person had the turn: their message went to the model with every call answered
     second = model.requests[1]
