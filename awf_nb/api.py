@@ -19,7 +19,13 @@ from typing import Any
 
 from awf_nb.engine.inputs import AskFunction, resolve_inputs
 from awf_nb.engine.partner import SimulatedUser
-from awf_nb.engine.ports import EventSink, InputReader, ProviderFactory
+from awf_nb.engine.ports import (
+    EventSink,
+    InputReader,
+    McpProxyFactory,
+    McpServerSpec,
+    ProviderFactory,
+)
 from awf_nb.engine.run import RunConfig, Runner
 from awf_nb.engine.state import RunState, StepState
 from awf_nb.errors import AwfError, DefinitionError, UserError
@@ -104,12 +110,21 @@ async def _start_toolset(config: Any, cwd: Path, env: Mapping[str, str], masker:
     return tools
 
 
-def _mcp_proxy() -> Any:
+def _mcp_proxy() -> McpProxyFactory:
     """The run's `McpProxyFactory` (`mcp_proxy` on an agent CLI step): its config files
-    go when the run's config does (or at exit)."""
-    from awf_nb.tools.proxy import McpProxy
+    go when the run's config does (or at exit). The tools package is imported by the first
+    step that uses it, not by every run."""
+    proxy = None
 
-    return McpProxy()
+    def serve(*args: Any) -> McpServerSpec:
+        nonlocal proxy
+        if proxy is None:
+            from awf_nb.tools.proxy import McpProxy
+
+            proxy = McpProxy()
+        return proxy(*args)
+
+    return serve
 
 
 def use_cassette_input(runner: Runner) -> None:
@@ -119,6 +134,8 @@ def use_cassette_input(runner: Runner) -> None:
     is only known then. Does nothing for a run without a cassette; calling it twice is
     harmless.
     """
+    if "awf_nb.providers.cassette" not in sys.modules:
+        return  # no cassette can exist before its module is loaded: not worth importing it
     from awf_nb.providers.cassette import cassette_of
 
     cassette = cassette_of(runner.config.providers)

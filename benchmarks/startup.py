@@ -3,7 +3,9 @@ outside, each against `python -c pass` run alternately in the same loop (so mach
 hits both sides alike). Prints the median wall time of each and the ratio.
 
 Rows: `awf --version`, `awf validate workflows/chat.yaml`, `awf history`, `awf status ID`
-(on a storage folder holding one finished run), `awf diagram workflows/chat.yaml`.
+(on a storage folder holding one finished run), `awf diagram workflows/chat.yaml`. Then the
+floors those commands stand on, measured the same way: importing the libraries the workflow
+and state files are read with (pydantic, PyYAML), and importing the workflow models.
 
     python benchmarks/startup.py [--rounds 7]
 """
@@ -50,7 +52,11 @@ def main() -> None:
             "awf history": [*awf, "history"],
             "awf status RUN": [*awf, "status", run_id],
             "awf diagram chat.yaml": [*awf, "diagram", "workflows/chat.yaml"],
-        }
+            "floor: import pydantic, yaml": [sys.executable, "-c", "import pydantic, yaml"],
+            "floor: + the workflow models": [
+                sys.executable, "-c", "import yaml, awf_nb.workflow.model",
+            ],
+        }  # fmt: skip
         for argv in [BASELINE, *rows.values()]:
             timed(argv, env)  # warm-up: file caches, .pyc files
         baseline: list[float] = []

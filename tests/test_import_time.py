@@ -58,3 +58,36 @@ def test_pulls_in_nothing_heavy(code: str) -> None:
     assert heavy == [], f"{code!r} imports {heavy}"
     if "awf_nb" in modules:
         print(f"\n{code}: {modules['awf_nb'] / 1000:.1f} ms cumulative")
+
+
+def test_awf_run_without_tools_or_cassette_loads_neither(tmp_path: Path) -> None:
+    workflow = tmp_path / "hello.yaml"
+    workflow.write_text(
+        "name: hello\nstates:\n  initial: hi\n"
+        "  hi: {type: step, command: echo hi, on_success: done}\n"
+        "  done: {type: terminal}\n"
+    )
+    code = (
+        "import sys; from awf_nb.cli import main; "
+        f"sys.exit(main(['run', {str(workflow)!r}, '--storage', {str(tmp_path / 'runs')!r}]))"
+    )
+    modules = _imported(code)
+    assert "awf_nb.engine.run" in modules, "the run did not happen"
+    unused = ("awf_nb.tools", "awf_nb.providers.cassette", "mcp")
+    inside = tuple(f"{name}." for name in unused)
+    assert sorted(m for m in modules if m in unused or m.startswith(inside)) == []
+
+
+def test_loading_a_workflow_builds_only_the_models_of_its_step_kinds() -> None:
+    code = (
+        "from awf_nb.workflow.loader import load_workflow; "
+        "from awf_nb.workflow import model; "
+        "load_workflow('workflows/chat.yaml'); "
+        "print(sorted(n for n, c in model.STEP_CLASSES.items() if c.__pydantic_complete__))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert result.stdout.split("\n")[0] == "['agent', 'terminal']"

@@ -12,14 +12,12 @@ warning with a did-you-mean suggestion instead of failing, as AWF ignores them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
-    Discriminator,
     Field,
-    Tag,
     field_validator,
     model_validator,
 )
@@ -67,7 +65,9 @@ def canonical_kind(type_name: Any) -> str | None:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # Built on first use, not at import: a command that loads one workflow builds only the
+    # models that workflow's steps need (start-up time of every `awf` command).
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
 
 # --- inputs --------------------------------------------------------------------------------
@@ -498,23 +498,6 @@ STEP_CLASSES: dict[str, type[_StepBase]] = {
 }
 
 
-def _step_tag(value: Any) -> str | None:
-    raw = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return canonical_kind(raw)
-
-
-Step = Annotated[
-    Annotated[CommandStep, Tag("command")]
-    | Annotated[AgentStep, Tag("agent")]
-    | Annotated[TerminalStep, Tag("terminal")]
-    | Annotated[ParallelStep, Tag("parallel")]
-    | Annotated[ForEachStep, Tag("for_each")]
-    | Annotated[WhileStep, Tag("while")]
-    | Annotated[CallWorkflowStep, Tag("call_workflow")]
-    | Annotated[OperationStep, Tag("operation")],
-    Discriminator(_step_tag),
-]
-
 AnyStep = (
     CommandStep
     | AgentStep
@@ -525,6 +508,14 @@ AnyStep = (
     | CallWorkflowStep
     | OperationStep
 )
+
+if TYPE_CHECKING:
+    StepsByName = dict[str, AnyStep]
+else:
+    # The loader validates each step against its own class, so only the kinds a workflow
+    # uses are ever built (the models are built on first use) and each error points into
+    # its own step; the workflow then holds the validated steps as they are.
+    StepsByName = dict[str, Any]
 
 
 # --- the workflow --------------------------------------------------------------------------
@@ -553,7 +544,7 @@ class Workflow(_Model):
     inputs: list[Input] = Field(default_factory=list)
     env: list[str] = Field(default_factory=list)
     initial: str
-    steps: dict[str, Step]
+    steps: StepsByName
     hooks: WorkflowHooks = Field(default_factory=WorkflowHooks)
     limits: Limits = Field(default_factory=Limits)
     # Where it came from (not part of the language): used for relative paths and messages.

@@ -52,7 +52,9 @@ _RESERVED_PARAMETERS = frozenset(
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # As model._Model (which imports this module): unknown keys are warnings, not errors,
+    # and a model is built on first use, not at import.
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
 
 class ToolParameter(_Model):
