@@ -42,17 +42,19 @@ class StreamHTML(anywidget.AnyWidget):
 
     def push(self, append: str, tail: str) -> bool:
         """Add `append` to the sealed part and make `tail` the new tail, sending only the
-        difference: when the browser's tail already begins with `append` (a block that was
-        the tail is now finished) it is told to seal that many characters instead of
-        receiving them again. Returns whether a message was sent (none when nothing
-        changed)."""
+        difference: as much of `append` as the browser's tail already begins with (a block
+        that was the tail is now finished) it is told to seal instead of receiving it again.
+        Returns whether a message was sent (none when nothing changed)."""
         message: dict[str, object] = {}
         old_tail = self.tail
-        if append and old_tail.startswith(append):
-            message["seal"] = _js_length(append)
-            old_tail = old_tail[len(append) :]
-        elif append:
-            message["append"] = append
+        # What the browser's tail already holds of `append` (the block that was the tail,
+        # finished now, maybe with more blocks after it) is sealed there, not sent again.
+        sealed = _common_prefix(old_tail, append) if append else 0
+        if sealed:
+            message["seal"] = _js_length(append[:sealed])
+            old_tail = old_tail[sealed:]
+        if sealed < len(append):
+            message["append"] = append[sealed:]
         keep = _common_prefix(old_tail, tail)
         if keep < len(old_tail) or keep < len(tail):
             message["keep"] = _js_length(tail[:keep])

@@ -55,6 +55,18 @@ def test_only_the_difference_is_sent() -> None:
     assert browser.shows == widget.html == "<p>Hello world</p><p>Next</p>"
 
 
+def test_a_tail_finished_along_with_more_blocks_is_sealed_not_sent_again() -> None:
+    widget = StreamHTML()
+    browser = Browser(widget)
+    widget.push("", "<p>Hello world</p>")
+    # Within one flush the paragraph grew, ended, and a code block followed it.
+    widget.push("<p>Hello world, again</p><pre>code</pre>", "<p>Ne</p>")
+
+    sent = browser.sent[-1]
+    assert (sent["seal"], sent["append"]) == (len("<p>Hello world"), ", again</p><pre>code</pre>")
+    assert browser.shows == widget.html == "<p>Hello world, again</p><pre>code</pre><p>Ne</p>"
+
+
 def test_offsets_count_like_javascript_with_emoji() -> None:
     widget = StreamHTML()
     browser = Browser(widget)
