@@ -301,6 +301,7 @@ class AgentSession:
             said += [Message("assistant", reply.text, tool_calls=tuple(calls)), *results]
             if cut:  # Ctrl-C / Stop during a tool call: the person has the turn
                 reply.interrupted = True
+                run.sync_transcript()  # no checkpoint of a reply follows the results
                 break
             request = self._request("", [*self._dialogue, *said], continues=True)
         if self.conv is not None:
