@@ -100,12 +100,13 @@ class OpenAICompatibleProvider:
         self._clients: dict[bool, httpx.AsyncClient] = {}
         # Base URLs whose server rejected `max_completion_tokens`: they get `max_tokens`.
         self._legacy_max_tokens: set[str] = set()
+        self._wire = _WireCache()
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
         settings = self._resolve(turn)
         messages, dropped = self._fit(build_messages(turn), settings)
-        body = self._body(settings, messages, turn.tools)
-        response = await self._send(settings, body, turn.timeout)
+        body = self._body(settings, turn.tools)
+        response = await self._send(settings, body, self._wire.encode(messages), turn.timeout)
         reader = _StreamReader(
             self.name, _display_url(settings.url), settings.secrets, _read_timeout(turn.timeout)
         )
@@ -142,16 +143,25 @@ class OpenAICompatibleProvider:
         return client
 
     async def _send(
-        self, settings: _Settings, body: dict[str, Any], turn_timeout: float | None
+        self,
+        settings: _Settings,
+        body: dict[str, Any],
+        messages: bytes,
+        turn_timeout: float | None,
     ) -> httpx.Response:
-        """POST the turn; returns the open streaming response or raises `ProviderError`."""
+        """POST the turn (`body` with `messages`, the JSON array of the messages); returns
+        the open streaming response or raises `ProviderError`."""
         read_timeout = _read_timeout(turn_timeout)
         timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT, pool=CONNECT_TIMEOUT)
         headers = self._headers(settings)
         for _attempt in range(2):
             try:
                 request = self._http(settings.url).build_request(
-                    "POST", settings.url, json=body, headers=headers, timeout=timeout
+                    "POST",
+                    settings.url,
+                    content=_encode_body(body, messages),
+                    headers=headers,
+                    timeout=timeout,
                 )
             except httpx.InvalidURL as exc:
                 raise self._error(f"base_url is not a valid URL ({exc})") from None
@@ -184,18 +194,20 @@ class OpenAICompatibleProvider:
         return rejected
 
     def _headers(self, settings: _Settings) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+        headers = {
+            "Accept": "text/event-stream",
+            "Cache-Control": "no-store",
+            "Content-Type": "application/json",
+        }
         if settings.api_key:
             headers["Authorization"] = f"Bearer {settings.api_key}"
         headers.update(settings.headers)
         return headers
 
-    def _body(
-        self, settings: _Settings, messages: list[Message], tools: list[ToolSpec]
-    ) -> dict[str, Any]:
+    def _body(self, settings: _Settings, tools: list[ToolSpec]) -> dict[str, Any]:
+        """The request body without its messages (`_encode_body` puts them in second)."""
         body: dict[str, Any] = {
             "model": settings.model,
-            "messages": [wire_message(m) for m in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
             **settings.parameters,
@@ -320,6 +332,52 @@ def wire_message(message: Message) -> dict[str, Any]:
             ],
         }
     return {"role": message.role, "content": message.content}
+
+
+def _json(value: Any) -> bytes:
+    """`value` as JSON bytes, exactly as httpx's `json=` encodes a request body."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _encode_body(body: dict[str, Any], messages: bytes) -> bytes:
+    """`body` as JSON with the encoded `messages` array as its second key (after `model`,
+    where a body built as one dict has it)."""
+    first, *rest = body.items()
+    head = _json(dict([first]))[:-1]
+    tail = _json(dict(rest))[1:] if rest else b"}"
+    return b"".join((head, b',"messages":', messages, b"," if rest else b"", tail))
+
+
+class _WireCache:
+    """The JSON of history messages, made once per message object.
+
+    Every request sends the whole history, and each tool round or turn adds only a few
+    messages to it: translating the history afresh costs O(n) per request, O(n²) per
+    conversation. Messages are immutable, so the engine's history list holds the same
+    objects request after request; their encoding is kept by identity (the entry holds
+    the message, so its id cannot be reused while cached). Entries no request used lately
+    are dropped when the cache outgrows the request at hand (bounded memory, and a
+    shared provider serving several steps keeps both their histories).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Message, bytes]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def encode(self, messages: list[Message]) -> bytes:
+        """The JSON array of `messages` in Chat Completions form."""
+        entries = self._entries
+        parts: list[bytes] = []
+        for message in messages:
+            entry = entries.get(id(message))
+            if entry is None or entry[0] is not message:
+                entry = entries[id(message)] = (message, _json(wire_message(message)))
+            parts.append(entry[1])
+        if len(entries) > 2 * len(messages) + 64:
+            self._entries = {id(m): entries[id(m)] for m in messages}
+        return b"[" + b",".join(parts) + b"]"
 
 
 def wire_tool(tool: ToolSpec) -> dict[str, Any]:

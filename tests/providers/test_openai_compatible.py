@@ -34,6 +34,8 @@ from awf_nb.providers.openai_compatible import (
     _StreamReader,
     _tls_context,
     _transport_error,
+    _WireCache,
+    wire_message,
 )
 from tests.support import collect, of_type
 from tests.support.openai_server import OpenAIServer, Reply, prompt_tokens
@@ -674,6 +676,82 @@ async def test_a_forced_field_is_not_switched(
     error = await fail(provider, turn_for(openai_server, **options))
     assert "bad request (HTTP 400)" in error.message
     assert len(openai_server.requests) == 1
+
+
+# --- the history on the wire, translated once per message ---------------------------------
+
+
+def odd_history() -> list[Message]:
+    return [
+        Message("system", "Be brief."),
+        Message("user", 'Quote "this" and \\ that, é ✓ \u2028 \U0001f600'),
+        Message(
+            "assistant",
+            "",
+            tool_calls=(
+                ToolCall("call_1", "Read", '{"path": "a.txt"}'),
+                ToolCall("call_2", "Glob", "not json"),
+            ),
+        ),
+        Message("tool", "alpha\n", tool_call_id="call_1", name="Read"),
+        Message("tool", "", tool_call_id="call_2", name="Glob"),
+        Message("assistant", "Done.\x00"),
+    ]
+
+
+def fresh(messages: list[Message]) -> bytes:
+    """The messages as httpx's `json=` would encode their fresh translation."""
+    wire = [wire_message(m) for m in messages]
+    return json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def test_a_cached_wire_translation_equals_a_fresh_one() -> None:
+    cache = _WireCache()
+    history = odd_history()
+    assert cache.encode(history) == fresh(history)
+    assert cache.encode(history) == fresh(history)  # from the cache this time
+    # the same messages as other objects, a window without the oldest, new messages
+    copies = [Message(m.role, m.content, m.tool_calls, m.tool_call_id, m.name) for m in history]
+    assert cache.encode(copies) == fresh(history)
+    grown = [*history[3:], Message("user", "more"), *history[:2]]
+    assert cache.encode(grown) == fresh(grown)
+    assert cache.encode([]) == b"[]"
+
+
+def test_the_wire_cache_keeps_only_what_recent_requests_use() -> None:
+    cache = _WireCache()
+    for turn in range(200):  # 200 one-off histories: the cache must not keep them all
+        cache.encode([Message("user", f"question {turn}"), Message("assistant", "answer")])
+    assert len(cache) < 100
+
+
+async def test_every_tool_round_sends_the_history_as_a_fresh_translation(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    """Round after round the history grows by the same message objects (the engine's
+    list): the server gets each request exactly as a fresh translation would be."""
+    history = [Message("user", "Read them all.")]
+    for round_number in range(4):
+        request = TurnRequest(
+            prompt="",
+            system_prompt="You read.",
+            history=list(history),
+            continues=round_number > 0,
+            options={"base_url": openai_server.base_url, "model": "m"},
+        )
+        openai_server.script(Reply.text(f"Round {round_number} é."))
+        await collect(provider.stream(request))
+        sent = openai_server.requests[-1]
+        expected = [Message("system", "You read."), *history]
+        if round_number == 0:
+            expected.append(Message("user", ""))
+        assert sent.body["messages"] == json.loads(fresh(expected))
+        assert sent.headers["content-type"] == "application/json"
+        call = ToolCall(f"c{round_number}", "Read", json.dumps({"n": round_number}))
+        history += [
+            Message("assistant", "", tool_calls=(call,)),
+            Message("tool", f"text {round_number}", tool_call_id=call.id, name="Read"),
+        ]
 
 
 # --- context window ------------------------------------------------------------------------
