@@ -11,6 +11,13 @@ results go as assistant `tool_calls` and `tool` messages. The streamed `tool_cal
 are assembled per `index` and yielded as complete `ToolCall`s once the stream has ended.
 A turn without tools sends exactly what it sent before tools existed.
 
+The HTTP exchange runs in a worker thread with httpx's synchronous client (design.md:
+blocking work in worker threads handing results back with `loop.call_soon_threadsafe`):
+each network read's events go to the event loop as one batch. It costs the loop far less
+per request and per read than the asyncio HTTP stack. Cancelling the turn (Ctrl-C, a
+timeout, closing the stream) shuts the connection down at once, so the server sees the
+client go away and stops generating.
+
 Failures raise `ProviderError` with one line naming the provider, the URL and what went
 wrong; `retryable`/`retry_after` tell the engine whether trying again may help (the
 engine retries, this module never does). The API key is a secret: it only ever goes into
@@ -25,10 +32,12 @@ import email.utils
 import functools
 import json
 import os
+import queue
 import socket
 import ssl
+import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,6 +70,8 @@ CONNECT_TIMEOUT = 10.0
 DEFAULT_READ_TIMEOUT = 300.0
 _MAX_SERVER_MESSAGE = 300
 _DRAIN_SECONDS = 0.5
+_CLOSE_SECONDS = 5.0  # aclose: how long stopped turns get to let go of their connections
+_WINDOW = 64  # batches a worker hands over before it waits for the loop to take them
 _ENDPOINT = "/chat/completions"
 
 
@@ -90,90 +101,132 @@ class _Settings:
 
 
 class OpenAICompatibleProvider:
-    """Streams chat completions; one `httpx.AsyncClient` per run, created on first use."""
+    """Streams chat completions; one `httpx.Client` per run (per URL scheme), created on
+    first use and shared by the worker threads of the run's turns."""
 
     session_kind: Literal["history", "session_id"] = "history"
 
     def __init__(self, name: str = "openai_compatible") -> None:
         self.name = name
         # One client per URL scheme: TLS is set up (the CA bundle read) only for https.
-        self._clients: dict[bool, httpx.AsyncClient] = {}
+        self._clients: dict[bool, httpx.Client] = {}
+        self._clients_lock = threading.Lock()  # turns of parallel steps share the clients
         # Base URLs whose server rejected `max_completion_tokens`: they get `max_tokens`.
         self._legacy_max_tokens: set[str] = set()
         self._wire = _WireCache()
+        self._exchanges: set[_Exchange] = set()  # the turns streaming now
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
         settings = self._resolve(turn)
         messages, dropped = self._fit(build_messages(turn), settings)
         body = self._body(settings, turn.tools)
-        response = await self._send(settings, body, self._wire.encode(messages), turn.timeout)
         reader = _StreamReader(
             self.name, _display_url(settings.url), settings.secrets, _read_timeout(turn.timeout)
         )
+        exchange = _Exchange(asyncio.get_running_loop())
+        job = functools.partial(
+            self._exchange, exchange, reader, settings, body, self._wire.encode(messages),
+            turn.timeout,
+        )  # fmt: skip
+        self._exchanges.add(exchange)
         try:
-            async for event in reader.events(response):
-                yield event
+            _WORKERS.submit(functools.partial(exchange.run, job), exchange.end)
+            while (batch := await exchange.next_batch()) is not None:
+                for event in batch:
+                    yield event
         finally:
-            # Closing an unfinished response drops its connection: the server sees the
-            # client go away and stops generating (cancellation, aclose, errors).
-            await response.aclose()
+            # An unfinished exchange (cancellation, aclose, errors) has its connection shut
+            # down: the server sees the client go away and stops generating.
+            exchange.close()
+            self._exchanges.discard(exchange)
         yield reader.usage(messages)
         if dropped:
             yield truncation_notice(dropped, settings.context_window)
         yield Final(reader.text)
 
     async def aclose(self) -> None:
-        """Close the run's HTTP client (and its pooled connections)."""
-        clients, self._clients = self._clients, {}
+        """Stop the turns still streaming, then close the run's HTTP clients (and their
+        pooled connections)."""
+        exchanges, self._exchanges = self._exchanges, set()
+        for exchange in exchanges:
+            exchange.close()
+        if exchanges:  # their workers let go of the connections before the clients close
+            await asyncio.wait([e.finished for e in exchanges], timeout=_CLOSE_SECONDS)
+        with self._clients_lock:
+            clients, self._clients = self._clients, {}
         for client in clients.values():
-            await client.aclose()
+            client.close()
 
-    # --- the request -------------------------------------------------------------------------
+    # --- the exchange, in a worker thread -----------------------------------------------------
 
-    def _http(self, url: str) -> httpx.AsyncClient:
+    def _exchange(
+        self,
+        exchange: _Exchange,
+        reader: _StreamReader,
+        settings: _Settings,
+        body: dict[str, Any],
+        messages: bytes,
+        turn_timeout: float | None,
+    ) -> None:
+        """POST the turn and hand its events to the loop, a batch per network read."""
+        response = self._send(settings, body, messages, turn_timeout, exchange)
+        try:
+            exchange.attach(response.extensions.get("network_stream"))
+            for batch in reader.batches(response, exchange):
+                exchange.post(batch)
+        finally:
+            exchange.detach()  # from here on, the connection may serve another exchange
+            response.close()  # an unfinished response drops its connection
+
+    def _http(self, url: str) -> httpx.Client:
         """The client for `url`. Plain http never speaks TLS (redirects are not followed),
         so its client skips the TLS context; https always verifies."""
         secure = not url.lower().startswith("http://")
-        client = self._clients.get(secure)
-        if client is None:
-            client = self._clients[secure] = httpx.AsyncClient(
-                timeout=httpx.Timeout(DEFAULT_READ_TIMEOUT, connect=CONNECT_TIMEOUT),
-                verify=_tls_context() if secure else False,
-            )
+        with self._clients_lock:
+            client = self._clients.get(secure)
+            if client is None:
+                client = self._clients[secure] = httpx.Client(
+                    timeout=httpx.Timeout(DEFAULT_READ_TIMEOUT, connect=CONNECT_TIMEOUT),
+                    verify=_tls_context() if secure else False,
+                )
         return client
 
-    async def _send(
+    def _send(
         self,
         settings: _Settings,
         body: dict[str, Any],
         messages: bytes,
         turn_timeout: float | None,
+        exchange: _Exchange,
     ) -> httpx.Response:
         """POST the turn (`body` with `messages`, the JSON array of the messages); returns
         the open streaming response or raises `ProviderError`."""
         read_timeout = _read_timeout(turn_timeout)
         timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT, pool=CONNECT_TIMEOUT)
         headers = self._headers(settings)
+        client = self._http(settings.url)
         for _attempt in range(2):
             try:
-                request = self._http(settings.url).build_request(
+                request = client.build_request(
                     "POST",
                     settings.url,
                     content=_encode_body(body, messages),
                     headers=headers,
                     timeout=timeout,
+                    extensions={"trace": exchange.trace},
                 )
             except httpx.InvalidURL as exc:
                 raise self._error(f"base_url is not a valid URL ({exc})") from None
             try:
-                response = await self._http(settings.url).send(request, stream=True)
+                response = client.send(request, stream=True)
             except httpx.TransportError as exc:
                 raise _transport_error(self.name, settings.url, exc, read_timeout) from None
             if response.is_success:
                 return response
             with contextlib.suppress(httpx.TransportError):  # the status says enough
-                await response.aread()
-            await response.aclose()
+                response.read()
+            response.close()
+            exchange.detach()
             if not self._switch_max_tokens_field(settings, body, response):
                 raise _http_error(self.name, settings, response)
         raise _http_error(self.name, settings, response)
@@ -428,12 +481,14 @@ class _StreamReader:
             estimated=True,
         )
 
-    async def events(self, response: httpx.Response) -> AsyncIterator[ProviderEvent]:
+    def batches(
+        self, response: httpx.Response, exchange: _Exchange
+    ) -> Iterator[list[ProviderEvent]]:
+        """The events of the response, a list per network read (in the worker thread)."""
         content_type = response.headers.get("content-type", "").partition(";")[0].strip()
         if content_type == "application/json":
             # Some servers ignore `stream: true` and answer with one JSON completion.
-            for event in self._whole_completion(await self._read_json(response)):
-                yield event
+            yield self._whole_completion(self._read_json(response))
             return
         if content_type != "text/event-stream":
             raise self.error(
@@ -442,12 +497,12 @@ class _StreamReader:
             )
         done = False
         decoder = SSEDecoder()
-        stream = response.aiter_bytes()
+        stream = response.iter_bytes()
         try:
             # The events of one network read become at most one TextDelta each between
             # other events: a fast server sends dozens of tokens per read, and every event
             # costs the engine and the frontends the same whatever its length.
-            async for datas in _sse_reads(stream, decoder):
+            for datas in _sse_reads(stream, decoder):
                 events: list[ProviderEvent] = []
                 for data in datas:
                     if data.strip() == "[DONE]":
@@ -455,12 +510,10 @@ class _StreamReader:
                         break
                     if data.strip():
                         events.extend(self._chunk_events(self._decode(data)))
-                for event in _merge_text(events):
-                    yield event
+                if events:
+                    yield _merge_text(events)
                 if done:
                     break
-            if done:
-                await _drain(stream)
         except LineTooLong as exc:
             raise self.error(f"malformed stream: {exc}; the reply so far is kept") from None
         except httpx.ReadTimeout:
@@ -472,12 +525,12 @@ class _StreamReader:
             raise self.error(
                 f"stream ended before [DONE] ({_describe(exc)})", retryable=True
             ) from None
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
         if not done:
             raise self.error("stream ended before [DONE]", retryable=True)
-        for event in self._finish_tool_calls():
-            yield event
+        if calls := self._finish_tool_calls():
+            yield calls
+        exchange.draining()
+        _drain(stream)
 
     def error(self, message: str, **kwargs: Any) -> ProviderError:
         return ProviderError(self.provider, f"{self.url}: {mask(message, self.secrets)}", **kwargs)
@@ -554,9 +607,9 @@ class _StreamReader:
             self._call_tokens += estimate_tokens(call.name) + estimate_tokens(arguments)
         return finished
 
-    async def _read_json(self, response: httpx.Response) -> dict[str, Any]:
+    def _read_json(self, response: httpx.Response) -> dict[str, Any]:
         try:
-            body = json.loads(await response.aread())
+            body = json.loads(response.read())
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise self.error("malformed response: the body is not JSON") from None
         except httpx.TransportError as exc:
@@ -573,9 +626,9 @@ class _StreamReader:
         return events
 
 
-async def _sse_reads(stream: AsyncIterator[bytes], decoder: SSEDecoder) -> AsyncIterator[list[str]]:
+def _sse_reads(stream: Iterator[bytes], decoder: SSEDecoder) -> Iterator[list[str]]:
     """The data of the server-sent events completed by each network read, as they arrive."""
-    async for chunk in stream:
+    for chunk in stream:
         if datas := decoder.feed(chunk):
             yield datas
     if datas := decoder.end():
@@ -601,19 +654,174 @@ def _merge_text(events: list[ProviderEvent]) -> list[ProviderEvent]:
     return merged
 
 
-async def _drain(stream: AsyncIterator[Any]) -> None:
+def _drain(stream: Iterator[bytes]) -> None:
     """Read what follows `[DONE]` (normally just the end of the body), briefly.
 
     A response read to its end gives its connection back to the pool for the next turn;
     one abandoned half-read is closed. A server that keeps the stream open after `[DONE]`
-    only costs the connection, not the turn.
+    only costs the connection, not the turn: the loop shuts the connection down after
+    `_DRAIN_SECONDS` (`_Exchange.draining`).
     """
-    try:
-        async with asyncio.timeout(_DRAIN_SECONDS):
-            async for _ in stream:
-                pass
-    except (TimeoutError, httpx.TransportError):
-        pass
+    with contextlib.suppress(httpx.TransportError):
+        for _ in stream:
+            pass
+
+
+class _Exchange:
+    """One turn's HTTP exchange, between the worker thread that runs it and the event loop
+    that reads its events.
+
+    The worker hands over each network read's events (`post`), waiting when `_WINDOW`
+    batches are not taken yet (a slow reader slows the reading, nothing piles up), then
+    the end or the error that stopped it (`run`). The loop takes them (`next_batch`) and
+    closes the exchange when it stops reading (`close`): the connection is then shut down
+    at once, even while the worker waits in a read, which ends that read.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: asyncio.Queue[Any] = asyncio.Queue()
+        self._room = threading.Semaphore(_WINDOW)
+        self._lock = threading.Lock()  # guards the socket against a late shutdown
+        self._socket: socket.socket | None = None
+        self._closed = False  # the loop stopped reading
+        self._drain_timer: asyncio.TimerHandle | None = None
+        self._outcome: BaseException | None = None
+        self.finished: asyncio.Future[None] = loop.create_future()
+
+    # -- the worker's side --
+
+    def run(self, job: Callable[[], None]) -> None:
+        """Run the exchange, keeping how it ended (None, or the exception) for `end`."""
+        try:
+            job()
+        except BaseException as exc:  # all of it goes to the loop, which raises it
+            self._outcome = exc
+        finally:
+            self.detach()  # the connection may serve another exchange now
+
+    def end(self) -> None:
+        """Tell the loop how the exchange ended (once the worker is free for the next)."""
+        self._send(self._end, self._outcome)
+
+    def post(self, batch: list[ProviderEvent]) -> None:
+        while not self._closed and not self._room.acquire(timeout=1.0):
+            pass
+        if self._closed:
+            return
+        self._send(self._items.put_nowait, batch)
+
+    def draining(self) -> None:
+        """The answer is complete; what follows is read briefly (see `_drain`)."""
+        self._send(self._arm_drain_timer)
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's trace hook: a new connection's socket is known before any reply."""
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            stream = info.get("return_value")
+            if stream is not None:
+                self.attach(stream)
+
+    def attach(self, stream: Any) -> None:
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        with self._lock:
+            self._socket = sock
+            if self._closed:
+                _shutdown(sock)
+
+    def detach(self) -> None:
+        with self._lock:
+            self._socket = None
+
+    def _send(self, callback: Callable[..., None], *args: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is reading
+            self._loop.call_soon_threadsafe(callback, *args)
+
+    # -- the loop's side --
+
+    async def next_batch(self) -> list[ProviderEvent] | None:
+        """The next batch of events; None at the end; raises what stopped the exchange."""
+        item = await self._items.get()
+        if type(item) is list:
+            self._room.release()
+            return item
+        if item is None:
+            return None
+        raise item
+
+    def close(self) -> None:
+        """The loop stopped reading: shut the connection down if it is still in use."""
+        self._closed = True
+        self._room.release()  # a worker waiting for room sees `_closed`
+        self._abort()
+
+    def _abort(self) -> None:
+        with self._lock:
+            _shutdown(self._socket)
+
+    def _arm_drain_timer(self) -> None:
+        if not self._closed:
+            self._drain_timer = self._loop.call_later(_DRAIN_SECONDS, self._abort)
+
+    def _end(self, outcome: BaseException | None) -> None:
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+        if not self.finished.done():
+            self.finished.set_result(None)
+        self._items.put_nowait(outcome)
+
+
+def _shutdown(sock: socket.socket | None) -> None:
+    """End the connection both ways: a read blocked on it in another thread returns. (The
+    plain socket's method: on a TLS socket it must not touch the TLS state in use.)"""
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+_Inbox = queue.SimpleQueue[tuple[Callable[[], None], Callable[[], None]]]
+
+
+class _Workers:
+    """Daemon threads that run HTTP exchanges, kept for the next turn (starting a thread per
+    request would cost more than the request). Shared by every provider in the process;
+    a turn waiting on a slow server holds one thread, others get their own."""
+
+    _KEEP = 8  # idle threads kept; more are let go
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[_Inbox] = []
+        if hasattr(os, "register_at_fork"):  # a forked child has none of these threads
+            os.register_at_fork(after_in_child=self._idle.clear)
+
+    def submit(self, job: Callable[[], None], then: Callable[[], None]) -> None:
+        """Run `job` in a worker, then `then` once that worker is free again (so the next
+        turn, started by `then`, finds it idle)."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            worker = threading.Thread(
+                target=self._serve, args=(inbox,), name="awf-http", daemon=True
+            )
+            worker.start()
+        inbox.put((job, then))
+
+    def _serve(self, inbox: _Inbox) -> None:
+        while True:
+            job, then = inbox.get()
+            job()  # a job reports its own errors (`_Exchange.run`)
+            with self._lock:
+                keep = len(self._idle) < self._KEEP
+                if keep:
+                    self._idle.append(inbox)
+            then()
+            if not keep:
+                return
+
+
+_WORKERS = _Workers()
 
 
 # --- errors ----------------------------------------------------------------------------------

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import multiprocessing
 import re
 import socket
 import ssl
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -29,8 +31,10 @@ from awf_nb.engine.ports import (
 )
 from awf_nb.errors import ProviderError
 from awf_nb.providers.openai_compatible import (
+    _WINDOW,
     OpenAICompatibleProvider,
     _connect_reason,
+    _Exchange,
     _StreamReader,
     _tls_context,
     _transport_error,
@@ -39,7 +43,7 @@ from awf_nb.providers.openai_compatible import (
 )
 from tests.support import collect, of_type
 from tests.support.openai_server import OpenAIServer, Reply, prompt_tokens
-from tests.support.waiting import free_port
+from tests.support.waiting import free_port, until
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 ENDPOINT = "/v1/chat/completions"
@@ -932,3 +936,123 @@ def test_any_json_event_gives_events_or_a_provider_error(value: Any) -> None:
         assert all(isinstance(e, TextDelta) for e in events)
         assert all(isinstance(e, ToolCall) for e in reader._finish_tool_calls())
         reader.usage([])
+
+
+# --- the exchange in a worker thread -------------------------------------------------------
+
+
+async def test_a_stream_held_open_after_done_does_not_hold_the_turn(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    openai_server.script(Reply.text("All done.", hold_open=60), Reply.text("Next."))
+    events = await asyncio.wait_for(collect(provider.stream(turn_for(openai_server))), 20)
+    assert events[-1] == Final("All done.")
+    # the held connection was given up; the next turn gets a fresh one
+    events = await asyncio.wait_for(collect(provider.stream(turn_for(openai_server))), 20)
+    assert events[-1] == Final("Next.")
+    assert [r.connection for r in openai_server.requests] == [1, 2]
+
+
+async def test_cancelling_before_the_reply_starts_closes_the_connection(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    """A model still reading a long prompt: Ctrl-C then drops the connection, so the
+    server's first write finds the client gone."""
+    openai_server.script(Reply.counted(50, headers_after=1.0))
+    task = asyncio.create_task(collect(provider.stream(turn_for(openai_server))))
+    await until(lambda: bool(openai_server.requests), "the request to arrive")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    record = await asyncio.to_thread(openai_server.wait_stream_ended, 0, 10.0)
+    assert record.client_gone_at is not None, "the server never saw the client go away"
+    assert not record.finished
+
+
+def http_workers() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "awf-http"}
+
+
+async def test_turns_reuse_the_worker_threads(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    await collect(provider.stream(turn_for(openai_server)))
+    workers = http_workers()
+    assert workers
+    for _ in range(5):
+        await collect(provider.stream(turn_for(openai_server)))
+    assert http_workers() == workers
+
+
+async def test_a_worker_waits_while_the_loop_has_batches_to_take() -> None:
+    """A reader slower than the network slows the reading: nothing piles up in memory."""
+    exchange = _Exchange(asyncio.get_running_loop())
+    posted: list[int] = []
+
+    def work() -> None:
+        for number in range(3 * _WINDOW):
+            exchange.post([TextDelta(str(number))])
+            posted.append(number)
+
+    def worker() -> None:
+        exchange.run(work)
+        exchange.end()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    await until(lambda: len(posted) == _WINDOW, "the worker to fill the window")
+    await asyncio.sleep(0.05)  # room for a worker that did not wait to post more
+    assert len(posted) == _WINDOW
+    taken: list[str] = []
+    while (batch := await exchange.next_batch()) is not None:
+        taken += [event.text for event in batch]  # type: ignore[attr-defined]
+    assert taken == [str(number) for number in range(3 * _WINDOW)]
+    await asyncio.to_thread(thread.join, 10)
+    assert not thread.is_alive()
+
+
+async def test_a_worker_waiting_for_room_stops_when_the_loop_stops_reading() -> None:
+    exchange = _Exchange(asyncio.get_running_loop())
+
+    def work() -> None:
+        for number in range(10 * _WINDOW):
+            exchange.post([TextDelta(str(number))])
+
+    thread = threading.Thread(target=exchange.run, args=(work,))
+    thread.start()
+    await until(lambda: exchange._items.qsize() >= _WINDOW, "the worker to fill the window")
+    exchange.close()
+    await asyncio.to_thread(thread.join, 10)
+    assert not thread.is_alive()
+
+
+def _stream_in_child(base_url: str) -> None:
+    async def turn() -> None:
+        provider = OpenAICompatibleProvider()
+        request = TurnRequest(prompt="Hi", options={"base_url": base_url, "model": "m"})
+        events = await asyncio.wait_for(collect(provider.stream(request)), 20)
+        await provider.aclose()
+        assert isinstance(events[-1], Final)
+
+    asyncio.run(turn())
+
+
+def test_a_forked_process_streams_too(openai_server: OpenAIServer) -> None:
+    """A child forked after turns ran (its parent has idle worker threads, the child has
+    none of them) still streams: it starts workers of its own."""
+
+    async def turn() -> None:
+        provider = OpenAICompatibleProvider()
+        await collect(provider.stream(turn_for(openai_server)))
+        await provider.aclose()
+
+    asyncio.run(turn())
+    assert http_workers()
+    child = multiprocessing.get_context("fork").Process(
+        target=_stream_in_child, args=(openai_server.base_url,)
+    )
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
