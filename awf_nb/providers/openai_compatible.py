@@ -73,6 +73,7 @@ _DRAIN_SECONDS = 0.5
 _CLOSE_SECONDS = 5.0  # aclose: how long stopped turns get to let go of their connections
 _WINDOW = 64  # batches a worker hands over before it waits for the loop to take them
 _ENDPOINT = "/chat/completions"
+_ENV_NAMES = ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY")
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,11 @@ class _Settings:
     context_window: int
     tool_choice: str | None = None  # "auto", "none", "required" or a tool's name
 
-    @property
+    @functools.cached_property
     def url(self) -> str:
         return f"{self.base_url}{_ENDPOINT}"
 
-    @property
+    @functools.cached_property
     def secrets(self) -> list[str]:
         """Values to mask in anything a server sends back: the key, credential headers."""
         credentials = [v for k, v in self.headers.items() if is_secret_header(k)]
@@ -115,6 +116,9 @@ class OpenAICompatibleProvider:
         self._legacy_max_tokens: set[str] = set()
         self._wire = _WireCache()
         self._exchanges: set[_Exchange] = set()  # the turns streaming now
+        # The last turn's options (a deep copy), environment values and settings: a step's
+        # turns send the same options, and validating them is most of `_resolve`'s cost.
+        self._settings: tuple[Any, tuple[str | None, ...], _Settings] | None = None
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
         settings = self._resolve(turn)
@@ -293,8 +297,30 @@ class OpenAICompatibleProvider:
     # --- options -----------------------------------------------------------------------------
 
     def _resolve(self, turn: TurnRequest) -> _Settings:
-        options = parse_options(self.name, OpenAIOptions, turn.options)
-        env = {**os.environ, **turn.env}
+        """The turn's settings: the last turn's again when its options and environment
+        variables are equal to this one's."""
+        env_values = tuple(
+            turn.env[name] if name in turn.env else os.environ.get(name) for name in _ENV_NAMES
+        )
+        cached = self._settings
+        if cached is not None and cached[1] == env_values and cached[0] == turn.options:
+            return cached[2]
+        env = {
+            name: value
+            for name, value in zip(_ENV_NAMES, env_values, strict=True)
+            if value is not None
+        }
+        settings = self._settings_from(turn.options, env)
+        import copy  # only when the options change
+
+        try:  # a copy, so that options changed in place are seen as changed
+            self._settings = (copy.deepcopy(turn.options), env_values, settings)
+        except Exception:  # options that cannot be copied are read afresh every turn
+            self._settings = None
+        return settings
+
+    def _settings_from(self, raw: Any, env: Mapping[str, str]) -> _Settings:
+        options = parse_options(self.name, OpenAIOptions, raw)
         base_url = self._required(options.base_url, "base_url", env, "OPENAI_BASE_URL")
         # A full endpoint URL is a common slip: accept it rather than POST to …/chat/completions
         # twice and fail with a 404.
@@ -414,23 +440,26 @@ class _WireCache:
     """
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[Message, bytes]] = {}
+        self._encoded: dict[int, bytes] = {}  # by id() of the message
+        self._messages: dict[int, Message] = {}  # keeps each one alive: its id stays its own
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._encoded)
 
     def encode(self, messages: list[Message]) -> bytes:
         """The JSON array of `messages` in Chat Completions form."""
-        entries = self._entries
-        parts: list[bytes] = []
-        for message in messages:
-            entry = entries.get(id(message))
-            if entry is None or entry[0] is not message:
-                entry = entries[id(message)] = (message, _json(wire_message(message)))
-            parts.append(entry[1])
-        if len(entries) > 2 * len(messages) + 64:
-            self._entries = {id(m): entries[id(m)] for m in messages}
-        return b"[" + b",".join(parts) + b"]"
+        ids = list(map(id, messages))
+        parts = list(map(self._encoded.get, ids))
+        if None in parts:
+            for index, part in enumerate(parts):
+                if part is None:
+                    message = messages[index]
+                    part = parts[index] = self._encoded[ids[index]] = _json(wire_message(message))
+                    self._messages[ids[index]] = message
+        if len(self._encoded) > 2 * len(messages) + 64:
+            self._encoded = dict(zip(ids, parts, strict=True))  # type: ignore[arg-type]
+            self._messages = dict(zip(ids, messages, strict=True))
+        return b"[" + b",".join(parts) + b"]"  # type: ignore[arg-type]
 
 
 def wire_tool(tool: ToolSpec) -> dict[str, Any]:
@@ -962,6 +991,7 @@ def mask(text: str, secrets: list[str]) -> str:
     return Masker(secrets).mask(text)
 
 
+@functools.lru_cache(maxsize=64)
 def _display_url(url: str) -> str:
     """The URL without any user:password part, for messages."""
     try:

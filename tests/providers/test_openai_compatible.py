@@ -217,6 +217,36 @@ async def test_options_win_over_the_environment(
     assert openai_server.requests[-1].body["model"] == "test-model"
 
 
+async def test_each_turn_reads_its_options_and_the_environment_afresh(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a turn sends follows the options and variables of that turn, even when the
+    same options map is changed in place between turns."""
+    request = TurnRequest(
+        prompt="Hi", options={"base_url": openai_server.base_url, "headers": {"X-N": "1"}}
+    )
+    monkeypatch.setenv("OPENAI_MODEL", "first-model")
+    await collect(provider.stream(request))
+    monkeypatch.setenv("OPENAI_MODEL", "second-model")
+    request.options["temperature"] = 0.5
+    request.options["headers"]["X-N"] = "2"
+    await collect(provider.stream(request))
+    request.env = {"OPENAI_MODEL": "turn-model"}
+    await collect(provider.stream(request))
+    first, second, third = openai_server.requests
+    assert (first.body["model"], first.headers["x-n"], "temperature" in first.body) == (
+        "first-model",
+        "1",
+        False,
+    )
+    assert (second.body["model"], second.headers["x-n"], second.body["temperature"]) == (
+        "second-model",
+        "2",
+        0.5,
+    )
+    assert third.body["model"] == "turn-model"
+
+
 async def test_usage_is_estimated_when_the_server_sends_none(
     openai_server: OpenAIServer, provider: OpenAICompatibleProvider
 ) -> None:
