@@ -376,6 +376,14 @@ class AgentSession:
                 text = valid_unicode(text)
                 progress.size += len(text.encode())
             if progress.size > self.max_reply_bytes:
+                # A delta can hold many tokens (those that arrived together): what fits
+                # is kept and shown, up to the limit.
+                room = len(text.encode()) - (progress.size - self.max_reply_bytes)
+                if fits := text.encode()[:room].decode(errors="ignore"):
+                    progress.parts.append(fits)
+                    progress.streamed = True
+                    if shown := masker.feed(fits):
+                        run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
                 raise ProviderError(
                     self.provider_name,
                     f"the reply is longer than {self.max_reply_bytes} bytes "
