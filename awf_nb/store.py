@@ -31,6 +31,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -155,8 +156,11 @@ class Store:
         self.input_history_path = self.root / INPUT_HISTORY_FILE
         self._lock = threading.Lock()
         self._transcript_lines: dict[str, int] = {}
-        # Runs whose transcript has lines written but not yet fsynced (group commit).
+        # Runs whose transcript has lines written but not yet fsynced (group commit), and
+        # the descriptors their lines are written with until then (one open per group).
         self._unsynced: set[str] = set()
+        self._transcript_fds: dict[str, int] = {}
+        weakref.finalize(self, _close_all, self._transcript_fds)
         self._sync_lock = threading.Lock()  # a second sync waits for the fsync under way
         self._schema_ready = False
         self._dirs_ready: set[Path] = set()
@@ -339,18 +343,25 @@ class Store:
             record = {**record, "ts": datetime.now(UTC).isoformat()}
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
         data = (line + "\n").encode()
-        path = self.transcript_path(run_id)
         with self._lock:
             count = self._transcript_lines.get(run_id)
-            if count is None:
-                self._ensure_dir(path.parent)
-                count = _count_lines_dropping_torn_tail(path)
+            fd = self._transcript_fds.get(run_id)
             try:
-                _append(path, data)
+                if fd is None:
+                    path = self.transcript_path(run_id)
+                    if count is None:
+                        self._ensure_dir(path.parent)
+                        count = _count_lines_dropping_torn_tail(path)
+                    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+                    self._transcript_fds[run_id] = fd
+                _write_all(fd, data)
             except OSError as exc:
                 # the line may be half written: count again on the next append
                 self._transcript_lines.pop(run_id, None)
-                raise _system_error("cannot write", path, exc) from exc
+                if (fd := self._transcript_fds.pop(run_id, None)) is not None:
+                    os.close(fd)
+                raise _system_error("cannot write", self.transcript_path(run_id), exc) from exc
+            assert count is not None  # counted when the run's first line was written
             self._transcript_lines[run_id] = count + 1
             self._unsynced.add(run_id)
         return count
@@ -363,13 +374,21 @@ class Store:
                 if run_id not in self._unsynced:
                     return
                 self._unsynced.discard(run_id)
+                # the next line opens the file again: nothing is held open between groups
+                fd = self._transcript_fds.pop(run_id, None)
             path = self.transcript_path(run_id)
             try:
-                _fsync_file(path)
+                if fd is not None:
+                    os.fsync(fd)
+                else:
+                    _fsync_file(path)
             except OSError as exc:
                 with self._lock:
                     self._unsynced.add(run_id)  # not durable yet: the next checkpoint retries
                 raise _system_error("cannot write", path, exc) from exc
+            finally:
+                if fd is not None:
+                    os.close(fd)
 
     def append_turn(self, run_id: str, step: str, turn: Turn, **extra: Any) -> int:
         """Append a conversation turn of `step` to the transcript; its line number."""
@@ -580,15 +599,20 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
-def _append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
-    try:
-        view = memoryview(data)
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)  # one write: a line is in the file whole, or torn at a kill
+    if written < len(data):
+        view = memoryview(data)[written:]
         while view:
-            written = os.write(fd, view)
-            view = view[written:]
-    finally:
-        os.close(fd)
+            view = view[os.write(fd, view) :]
+
+
+def _close_all(fds: dict[str, int]) -> None:
+    """Close the descriptors a store that is gone left open (its lines are written)."""
+    for fd in fds.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
 
 
 def _fsync_file(path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -410,6 +411,29 @@ def test_sync_transcript_fsyncs_only_unsynced_lines(
     store.append_transcript(run_id, {"role": "user", "content": "b"})
     store.sync_transcript(run_id)
     assert fsyncs.kinds() == ["transcript", "transcript"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files via /proc")
+def test_a_synced_transcript_holds_no_open_file(store: Store) -> None:
+    """Between checkpoints the transcript may stay open for the next line; once synced
+    (a checkpoint, the person asked for input) nothing of it is held open."""
+
+    def open_transcripts() -> list[str]:
+        targets = []
+        for fd in Path("/proc/self/fd").iterdir():
+            with contextlib.suppress(OSError):
+                targets.append(os.readlink(fd))
+        return [t for t in targets if t.endswith("transcript.jsonl")]
+
+    run_id = store.new_run_id()
+    for i in range(3):
+        store.append_transcript(run_id, {"role": "user", "content": f"m{i}"})
+    store.sync_transcript(run_id)
+    assert open_transcripts() == []
+    store.append_transcript(run_id, {"role": "user", "content": "again"})
+    store.save_state(make_state(run_id))
+    assert open_transcripts() == []
+    assert [r["content"] for r in store.read_transcript(run_id)] == ["m0", "m1", "m2", "again"]
 
 
 def test_each_run_syncs_its_own_transcript(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
