@@ -71,7 +71,7 @@ DEFAULT_READ_TIMEOUT = 300.0
 _MAX_SERVER_MESSAGE = 300
 _DRAIN_SECONDS = 0.5
 _CLOSE_SECONDS = 5.0  # aclose: how long stopped turns get to let go of their connections
-_WINDOW = 64  # batches a worker hands over before it waits for the loop to take them
+_MAX_PENDING = 4096  # events a worker hands over before it waits for the loop to take them
 _ENDPOINT = "/chat/completions"
 _ENV_NAMES = ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY")
 
@@ -127,22 +127,28 @@ class OpenAICompatibleProvider:
         reader = _StreamReader(
             self.name, _display_url(settings.url), settings.secrets, _read_timeout(turn.timeout)
         )
+        for previous in self._exchanges:  # one still draining: let it free its connection
+            if previous.complete and not previous.released:
+                await previous.wait_released()
+        self._exchanges = {e for e in self._exchanges if not e.released}
         exchange = _Exchange(asyncio.get_running_loop())
         job = functools.partial(
             self._exchange, exchange, reader, settings, body, self._wire.encode(messages),
             turn.timeout,
         )  # fmt: skip
         self._exchanges.add(exchange)
+        complete = False
         try:
             _WORKERS.submit(functools.partial(exchange.run, job), exchange.end)
             while (batch := await exchange.next_batch()) is not None:
                 for event in batch:
                     yield event
+            complete = True
         finally:
-            # An unfinished exchange (cancellation, aclose, errors) has its connection shut
-            # down: the server sees the client go away and stops generating.
-            exchange.close()
-            self._exchanges.discard(exchange)
+            if not complete:
+                # An unfinished exchange (cancellation, aclose, errors) has its connection
+                # shut down: the server sees the client go away and stops generating.
+                exchange.close()
         yield reader.usage(messages)
         if dropped:
             yield truncation_notice(dropped, settings.context_window)
@@ -151,11 +157,14 @@ class OpenAICompatibleProvider:
     async def aclose(self) -> None:
         """Stop the turns still streaming, then close the run's HTTP clients (and their
         pooled connections)."""
-        exchanges, self._exchanges = self._exchanges, set()
+        exchanges = [e for e in self._exchanges if not e.released]
+        self._exchanges = set()
         for exchange in exchanges:
             exchange.close()
         if exchanges:  # their workers let go of the connections before the clients close
-            await asyncio.wait([e.finished for e in exchanges], timeout=_CLOSE_SECONDS)
+            waiting = asyncio.gather(*(e.wait_released() for e in exchanges))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiting, _CLOSE_SECONDS)
         with self._clients_lock:
             clients, self._clients = self._clients, {}
         for client in clients.values():
@@ -176,8 +185,8 @@ class OpenAICompatibleProvider:
         response = self._send(settings, body, messages, turn_timeout, exchange)
         try:
             exchange.attach(response.extensions.get("network_stream"))
-            for batch in reader.batches(response, exchange):
-                exchange.post(batch)
+            for events, complete in reader.batches(response):
+                exchange.post(events, complete=complete)
         finally:
             exchange.detach()  # from here on, the connection may serve another exchange
             response.close()  # an unfinished response drops its connection
@@ -510,39 +519,34 @@ class _StreamReader:
             estimated=True,
         )
 
-    def batches(
-        self, response: httpx.Response, exchange: _Exchange
-    ) -> Iterator[list[ProviderEvent]]:
-        """The events of the response, a list per network read (in the worker thread)."""
+    def batches(self, response: httpx.Response) -> Iterator[tuple[list[ProviderEvent], bool]]:
+        """The events of the response as they are read, in the worker thread: (events,
+        False) per network read, then (the last events, True) at `[DONE]` — what follows
+        is only drained (see `_drain`)."""
         content_type = response.headers.get("content-type", "").partition(";")[0].strip()
         if content_type == "application/json":
             # Some servers ignore `stream: true` and answer with one JSON completion.
-            yield self._whole_completion(self._read_json(response))
+            yield self._whole_completion(self._read_json(response)), False
             return
         if content_type != "text/event-stream":
             raise self.error(
                 "malformed stream: expected Content-Type text/event-stream, "
                 f"got {content_type or 'none'!r}"
             )
-        done = False
         decoder = SSEDecoder()
         stream = response.iter_bytes()
         try:
-            # The events of one network read become at most one TextDelta each between
-            # other events: a fast server sends dozens of tokens per read, and every event
-            # costs the engine and the frontends the same whatever its length.
             for datas in _sse_reads(stream, decoder):
                 events: list[ProviderEvent] = []
                 for data in datas:
                     if data.strip() == "[DONE]":
-                        done = True
-                        break
+                        yield events + self._finish_tool_calls(), True
+                        _drain(stream)
+                        return
                     if data.strip():
                         events.extend(self._chunk_events(self._decode(data)))
                 if events:
-                    yield _merge_text(events)
-                if done:
-                    break
+                    yield events, False
         except LineTooLong as exc:
             raise self.error(f"malformed stream: {exc}; the reply so far is kept") from None
         except httpx.ReadTimeout:
@@ -554,12 +558,7 @@ class _StreamReader:
             raise self.error(
                 f"stream ended before [DONE] ({_describe(exc)})", retryable=True
             ) from None
-        if not done:
-            raise self.error("stream ended before [DONE]", retryable=True)
-        if calls := self._finish_tool_calls():
-            yield calls
-        exchange.draining()
-        _drain(stream)
+        raise self.error("stream ended before [DONE]", retryable=True)
 
     def error(self, message: str, **kwargs: Any) -> ProviderError:
         return ProviderError(self.provider, f"{self.url}: {mask(message, self.secrets)}", **kwargs)
@@ -664,32 +663,13 @@ def _sse_reads(stream: Iterator[bytes], decoder: SSEDecoder) -> Iterator[list[st
         yield datas
 
 
-def _merge_text(events: list[ProviderEvent]) -> list[ProviderEvent]:
-    """Consecutive `TextDelta`s joined into one (other events keep their place)."""
-    if len(events) < 2:
-        return events
-    merged: list[ProviderEvent] = []
-    texts: list[str] = []
-    for event in events:
-        if type(event) is TextDelta:
-            texts.append(event.text)
-            continue
-        if texts:
-            merged.append(TextDelta("".join(texts)))
-            texts = []
-        merged.append(event)
-    if texts:
-        merged.append(TextDelta("".join(texts)))
-    return merged
-
-
 def _drain(stream: Iterator[bytes]) -> None:
     """Read what follows `[DONE]` (normally just the end of the body), briefly.
 
     A response read to its end gives its connection back to the pool for the next turn;
     one abandoned half-read is closed. A server that keeps the stream open after `[DONE]`
     only costs the connection, not the turn: the loop shuts the connection down after
-    `_DRAIN_SECONDS` (`_Exchange.draining`).
+    `_DRAIN_SECONDS` (`_Exchange.next_batch`).
     """
     with contextlib.suppress(httpx.TransportError):
         for _ in stream:
@@ -700,23 +680,37 @@ class _Exchange:
     """One turn's HTTP exchange, between the worker thread that runs it and the event loop
     that reads its events.
 
-    The worker hands over each network read's events (`post`), waiting when `_WINDOW`
-    batches are not taken yet (a slow reader slows the reading, nothing piles up), then
-    the end or the error that stopped it (`run`). The loop takes them (`next_batch`) and
-    closes the exchange when it stops reading (`close`): the connection is then shut down
-    at once, even while the worker waits in a read, which ends that read.
+    The worker adds each network read's events to a pending list (`post`) and wakes the
+    loop only when no wake-up is on its way already: while the loop works through what it
+    took, the next reads pile up and arrive as one batch (a fast server sends a token per
+    read; a wake-up per token would cost more than the token). Past `_MAX_PENDING` events
+    the worker waits for the loop (a slow reader slows the reading). The loop takes the
+    pending events (`next_batch`) until the answer is complete (`[DONE]`) or the exchange
+    ended with an error; it closes the exchange when it stops reading early (`close`):
+    the connection is shut down at once, even while the worker waits in a read.
+
+    After `[DONE]` the worker drains the response and lets go of the connection
+    (`released`) on its own; a next turn waits for that (`wait_released`) so that it
+    finds the connection free, which it normally already is.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._items: asyncio.Queue[Any] = asyncio.Queue()
-        self._room = threading.Semaphore(_WINDOW)
-        self._lock = threading.Lock()  # guards the socket against a late shutdown
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+        self._pending: list[ProviderEvent] = []
+        self._texts: list[str] = []  # text after the last pending event, not joined yet
+        self._count = 0  # events and text pieces pending
+        self._wake_sent = False  # a wake-up is on its way to the loop
+        self._waiter: asyncio.Future[None] | None = None
         self._socket: socket.socket | None = None
         self._closed = False  # the loop stopped reading
-        self._drain_timer: asyncio.TimerHandle | None = None
+        self.complete = False  # `[DONE]` arrived: what is pending is all there is
+        self._ended = False  # the worker is done (`_outcome`: the exception, if any)
         self._outcome: BaseException | None = None
-        self.finished: asyncio.Future[None] = loop.create_future()
+        self.released = False  # the worker let go of the connection and is free again
+        self._release_waiter: asyncio.Future[None] | None = None
+        self._drain_timer: asyncio.TimerHandle | None = None
 
     # -- the worker's side --
 
@@ -730,19 +724,45 @@ class _Exchange:
             self.detach()  # the connection may serve another exchange now
 
     def end(self) -> None:
-        """Tell the loop how the exchange ended (once the worker is free for the next)."""
-        self._send(self._end, self._outcome)
+        """The worker is free again: tell whoever waits (the loop reading an answer that
+        never completed, a turn or `aclose` waiting for the connection)."""
+        with self._lock:
+            self._ended = self.released = True
+            wake = not self.complete and self._wake()
+            waiter = self._release_waiter
+        if wake:
+            self._send(self._woken)
+        if waiter is not None:
+            self._send(_resolve, waiter)
 
-    def post(self, batch: list[ProviderEvent]) -> None:
-        while not self._closed and not self._room.acquire(timeout=1.0):
-            pass
-        if self._closed:
-            return
-        self._send(self._items.put_nowait, batch)
+    def post(self, events: list[ProviderEvent], *, complete: bool = False) -> None:
+        """Hand over one read's events (`complete`: the last ones of the answer)."""
+        with self._lock:
+            while self._count > _MAX_PENDING and not self._closed and not complete:
+                self._room.wait(1.0)
+            if self._closed:
+                return
+            texts = self._texts
+            for event in events:
+                if type(event) is TextDelta:
+                    texts.append(event.text)
+                else:
+                    if texts:
+                        self._pending.append(TextDelta("".join(texts)))
+                        texts.clear()
+                    self._pending.append(event)
+            self._count += len(events)
+            self.complete = complete
+            wake = self._wake()
+        if wake:
+            self._send(self._woken)
 
-    def draining(self) -> None:
-        """The answer is complete; what follows is read briefly (see `_drain`)."""
-        self._send(self._arm_drain_timer)
+    def _wake(self) -> bool:
+        """Whether to send a wake-up now (under the lock): not when one is on its way."""
+        if self._wake_sent:
+            return False
+        self._wake_sent = True
+        return True
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
         """httpcore's trace hook: a new connection's socket is known before any reply."""
@@ -769,35 +789,62 @@ class _Exchange:
     # -- the loop's side --
 
     async def next_batch(self) -> list[ProviderEvent] | None:
-        """The next batch of events; None at the end; raises what stopped the exchange."""
-        item = await self._items.get()
-        if type(item) is list:
-            self._room.release()
-            return item
-        if item is None:
-            return None
-        raise item
+        """The events that arrived since the last call (text joined into one delta between
+        other events); None once the answer is complete; raises what stopped the
+        exchange early."""
+        while True:
+            with self._lock:
+                self._wake_sent = False
+                batch = self._pending
+                if self._texts:
+                    batch.append(TextDelta("".join(self._texts)))
+                    self._texts.clear()
+                if batch:
+                    self._pending, self._count = [], 0
+                    self._room.notify()
+                    return batch
+                complete, ended, outcome = self.complete, self._ended, self._outcome
+            if complete:
+                if not self.released and self._drain_timer is None:
+                    self._drain_timer = self._loop.call_later(_DRAIN_SECONDS, self._abort)
+                return None
+            if ended:
+                if outcome is not None:
+                    raise outcome
+                return None
+            self._waiter = self._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    def _woken(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def wait_released(self) -> None:
+        """Until the worker let go of the connection (after `[DONE]`: at most the drain)."""
+        with self._lock:
+            if self.released:
+                return
+            self._release_waiter = waiter = self._loop.create_future()
+        await waiter
 
     def close(self) -> None:
         """The loop stopped reading: shut the connection down if it is still in use."""
-        self._closed = True
-        self._room.release()  # a worker waiting for room sees `_closed`
-        self._abort()
+        with self._lock:
+            self._closed = True
+            self._room.notify()  # a worker waiting for room sees `_closed`
+            _shutdown(self._socket)
 
     def _abort(self) -> None:
         with self._lock:
             _shutdown(self._socket)
 
-    def _arm_drain_timer(self) -> None:
-        if not self._closed:
-            self._drain_timer = self._loop.call_later(_DRAIN_SECONDS, self._abort)
 
-    def _end(self, outcome: BaseException | None) -> None:
-        if self._drain_timer is not None:
-            self._drain_timer.cancel()
-        if not self.finished.done():
-            self.finished.set_result(None)
-        self._items.put_nowait(outcome)
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _shutdown(sock: socket.socket | None) -> None:

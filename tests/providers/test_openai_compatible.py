@@ -31,7 +31,7 @@ from awf_nb.engine.ports import (
 )
 from awf_nb.errors import ProviderError
 from awf_nb.providers.openai_compatible import (
-    _WINDOW,
+    _MAX_PENDING,
     OpenAICompatibleProvider,
     _connect_reason,
     _Exchange,
@@ -97,18 +97,16 @@ async def test_streams_deltas_then_usage_then_final(
 ) -> None:
     openai_server.script(Reply.text("The answer is 42."))
     events = await collect(provider.stream(turn_for(openai_server)))
-    assert events[:4] == [
-        TextDelta("The"),
-        TextDelta(" answer"),
-        TextDelta(" is"),
-        TextDelta(" 42."),
-    ]
+    # the tokens, in order (those that arrive together come as one delta)
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert events[: len(deltas)] == deltas
+    assert "".join(d.text for d in deltas) == "The answer is 42."
     usage_sent = openai_server.requests[-1].usage_sent
     assert usage_sent is not None
-    assert events[4] == Usage(
-        input_tokens=usage_sent["prompt_tokens"], output_tokens=4, estimated=False
-    )
-    assert events[5:] == [Final("The answer is 42.")]
+    assert events[len(deltas) :] == [
+        Usage(input_tokens=usage_sent["prompt_tokens"], output_tokens=4, estimated=False),
+        Final("The answer is 42."),
+    ]
 
 
 async def test_events_arriving_in_one_read_become_one_text_delta(
@@ -645,7 +643,8 @@ async def test_a_stream_cut_mid_way_keeps_what_was_streamed(
     with pytest.raises(ProviderError) as caught:
         async for event in provider.stream(turn_for(openai_server, api_key=API_KEY)):
             events.append(event)
-    assert events == [TextDelta(" t0"), TextDelta(" t1"), TextDelta(" t2")]
+    assert all(isinstance(e, TextDelta) for e in events)  # those read before the cut
+    assert "".join(e.text for e in events) == " t0 t1 t2"  # type: ignore[attr-defined]
     assert caught.value.message.startswith(
         f"openai_compatible: {endpoint(openai_server)}: stream ended before [DONE]"
     )
@@ -1014,14 +1013,15 @@ async def test_turns_reuse_the_worker_threads(
     assert http_workers() == workers
 
 
-async def test_a_worker_waits_while_the_loop_has_batches_to_take() -> None:
+async def test_a_worker_waits_while_the_loop_has_events_to_take() -> None:
     """A reader slower than the network slows the reading: nothing piles up in memory."""
     exchange = _Exchange(asyncio.get_running_loop())
     posted: list[int] = []
+    total = 3 * _MAX_PENDING
 
     def work() -> None:
-        for number in range(3 * _WINDOW):
-            exchange.post([TextDelta(str(number))])
+        for number in range(total):
+            exchange.post([TextDelta(f"{number},")], complete=number == total - 1)
             posted.append(number)
 
     def worker() -> None:
@@ -1030,13 +1030,14 @@ async def test_a_worker_waits_while_the_loop_has_batches_to_take() -> None:
 
     thread = threading.Thread(target=worker)
     thread.start()
-    await until(lambda: len(posted) == _WINDOW, "the worker to fill the window")
-    await asyncio.sleep(0.05)  # room for a worker that did not wait to post more
-    assert len(posted) == _WINDOW
-    taken: list[str] = []
+    await until(lambda: len(posted) > _MAX_PENDING, "the worker to fill its room")
+    await asyncio.sleep(0.05)  # time for a worker that did not wait to post more
+    assert len(posted) == _MAX_PENDING + 1
+    batches: list[list[Any]] = []
     while (batch := await exchange.next_batch()) is not None:
-        taken += [event.text for event in batch]  # type: ignore[attr-defined]
-    assert taken == [str(number) for number in range(3 * _WINDOW)]
+        batches.append(batch)
+    assert all(len(batch) == 1 for batch in batches)  # the text of a batch is joined
+    assert "".join(b[0].text for b in batches) == "".join(f"{n}," for n in range(total))
     await asyncio.to_thread(thread.join, 10)
     assert not thread.is_alive()
 
@@ -1045,15 +1046,30 @@ async def test_a_worker_waiting_for_room_stops_when_the_loop_stops_reading() -> 
     exchange = _Exchange(asyncio.get_running_loop())
 
     def work() -> None:
-        for number in range(10 * _WINDOW):
-            exchange.post([TextDelta(str(number))])
+        for number in range(10 * _MAX_PENDING):
+            exchange.post([Usage(number)])
 
     thread = threading.Thread(target=exchange.run, args=(work,))
     thread.start()
-    await until(lambda: exchange._items.qsize() >= _WINDOW, "the worker to fill the window")
+    await until(lambda: exchange._count > _MAX_PENDING, "the worker to fill its room")
     exchange.close()
     await asyncio.to_thread(thread.join, 10)
     assert not thread.is_alive()
+
+
+async def test_reads_arriving_while_the_loop_is_busy_come_as_one_batch() -> None:
+    """One wake-up of the loop per batch, not per read: a fast server sends a token per
+    read, and the loop takes whatever arrived since it last looked."""
+    exchange = _Exchange(asyncio.get_running_loop())
+    for word in ("one", " two", " three"):  # the loop is busy: it has not looked yet
+        exchange.post([TextDelta(word)])
+    exchange.post([ToolCall("c1", "Read", "{}"), TextDelta(" four")], complete=True)
+    assert await exchange.next_batch() == [
+        TextDelta("one two three"),
+        ToolCall("c1", "Read", "{}"),
+        TextDelta(" four"),
+    ]
+    assert await exchange.next_batch() is None
 
 
 def _stream_in_child(base_url: str) -> None:
