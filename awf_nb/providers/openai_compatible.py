@@ -231,7 +231,7 @@ class OpenAICompatibleProvider:
             except httpx.InvalidURL as exc:
                 raise self._error(f"base_url is not a valid URL ({exc})") from None
             try:
-                response = client.send(request, stream=True)
+                response = _post(client, request)
             except httpx.TransportError as exc:
                 raise _transport_error(self.name, settings.url, exc, read_timeout) from None
             if response.is_success:
@@ -663,6 +663,21 @@ def _sse_reads(stream: Iterator[bytes], decoder: SSEDecoder) -> Iterator[list[st
         yield datas
 
 
+def _post(client: httpx.Client, request: httpx.Request) -> httpx.Response:
+    """Send `request` (streaming) with the transport the client picks for its URL (its
+    proxy settings apply), cookies kept as the client keeps them. What `Client.send` adds
+    besides — auth flows, redirects (never followed here), event hooks — this provider
+    uses none of, and it costs about a fifth of a request."""
+    transport_for = getattr(client, "_transport_for_url", None)
+    if transport_for is None:  # an httpx without it: the public way
+        return client.send(request, stream=True)
+    response = transport_for(request.url).handle_request(request)
+    response.request = request
+    if "set-cookie" in response.headers:
+        client.cookies.extract_cookies(response)
+    return response
+
+
 def _drain(stream: Iterator[bytes]) -> None:
     """Read what follows `[DONE]` (normally just the end of the body), briefly.
 
@@ -711,6 +726,7 @@ class _Exchange:
         self.released = False  # the worker let go of the connection and is free again
         self._release_waiter: asyncio.Future[None] | None = None
         self._drain_timer: asyncio.TimerHandle | None = None
+        self._taken = threading.Event()  # the loop took the last events (or stopped reading)
 
     # -- the worker's side --
 
@@ -756,6 +772,11 @@ class _Exchange:
             wake = self._wake()
         if wake:
             self._send(self._woken)
+        if complete:
+            # The loop is about to take the answer: let it have the interpreter before
+            # draining and freeing the connection (work nobody waits for), rather than
+            # make it wait for that work to end.
+            self._taken.wait(_DRAIN_SECONDS)
 
     def _wake(self) -> bool:
         """Whether to send a wake-up now (under the lock): not when one is on its way."""
@@ -802,9 +823,12 @@ class _Exchange:
                 if batch:
                     self._pending, self._count = [], 0
                     self._room.notify()
+                    if self.complete:
+                        self._taken.set()
                     return batch
                 complete, ended, outcome = self.complete, self._ended, self._outcome
             if complete:
+                self._taken.set()
                 if not self.released and self._drain_timer is None:
                     self._drain_timer = self._loop.call_later(_DRAIN_SECONDS, self._abort)
                 return None
@@ -836,6 +860,7 @@ class _Exchange:
             self._closed = True
             self._room.notify()  # a worker waiting for room sees `_closed`
             _shutdown(self._socket)
+        self._taken.set()
 
     def _abort(self) -> None:
         with self._lock:

@@ -1061,15 +1061,20 @@ async def test_reads_arriving_while_the_loop_is_busy_come_as_one_batch() -> None
     """One wake-up of the loop per batch, not per read: a fast server sends a token per
     read, and the loop takes whatever arrived since it last looked."""
     exchange = _Exchange(asyncio.get_running_loop())
-    for word in ("one", " two", " three"):  # the loop is busy: it has not looked yet
-        exchange.post([TextDelta(word)])
-    exchange.post([ToolCall("c1", "Read", "{}"), TextDelta(" four")], complete=True)
+
+    def reads() -> None:  # they all arrive before the loop looks
+        for word in ("one", " two", " three"):
+            exchange.post([TextDelta(word)])
+        exchange.post([ToolCall("c1", "Read", "{}"), TextDelta(" four")])
+
+    await asyncio.to_thread(reads)
     assert await exchange.next_batch() == [
         TextDelta("one two three"),
         ToolCall("c1", "Read", "{}"),
         TextDelta(" four"),
     ]
-    assert await exchange.next_batch() is None
+    done = asyncio.to_thread(exchange.post, [], complete=True)
+    assert await asyncio.gather(exchange.next_batch(), done) == [None, None]
 
 
 def _stream_in_child(base_url: str) -> None:
