@@ -95,6 +95,11 @@ class _Settings:
         return f"{self.base_url}{_ENDPOINT}"
 
     @functools.cached_property
+    def http_url(self) -> httpx.URL:
+        """`url` parsed once for all the turns that send these settings."""
+        return httpx.URL(self.url)
+
+    @functools.cached_property
     def secrets(self) -> list[str]:
         """Values to mask in anything a server sends back: the key, credential headers."""
         credentials = [v for k, v in self.headers.items() if is_secret_header(k)]
@@ -222,7 +227,7 @@ class OpenAICompatibleProvider:
             try:
                 request = client.build_request(
                     "POST",
-                    settings.url,
+                    settings.http_url,
                     content=_encode_body(body, messages),
                     headers=headers,
                     timeout=timeout,
