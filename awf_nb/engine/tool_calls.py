@@ -114,7 +114,10 @@ async def _run_all(
         results[call.id] = (result, "", duration)
         _finish(session, call, result, "", duration)
 
-    await asyncio.gather(*(one(call) for call in calls))
+    if len(calls) == 1:  # the usual reply: no gather, no task of its own
+        await one(calls[0])
+    else:
+        await asyncio.gather(*(one(call) for call in calls))
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | ToolResult:
