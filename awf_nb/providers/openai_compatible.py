@@ -190,7 +190,10 @@ class OpenAICompatibleProvider:
         response = self._send(settings, body, messages, turn_timeout, exchange)
         try:
             exchange.attach(response.extensions.get("network_stream"))
-            for events, complete in reader.batches(response):
+            for events, complete in reader.batches(response, exchange.draining):
+                if complete:  # read to its end: the connection goes back to the pool first
+                    exchange.detach()
+                    response.close()
                 exchange.post(events, complete=complete)
         finally:
             exchange.detach()  # from here on, the connection may serve another exchange
@@ -524,10 +527,12 @@ class _StreamReader:
             estimated=True,
         )
 
-    def batches(self, response: httpx.Response) -> Iterator[tuple[list[ProviderEvent], bool]]:
+    def batches(
+        self, response: httpx.Response, draining: Callable[[], None]
+    ) -> Iterator[tuple[list[ProviderEvent], bool]]:
         """The events of the response as they are read, in the worker thread: (events,
-        False) per network read, then (the last events, True) at `[DONE]` — what follows
-        is only drained (see `_drain`)."""
+        False) per network read, then (the last events, True) once `[DONE]` came and the
+        rest of the response was drained (`draining` is called first; see `_drain`)."""
         content_type = response.headers.get("content-type", "").partition(";")[0].strip()
         if content_type == "application/json":
             # Some servers ignore `stream: true` and answer with one JSON completion.
@@ -545,8 +550,9 @@ class _StreamReader:
                 events: list[ProviderEvent] = []
                 for data in datas:
                     if data.strip() == "[DONE]":
-                        yield events + self._finish_tool_calls(), True
+                        draining()
                         _drain(stream)
+                        yield events + self._finish_tool_calls(), True
                         return
                     if data.strip():
                         events.extend(self._chunk_events(self._decode(data)))
@@ -688,8 +694,8 @@ def _drain(stream: Iterator[bytes]) -> None:
 
     A response read to its end gives its connection back to the pool for the next turn;
     one abandoned half-read is closed. A server that keeps the stream open after `[DONE]`
-    only costs the connection, not the turn: the loop shuts the connection down after
-    `_DRAIN_SECONDS` (`_Exchange.next_batch`).
+    only costs the connection and at most `_DRAIN_SECONDS`: the loop then shuts the
+    connection down (`_Exchange.draining`).
     """
     with contextlib.suppress(httpx.TransportError):
         for _ in stream:
@@ -709,9 +715,9 @@ class _Exchange:
     ended with an error; it closes the exchange when it stops reading early (`close`):
     the connection is shut down at once, even while the worker waits in a read.
 
-    After `[DONE]` the worker drains the response and lets go of the connection
-    (`released`) on its own; a next turn waits for that (`wait_released`) so that it
-    finds the connection free, which it normally already is.
+    After `[DONE]` the worker drains the response and gives the connection back to the
+    pool before it hands over the last events, then frees itself (`released`); a next
+    turn that comes sooner waits for that (`wait_released`).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -730,8 +736,8 @@ class _Exchange:
         self._outcome: BaseException | None = None
         self.released = False  # the worker let go of the connection and is free again
         self._release_waiter: asyncio.Future[None] | None = None
-        self._drain_timer: asyncio.TimerHandle | None = None
-        self._taken = threading.Event()  # the loop took the last events (or stopped reading)
+        self._draining_since: float | None = None  # monotonic time `[DONE]` was read
+        self._watch: asyncio.TimerHandle | None = None
 
     # -- the worker's side --
 
@@ -777,11 +783,11 @@ class _Exchange:
             wake = self._wake()
         if wake:
             self._send(self._woken)
-        if complete:
-            # The loop is about to take the answer: let it have the interpreter before
-            # draining and freeing the connection (work nobody waits for), rather than
-            # make it wait for that work to end.
-            self._taken.wait(_DRAIN_SECONDS)
+
+    def draining(self) -> None:
+        """`[DONE]` came: what follows is drained before the answer goes to the loop, for
+        at most `_DRAIN_SECONDS` (the loop, waiting for the answer, watches the time)."""
+        self._draining_since = time.monotonic()
 
     def _wake(self) -> bool:
         """Whether to send a wake-up now (under the lock): not when one is on its way."""
@@ -828,24 +834,31 @@ class _Exchange:
                 if batch:
                     self._pending, self._count = [], 0
                     self._room.notify()
-                    if self.complete:
-                        self._taken.set()
                     return batch
                 complete, ended, outcome = self.complete, self._ended, self._outcome
             if complete:
-                self._taken.set()
-                if not self.released and self._drain_timer is None:
-                    self._drain_timer = self._loop.call_later(_DRAIN_SECONDS, self._abort)
                 return None
             if ended:
                 if outcome is not None:
                     raise outcome
                 return None
             self._waiter = self._loop.create_future()
+            self._watch = self._loop.call_later(_DRAIN_SECONDS, self._watch_drain)
             try:
                 await self._waiter
             finally:
                 self._waiter = None
+                self._watch.cancel()
+
+    def _watch_drain(self) -> None:
+        """While the loop waits: a drain past `_DRAIN_SECONDS` (a server keeping the
+        stream open after `[DONE]`) ends with the connection shut down."""
+        since = self._draining_since
+        left = _DRAIN_SECONDS if since is None else since + _DRAIN_SECONDS - time.monotonic()
+        if left <= 0:
+            self._abort()
+        elif self._waiter is not None:
+            self._watch = self._loop.call_later(left, self._watch_drain)
 
     def _woken(self) -> None:
         if self._waiter is not None and not self._waiter.done():
@@ -865,7 +878,6 @@ class _Exchange:
             self._closed = True
             self._room.notify()  # a worker waiting for room sees `_closed`
             _shutdown(self._socket)
-        self._taken.set()
 
     def _abort(self) -> None:
         with self._lock:
