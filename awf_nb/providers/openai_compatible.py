@@ -183,7 +183,7 @@ class OpenAICompatibleProvider:
         reader: _StreamReader,
         settings: _Settings,
         body: dict[str, Any],
-        messages: bytes,
+        messages: list[bytes],
         turn_timeout: float | None,
     ) -> None:
         """POST the turn and hand its events to the loop, a batch per network read."""
@@ -216,12 +216,12 @@ class OpenAICompatibleProvider:
         self,
         settings: _Settings,
         body: dict[str, Any],
-        messages: bytes,
+        messages: list[bytes],
         turn_timeout: float | None,
         exchange: _Exchange,
     ) -> httpx.Response:
-        """POST the turn (`body` with `messages`, the JSON array of the messages); returns
-        the open streaming response or raises `ProviderError`."""
+        """POST the turn (`body` with `messages`, the pieces of the messages' JSON array);
+        returns the open streaming response or raises `ProviderError`."""
         read_timeout = _read_timeout(turn_timeout)
         timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT, pool=CONNECT_TIMEOUT)
         headers = self._headers(settings)
@@ -435,13 +435,13 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _encode_body(body: dict[str, Any], messages: bytes) -> bytes:
-    """`body` as JSON with the encoded `messages` array as its second key (after `model`,
-    where a body built as one dict has it)."""
+def _encode_body(body: dict[str, Any], messages: list[bytes]) -> bytes:
+    """`body` as JSON with the messages array (`_WireCache.encode`'s pieces) as its second
+    key (after `model`, where a body built as one dict has it), joined in one copy."""
     first, *rest = body.items()
-    head = _json(dict([first]))[:-1]
-    tail = _json(dict(rest))[1:] if rest else b"}"
-    return b"".join((head, b',"messages":', messages, b"," if rest else b"", tail))
+    head = _json(dict([first]))[:-1] + b',"messages":['
+    tail = b"]," + _json(dict(rest))[1:] if rest else b"]}"
+    return b"".join([head, *messages, tail])
 
 
 class _WireCache:
@@ -463,8 +463,9 @@ class _WireCache:
     def __len__(self) -> int:
         return len(self._encoded)
 
-    def encode(self, messages: list[Message]) -> bytes:
-        """The JSON array of `messages` in Chat Completions form."""
+    def encode(self, messages: list[Message]) -> list[bytes]:
+        """The JSON of `messages` in Chat Completions form, as the pieces of an array's
+        content (commas included) for `_encode_body` to join."""
         ids = list(map(id, messages))
         parts = list(map(self._encoded.get, ids))
         if None in parts:
@@ -476,7 +477,11 @@ class _WireCache:
         if len(self._encoded) > 2 * len(messages) + 64:
             self._encoded = dict(zip(ids, parts, strict=True))  # type: ignore[arg-type]
             self._messages = dict(zip(ids, messages, strict=True))
-        return b"[" + b",".join(parts) + b"]"  # type: ignore[arg-type]
+        if len(parts) < 2:
+            return parts  # type: ignore[return-value]
+        pieces = [b","] * (2 * len(parts) - 1)
+        pieces[::2] = parts
+        return pieces  # type: ignore[return-value]
 
 
 def wire_tool(tool: ToolSpec) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from awf_nb.providers.openai_compatible import (
     _MAX_PENDING,
     OpenAICompatibleProvider,
     _connect_reason,
+    _encode_body,
     _Exchange,
     _StreamReader,
     _tls_context,
@@ -741,14 +742,29 @@ def fresh(messages: list[Message]) -> bytes:
 def test_a_cached_wire_translation_equals_a_fresh_one() -> None:
     cache = _WireCache()
     history = odd_history()
-    assert cache.encode(history) == fresh(history)
-    assert cache.encode(history) == fresh(history)  # from the cache this time
+
+    def array(messages: list[Message]) -> bytes:
+        return b"[" + b"".join(cache.encode(messages)) + b"]"
+
+    assert array(history) == fresh(history)
+    assert array(history) == fresh(history)  # from the cache this time
     # the same messages as other objects, a window without the oldest, new messages
     copies = [Message(m.role, m.content, m.tool_calls, m.tool_call_id, m.name) for m in history]
-    assert cache.encode(copies) == fresh(history)
+    assert array(copies) == fresh(history)
     grown = [*history[3:], Message("user", "more"), *history[:2]]
-    assert cache.encode(grown) == fresh(grown)
-    assert cache.encode([]) == b"[]"
+    assert array(grown) == fresh(grown)
+    assert array(history[:1]) == fresh(history[:1])
+    assert array([]) == b"[]"
+
+
+def test_the_body_is_the_json_of_one_dict_with_the_messages_second() -> None:
+    """What httpx's `json=` would send for the whole body built as one dict."""
+    history = odd_history()
+    body = {"model": "m", "stream": True, "tools": [{"type": "function"}], "seed": 7}
+    whole = {"model": "m", "messages": json.loads(fresh(history)), **dict(list(body.items())[1:])}
+    sent = _encode_body(body, _WireCache().encode(history))
+    assert sent == json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
+    assert json.loads(_encode_body({"model": "m"}, [])) == {"model": "m", "messages": []}
 
 
 def test_the_wire_cache_keeps_only_what_recent_requests_use() -> None:
