@@ -457,7 +457,9 @@ class _WireCache:
     """
 
     def __init__(self) -> None:
-        self._encoded: dict[int, bytes] = {}  # by id() of the message
+        # b"," + the message's JSON, by id() of the message: the pieces of an array's
+        # content are then looked up in one pass, without commas to put between them.
+        self._encoded: dict[int, bytes] = {}
         self._messages: dict[int, Message] = {}  # keeps each one alive: its id stays its own
 
     def __len__(self) -> int:
@@ -466,21 +468,19 @@ class _WireCache:
     def encode(self, messages: list[Message]) -> list[bytes]:
         """The JSON of `messages` in Chat Completions form, as the pieces of an array's
         content (commas included) for `_encode_body` to join."""
-        ids = list(map(id, messages))
-        parts = list(map(self._encoded.get, ids))
-        if None in parts:
-            for index, part in enumerate(parts):
-                if part is None:
+        pieces: list[bytes | None] = list(map(self._encoded.get, map(id, messages)))
+        if not all(pieces):  # new messages (an encoding is never empty)
+            for index, piece in enumerate(pieces):
+                if piece is None:
                     message = messages[index]
-                    part = parts[index] = self._encoded[ids[index]] = _json(wire_message(message))
-                    self._messages[ids[index]] = message
-        if len(self._encoded) > 2 * len(messages) + 64:
-            self._encoded = dict(zip(ids, parts, strict=True))  # type: ignore[arg-type]
-            self._messages = dict(zip(ids, messages, strict=True))
-        if len(parts) < 2:
-            return parts  # type: ignore[return-value]
-        pieces = [b","] * (2 * len(parts) - 1)
-        pieces[::2] = parts
+                    piece = pieces[index] = b"," + _json(wire_message(message))
+                    self._encoded[id(message)] = piece
+                    self._messages[id(message)] = message
+            if len(self._encoded) > 2 * len(messages) + 64:
+                self._encoded = {id(m): p for m, p in zip(messages, pieces, strict=True)}  # type: ignore[misc]
+                self._messages = {id(m): m for m in messages}
+        if pieces:
+            pieces[0] = pieces[0][1:]  # type: ignore[index]
         return pieces  # type: ignore[return-value]
 
 
