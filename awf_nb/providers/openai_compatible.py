@@ -771,6 +771,9 @@ class _Exchange:
         """Hand over one read's events (`complete`: the last ones of the answer)."""
         with self._lock:
             while self._count > _MAX_PENDING and not self._closed and not complete:
+                if self._loop.is_closed():  # nobody will ever take them
+                    self._closed = True
+                    break
                 self._room.wait(1.0)
             if self._closed:
                 return
@@ -934,12 +937,16 @@ class _Workers:
     def _serve(self, inbox: _Inbox) -> None:
         while True:
             job, then = inbox.get()
-            job()  # a job reports its own errors (`_Exchange.run`)
+            # A job reports its own errors (`_Exchange.run`); whatever escapes must not end
+            # a thread that is (or is about to be) listed as idle.
+            with contextlib.suppress(Exception):
+                job()
             with self._lock:
                 keep = len(self._idle) < self._KEEP
                 if keep:
                     self._idle.append(inbox)
-            then()
+            with contextlib.suppress(Exception):
+                then()
             if not keep:
                 return
 

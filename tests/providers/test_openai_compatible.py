@@ -40,11 +40,12 @@ from awf_nb.providers.openai_compatible import (
     _tls_context,
     _transport_error,
     _WireCache,
+    _Workers,
     wire_message,
 )
 from tests.support import collect, of_type
 from tests.support.openai_server import OpenAIServer, Reply, prompt_tokens
-from tests.support.waiting import free_port, until
+from tests.support.waiting import free_port, until, wait_until
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 ENDPOINT = "/v1/chat/completions"
@@ -1027,6 +1028,26 @@ async def test_turns_reuse_the_worker_threads(
     for _ in range(5):
         await collect(provider.stream(turn_for(openai_server)))
     assert http_workers() == workers
+
+
+def test_a_failing_job_does_not_lose_its_worker() -> None:
+    """A worker listed as idle must be alive: a job or its follow-up that raises leaves
+    the thread serving the next job."""
+    workers = _Workers()
+    failed = threading.Event()
+    ran: list[str] = []
+    done = threading.Event()
+
+    def boom() -> None:
+        failed.set()
+        raise RuntimeError("a bug in a job")
+
+    workers.submit(boom, boom)  # the follow-up runs once the worker is listed idle
+    assert failed.wait(10)
+    wait_until(lambda: bool(workers._idle), "the worker to be idle")
+    workers.submit(lambda: ran.append("next"), done.set)  # the same worker
+    assert done.wait(10)
+    assert ran == ["next"]
 
 
 async def test_a_worker_waits_while_the_loop_has_events_to_take() -> None:
