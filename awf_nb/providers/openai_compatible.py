@@ -132,7 +132,7 @@ class OpenAICompatibleProvider:
         reader = _StreamReader(
             self.name, _display_url(settings.url), settings.secrets, _read_timeout(turn.timeout)
         )
-        for previous in self._exchanges:  # one still draining: let it free its connection
+        for previous in list(self._exchanges):  # one still draining: let it free its connection
             if previous.complete and not previous.released:
                 await previous.wait_released()
         self._exchanges = {e for e in self._exchanges if not e.released}
@@ -186,7 +186,7 @@ class OpenAICompatibleProvider:
         messages: list[bytes],
         turn_timeout: float | None,
     ) -> None:
-        """POST the turn and hand its events to the loop, a batch per network read."""
+        """POST the turn and hand its events to the loop as they are read."""
         response = self._send(settings, body, messages, turn_timeout, exchange)
         try:
             exchange.attach(response.extensions.get("network_stream"))
@@ -477,7 +477,8 @@ class _WireCache:
                     self._encoded[id(message)] = piece
                     self._messages[id(message)] = message
             if len(self._encoded) > 2 * len(messages) + 64:
-                self._encoded = {id(m): p for m, p in zip(messages, pieces, strict=True)}  # type: ignore[misc]
+                kept = zip(messages, pieces, strict=True)
+                self._encoded = {id(m): p for m, p in kept}  # type: ignore[misc]
                 self._messages = {id(m): m for m in messages}
         if pieces:
             pieces[0] = pieces[0][1:]  # type: ignore[index]
@@ -740,7 +741,7 @@ class _Exchange:
         self._ended = False  # the worker is done (`_outcome`: the exception, if any)
         self._outcome: BaseException | None = None
         self.released = False  # the worker let go of the connection and is free again
-        self._release_waiter: asyncio.Future[None] | None = None
+        self._release_waiters: list[asyncio.Future[None]] = []
         self._draining_since: float | None = None  # monotonic time `[DONE]` was read
         self._watch: asyncio.TimerHandle | None = None
 
@@ -761,10 +762,10 @@ class _Exchange:
         with self._lock:
             self._ended = self.released = True
             wake = not self.complete and self._wake()
-            waiter = self._release_waiter
+            waiters, self._release_waiters = self._release_waiters, []
         if wake:
             self._send(self._woken)
-        if waiter is not None:
+        for waiter in waiters:
             self._send(_resolve, waiter)
 
     def post(self, events: list[ProviderEvent], *, complete: bool = False) -> None:
@@ -877,7 +878,8 @@ class _Exchange:
         with self._lock:
             if self.released:
                 return
-            self._release_waiter = waiter = self._loop.create_future()
+            waiter = self._loop.create_future()
+            self._release_waiters.append(waiter)
         await waiter
 
     def close(self) -> None:
