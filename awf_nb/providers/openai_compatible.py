@@ -71,6 +71,10 @@ DEFAULT_READ_TIMEOUT = 300.0
 _MAX_SERVER_MESSAGE = 300
 _DRAIN_SECONDS = 0.5
 _CLOSE_SECONDS = 5.0  # aclose: how long stopped turns get to let go of their connections
+# After handing over some of an answer, the loop lets the next pieces gather this long
+# before it takes them (the last ones it takes at once): a server pacing its tokens then
+# costs a wake-up per few milliseconds, not per token, well within what a reader notices.
+_GATHER_SECONDS = 0.005
 _MAX_PENDING = 4096  # events a worker hands over before it waits for the loop to take them
 _ENDPOINT = "/chat/completions"
 _ENV_NAMES = ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY")
@@ -715,7 +719,9 @@ class _Exchange:
     The worker adds each network read's events to a pending list (`post`) and wakes the
     loop only when no wake-up is on its way already: while the loop works through what it
     took, the next reads pile up and arrive as one batch (a fast server sends a token per
-    read; a wake-up per token would cost more than the token). Past `_MAX_PENDING` events
+    read; a wake-up per token would cost more than the token). After a batch the loop lets
+    the next pieces gather for `_GATHER_SECONDS` (a paced server's tokens then come a few
+    at a time); the end of the answer is handed over at once. Past `_MAX_PENDING` events
     the worker waits for the loop (a slow reader slows the reading). The loop takes the
     pending events (`next_batch`) until the answer is complete (`[DONE]`) or the exchange
     ended with an error; it closes the exchange when it stops reading early (`close`):
@@ -744,6 +750,7 @@ class _Exchange:
         self._release_waiters: list[asyncio.Future[None]] = []
         self._draining_since: float | None = None  # monotonic time `[DONE]` was read
         self._watch: asyncio.TimerHandle | None = None
+        self._gather_until: float | None = None  # loop time until which pieces gather
 
     # -- the worker's side --
 
@@ -761,7 +768,8 @@ class _Exchange:
         never completed, a turn or `aclose` waiting for the connection)."""
         with self._lock:
             self._ended = self.released = True
-            wake = not self.complete and self._wake()
+            wake = not self.complete  # an error, or the end of a JSON answer: at once
+            self._wake_sent = True
             waiters, self._release_waiters = self._release_waiters, []
         if wake:
             self._send(self._woken)
@@ -789,7 +797,7 @@ class _Exchange:
                     self._pending.append(event)
             self._count += len(events)
             self.complete = complete
-            wake = self._wake()
+            wake = self._wake() or complete  # the end of the answer goes over at once
         if wake:
             self._send(self._woken)
 
@@ -833,26 +841,44 @@ class _Exchange:
         """The events that arrived since the last call (text joined into one delta between
         other events); None once the answer is complete; raises what stopped the
         exchange early."""
+        loop = self._loop
         while True:
             with self._lock:
-                self._wake_sent = False
-                batch = self._pending
-                if self._texts:
-                    batch.append(TextDelta("".join(self._texts)))
-                    self._texts.clear()
-                if batch:
-                    self._pending, self._count = [], 0
-                    self._room.notify()
-                    return batch
                 complete, ended, outcome = self.complete, self._ended, self._outcome
+                gather = 0.0
+                if self._gather_until is not None and not (complete or ended):
+                    gather = self._gather_until - loop.time()
+                if gather <= 0:
+                    self._gather_until = None
+                    batch = self._pending
+                    if self._texts:
+                        batch.append(TextDelta("".join(self._texts)))
+                        self._texts.clear()
+                    if batch:
+                        self._pending, self._count = [], 0
+                        self._room.notify()
+                        if not complete:  # more to come: let it gather (no wake-ups)
+                            self._wake_sent = True
+                            self._gather_until = loop.time() + _GATHER_SECONDS
+                        return batch
+                    self._wake_sent = False  # the worker's next events wake the loop
+            if gather > 0:  # until the time is up, or the answer is complete
+                self._waiter = loop.create_future()
+                timer = loop.call_later(gather, self._woken)
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+                    timer.cancel()
+                continue
             if complete:
                 return None
             if ended:
                 if outcome is not None:
                     raise outcome
                 return None
-            self._waiter = self._loop.create_future()
-            self._watch = self._loop.call_later(_DRAIN_SECONDS, self._watch_drain)
+            self._waiter = loop.create_future()
+            self._watch = loop.call_later(_DRAIN_SECONDS, self._watch_drain)
             try:
                 await self._waiter
             finally:

@@ -30,6 +30,7 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.errors import ProviderError
+from awf_nb.providers import openai_compatible
 from awf_nb.providers.openai_compatible import (
     _MAX_PENDING,
     OpenAICompatibleProvider,
@@ -1112,6 +1113,32 @@ async def test_reads_arriving_while_the_loop_is_busy_come_as_one_batch() -> None
     ]
     done = asyncio.to_thread(exchange.post, [], complete=True)
     assert await asyncio.gather(exchange.next_batch(), done) == [None, None]
+
+
+async def test_paced_pieces_gather_but_the_end_of_the_answer_goes_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a batch, what a paced server sends next gathers instead of waking the loop
+    per piece; the answer's end is handed over at once, gathered pieces first."""
+    monkeypatch.setattr(openai_compatible, "_GATHER_SECONDS", 60.0)
+    exchange = _Exchange(asyncio.get_running_loop())
+    await asyncio.to_thread(exchange.post, [TextDelta("a")])
+    assert await exchange.next_batch() == [TextDelta("a")]
+    taking = asyncio.create_task(exchange.next_batch())
+    await asyncio.to_thread(exchange.post, [TextDelta("b")])
+    await asyncio.sleep(0.05)  # time enough for a wake-up, had one been sent
+    assert not taking.done()  # "b" gathers
+    await asyncio.to_thread(exchange.post, [TextDelta("c")], complete=True)
+    assert await asyncio.wait_for(taking, 10) == [TextDelta("bc")]
+    assert await exchange.next_batch() is None
+
+
+async def test_every_waiter_learns_that_the_connection_is_free() -> None:
+    exchange = _Exchange(asyncio.get_running_loop())
+    waiting = [asyncio.create_task(exchange.wait_released()) for _ in range(2)]
+    await asyncio.sleep(0)  # both are waiting
+    await asyncio.to_thread(exchange.end)
+    await asyncio.wait_for(asyncio.gather(*waiting), 10)
 
 
 def _stream_in_child(base_url: str) -> None:
