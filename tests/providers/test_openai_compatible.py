@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
 import multiprocessing
@@ -495,6 +496,18 @@ async def test_credentials_in_the_url_are_not_shown(
         provider, TurnRequest(prompt="Hi", options={"base_url": base_url, "model": "m"})
     )
     assert f"{endpoint(openai_server)}: server error (HTTP 500)" in error.message
+
+
+async def test_credentials_in_the_url_are_sent_as_basic_auth(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    """A proxy in front of a model often wants `https://user:password@host/v1`."""
+    base_url = openai_server.base_url.replace("http://", "http://user:secret-pass@")
+    request = TurnRequest(prompt="Hi", options={"base_url": base_url, "model": "m"})
+    events = await collect(provider.stream(request))
+    assert isinstance(events[-1], Final)
+    expected = "Basic " + base64.b64encode(b"user:secret-pass").decode()
+    assert openai_server.requests[-1].headers["authorization"] == expected
 
 
 # --- connection errors ---------------------------------------------------------------------
