@@ -13,6 +13,9 @@ A live conversation's turns are not rewritten into the state file at every turn:
 turns from `ConversationState.live_from` on are appended to the transcript and put back
 by `load_state`, so a per-turn checkpoint costs the same at turn 10 and turn 1,000.
 
+State files are fsynced at every checkpoint; transcript lines are fsynced in groups, with
+the next checkpoint (see `Store` for what a killed process or a power loss keeps).
+
 The store writes what it is given; masking secrets is the engine's job. Everything here is
 private to the user (folders 0700, files 0600): the workflow text is kept unmasked, because
 a resumed run needs it exactly as written, and it is never shown (`RunState.to_json`
@@ -28,6 +31,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -133,6 +137,16 @@ class Store:
 
     Safe to share between threads; several processes may share a root as long as each
     run is written by one process at a time (the transcript line count is kept in memory).
+
+    What survives what. Every transcript line is written with one `write` before the
+    engine goes on, so a killed process (`kill -9`, Ctrl-C, a crash of awf) loses nothing:
+    the kernel has the bytes. Forcing them onto the disk (fsync) is done in groups, not
+    after every line: a run's unsynced lines are fsynced by `save_state` before the state
+    file is written (so a saved state never refers to lines that are not on disk) — at
+    every checkpoint: a step transition, a conversation turn, the end of the run — and by
+    `sync_transcript`, which the engine calls before it asks the person for input. A power
+    loss or a kernel crash may cost the lines written since the last checkpoint; the
+    state file on disk describes the run as it was then, and `awf resume` redoes the rest.
     """
 
     def __init__(self, root: Path | str | None = None) -> None:
@@ -142,6 +156,12 @@ class Store:
         self.input_history_path = self.root / INPUT_HISTORY_FILE
         self._lock = threading.Lock()
         self._transcript_lines: dict[str, int] = {}
+        # Runs whose transcript has lines written but not yet fsynced (group commit), and
+        # the descriptors their lines are written with until then (one open per group).
+        self._unsynced: set[str] = set()
+        self._transcript_fds: dict[str, int] = {}
+        weakref.finalize(self, _close_all, self._transcript_fds)
+        self._sync_lock = threading.Lock()  # a second sync waits for the fsync under way
         self._schema_ready = False
         self._dirs_ready: set[Path] = set()
         self._sources_saved: set[str] = set()
@@ -220,9 +240,11 @@ class Store:
         """Write the state file atomically (a reader sees the old or the new file, whole).
 
         The turns of a live conversation from `live_from` on are left out: they are in the
-        transcript already, and `load_state` puts them back.
+        transcript already, and `load_state` puts them back. The run's transcript is
+        fsynced first, so the state on disk never refers to lines that are not.
         """
         path = self.state_path(state.run_id)
+        self.sync_transcript(state.run_id)
         self._ensure_dir(path.parent)
         if state.workflow_source and state.run_id not in self._sources_saved:
             source = path.parent / SOURCE_FILE
@@ -311,28 +333,62 @@ class Store:
     # -- transcript ---------------------------------------------------------------------
 
     def append_transcript(self, run_id: str, record: dict[str, Any]) -> int:
-        """Append one record as a JSON line (flushed and fsynced); its 0-based line number.
+        """Append one record as a JSON line; its 0-based line number.
 
-        A `ts` (UTC, ISO 8601) is added when the record has none.
+        The line is written with one `write` (a killed process keeps it) and fsynced later,
+        with the others written since, by `sync_transcript` (which every `save_state`
+        calls). A `ts` (UTC, ISO 8601) is added when the record has none.
         """
         if "ts" not in record:
             record = {**record, "ts": datetime.now(UTC).isoformat()}
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
         data = (line + "\n").encode()
-        path = self.transcript_path(run_id)
         with self._lock:
             count = self._transcript_lines.get(run_id)
-            if count is None:
-                self._ensure_dir(path.parent)
-                count = _count_lines_dropping_torn_tail(path)
+            fd = self._transcript_fds.get(run_id)
             try:
-                _append(path, data)
+                if fd is None:
+                    path = self.transcript_path(run_id)
+                    if count is None:
+                        self._ensure_dir(path.parent)
+                        count = _count_lines_dropping_torn_tail(path)
+                    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+                    self._transcript_fds[run_id] = fd
+                _write_all(fd, data)
             except OSError as exc:
                 # the line may be half written: count again on the next append
                 self._transcript_lines.pop(run_id, None)
-                raise _system_error("cannot write", path, exc) from exc
+                if (fd := self._transcript_fds.pop(run_id, None)) is not None:
+                    os.close(fd)
+                raise _system_error("cannot write", self.transcript_path(run_id), exc) from exc
+            assert count is not None  # counted when the run's first line was written
             self._transcript_lines[run_id] = count + 1
+            self._unsynced.add(run_id)
         return count
+
+    def sync_transcript(self, run_id: str) -> None:
+        """Force the run's transcript lines written so far onto the disk (fsync), if any
+        are not yet: before the person is asked for input, when a step or the run ends."""
+        with self._sync_lock:
+            with self._lock:  # appends only wait for this, never for the fsync
+                if run_id not in self._unsynced:
+                    return
+                self._unsynced.discard(run_id)
+                # the next line opens the file again: nothing is held open between groups
+                fd = self._transcript_fds.pop(run_id, None)
+            path = self.transcript_path(run_id)
+            try:
+                if fd is not None:
+                    os.fsync(fd)
+                else:
+                    _fsync_file(path)
+            except OSError as exc:
+                with self._lock:
+                    self._unsynced.add(run_id)  # not durable yet: the next checkpoint retries
+                raise _system_error("cannot write", path, exc) from exc
+            finally:
+                if fd is not None:
+                    os.close(fd)
 
     def append_turn(self, run_id: str, step: str, turn: Turn, **extra: Any) -> int:
         """Append a conversation turn of `step` to the transcript; its line number."""
@@ -543,13 +599,26 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
-def _append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
-    try:
-        view = memoryview(data)
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)  # one write: a line is in the file whole, or torn at a kill
+    if written < len(data):
+        view = memoryview(data)[written:]
         while view:
-            written = os.write(fd, view)
-            view = view[written:]
+            view = view[os.write(fd, view) :]
+
+
+def _close_all(fds: dict[str, int]) -> None:
+    """Close the descriptors a store that is gone left open (its lines are written)."""
+    for fd in fds.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
+
+
+def _fsync_file(path: Path) -> None:
+    """fsync `path`: its data written through any descriptor reaches the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
         os.fsync(fd)
     finally:
         os.close(fd)

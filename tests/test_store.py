@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import re
+import stat
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -337,6 +339,117 @@ def test_corrupt_transcript_line(store: Store) -> None:
         store.read_transcript(run_id)
 
 
+class FsyncLog:
+    """Records what `os.fsync` is called on, inside the store: the run's transcript, its
+    directory, or another file (a state file's temp file, the workflow source)."""
+
+    def __init__(self, store: Store, run_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.store, self.run_id = store, run_id
+        self.calls: list[os.stat_result] = []
+        real = os.fsync
+
+        def fsync(fd: int) -> None:
+            self.calls.append(os.fstat(fd))
+            real(fd)
+
+        monkeypatch.setattr(store_module.os, "fsync", fsync)
+
+    def kinds(self) -> list[str]:
+        transcript = self.store.transcript_path(self.run_id)
+        inode = transcript.stat().st_ino if transcript.exists() else None
+        return [
+            "transcript" if st.st_ino == inode else "dir" if stat.S_ISDIR(st.st_mode) else "file"
+            for st in self.calls
+        ]
+
+
+def test_appended_lines_are_not_fsynced_until_a_checkpoint(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = store.new_run_id()
+    fsyncs = FsyncLog(store, run_id, monkeypatch)
+    for i in range(20):
+        store.append_transcript(run_id, {"role": "user", "content": f"m{i}"})
+    assert fsyncs.kinds() == []
+    # written all the same: another reader (a resumed process) sees every line at once
+    assert len(Store(store.root).read_transcript(run_id)) == 20
+
+
+def test_a_checkpoint_fsyncs_the_transcript_before_the_state_file(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = store.new_run_id()
+    store.save_state(make_state(run_id))
+    fsyncs = FsyncLog(store, run_id, monkeypatch)
+    store.append_transcript(run_id, {"role": "user", "content": "a"})
+    store.append_transcript(run_id, {"role": "assistant", "content": "b"})
+    store.save_state(make_state(run_id, message="after two lines"))
+    assert fsyncs.kinds() == ["transcript", "file", "dir"]
+
+
+def test_a_checkpoint_with_nothing_new_in_the_transcript_does_not_fsync_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = store.new_run_id()
+    store.append_transcript(run_id, {"role": "user", "content": "a"})
+    store.save_state(make_state(run_id))
+    fsyncs = FsyncLog(store, run_id, monkeypatch)
+    store.save_state(make_state(run_id, message="again"))
+    assert fsyncs.kinds() == ["file", "dir"]
+
+
+def test_sync_transcript_fsyncs_only_unsynced_lines(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = store.new_run_id()
+    fsyncs = FsyncLog(store, run_id, monkeypatch)
+    store.sync_transcript(run_id)  # no transcript yet: nothing to do
+    store.append_transcript(run_id, {"role": "user", "content": "a"})
+    store.sync_transcript(run_id)
+    store.sync_transcript(run_id)
+    assert fsyncs.kinds() == ["transcript"]
+    store.append_transcript(run_id, {"role": "user", "content": "b"})
+    store.sync_transcript(run_id)
+    assert fsyncs.kinds() == ["transcript", "transcript"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists open files via /proc")
+def test_a_synced_transcript_holds_no_open_file(store: Store) -> None:
+    """Between checkpoints the transcript may stay open for the next line; once synced
+    (a checkpoint, the person asked for input) nothing of it is held open."""
+
+    def open_transcripts() -> list[str]:
+        targets = []
+        for fd in Path("/proc/self/fd").iterdir():
+            with contextlib.suppress(OSError):
+                targets.append(os.readlink(fd))
+        return [t for t in targets if t.endswith("transcript.jsonl")]
+
+    run_id = store.new_run_id()
+    for i in range(3):
+        store.append_transcript(run_id, {"role": "user", "content": f"m{i}"})
+    store.sync_transcript(run_id)
+    assert open_transcripts() == []
+    store.append_transcript(run_id, {"role": "user", "content": "again"})
+    store.save_state(make_state(run_id))
+    assert open_transcripts() == []
+    assert [r["content"] for r in store.read_transcript(run_id)] == ["m0", "m1", "m2", "again"]
+
+
+def test_each_run_syncs_its_own_transcript(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = store.new_run_id(), store.new_run_id()
+    store.append_transcript(first, {"role": "user", "content": "a"})
+    store.append_transcript(second, {"role": "user", "content": "b"})
+    fsyncs = FsyncLog(store, first, monkeypatch)
+    store.sync_transcript(first)
+    assert fsyncs.kinds() == ["transcript"]
+    fsyncs.calls.clear()
+    store.sync_transcript(first)
+    assert fsyncs.kinds() == []
+    store.sync_transcript(second)  # still unsynced: the first run's sync was its own
+    assert len(fsyncs.calls) == 1 and fsyncs.kinds() == ["file"]
+
+
 @pytest.mark.parametrize("bad", ["", ".", "..", "../escape", "a/b"])
 def test_invalid_run_ids_are_refused(store: Store, bad: str) -> None:
     with pytest.raises(UserError, match="invalid run id"):
@@ -496,9 +609,31 @@ def test_disk_full_on_state(store: Store, monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_disk_full_on_transcript(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     run_id = store.new_run_id()
-    monkeypatch.setattr(store_module.os, "fsync", disk_full)
+    monkeypatch.setattr(store_module.os, "write", disk_full_write)
     with pytest.raises(AwfSystemError, match=r"transcript\.jsonl: No space left on device"):
         store.append_transcript(run_id, {"role": "user"})
+
+
+def disk_full_write(fd: int, data: object) -> int:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_disk_full_when_the_transcript_is_synced_keeps_the_old_state(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transcript that cannot be made durable fails the checkpoint before the state file
+    is replaced: the saved state never refers to lines that are not on disk."""
+    run_id = store.new_run_id()
+    store.save_state(make_state(run_id, message="before"))
+    store.append_transcript(run_id, {"role": "user", "content": "a"})
+    monkeypatch.setattr(store_module.os, "fsync", disk_full)
+    with pytest.raises(AwfSystemError, match=r"transcript\.jsonl: No space left on device"):
+        store.save_state(make_state(run_id, message="after"))
+    monkeypatch.undo()
+    assert store.load_state(run_id).message == "before"
+    fsyncs = FsyncLog(store, run_id, monkeypatch)
+    store.save_state(make_state(run_id, message="after"))  # the lines are still unsynced
+    assert fsyncs.kinds()[0] == "transcript"
 
 
 def test_a_reply_written_but_not_yet_checkpointed_is_counted_on_load(store: Store) -> None:

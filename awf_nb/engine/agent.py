@@ -301,6 +301,7 @@ class AgentSession:
             said += [Message("assistant", reply.text, tool_calls=tuple(calls)), *results]
             if cut:  # Ctrl-C / Stop during a tool call: the person has the turn
                 reply.interrupted = True
+                run.sync_transcript()  # no checkpoint of a reply follows the results
                 break
             request = self._request("", [*self._dialogue, *said], continues=True)
         if self.conv is not None:
@@ -375,6 +376,14 @@ class AgentSession:
                 text = valid_unicode(text)
                 progress.size += len(text.encode())
             if progress.size > self.max_reply_bytes:
+                # A delta can hold many tokens (those that arrived together): what fits
+                # is kept and shown, up to the limit.
+                room = len(text.encode()) - (progress.size - self.max_reply_bytes)
+                if fits := text.encode()[:room].decode(errors="ignore"):
+                    progress.parts.append(fits)
+                    progress.streamed = True
+                    if shown := masker.feed(fits):
+                        run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
                 raise ProviderError(
                     self.provider_name,
                     f"the reply is longer than {self.max_reply_bytes} bytes "

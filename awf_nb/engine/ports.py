@@ -194,6 +194,8 @@ class RunStore(Protocol):
     """Where a run is saved as it goes (awf_nb.store.Store is the one implementation).
 
     The engine is given one; it never imports the store, which imports the engine's state.
+    Transcript lines are written at once and fsynced in groups: `save_state` fsyncs the
+    run's transcript first, `sync_transcript` on its own.
     """
 
     def new_run_id(self) -> str: ...
@@ -203,6 +205,8 @@ class RunStore(Protocol):
     def record_run(self, state: RunState) -> None: ...
 
     def append_transcript(self, run_id: str, record: dict[str, Any]) -> int: ...
+
+    def sync_transcript(self, run_id: str) -> None: ...
 
 
 # --- tools an agent can call (awf_nb.tools builds them from a step's `tools:` block) ---------

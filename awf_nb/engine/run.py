@@ -489,10 +489,19 @@ class Runner:
             store.record_run(self.state)
 
     def append_transcript(self, record: dict[str, Any]) -> int:
+        """Write one transcript line (a killed process keeps it); it reaches the disk with
+        the next `checkpoint` or `sync_transcript`."""
         store = self.config.store
         if store is None:
             return -1
         return store.append_transcript(self.run_id, record)
+
+    def sync_transcript(self) -> None:
+        """Force the transcript lines written so far onto the disk: before the person is
+        asked anything (a checkpoint does it too)."""
+        store = self.config.store
+        if store is not None:
+            store.sync_transcript(self.run_id)
 
     # --- hooks --------------------------------------------------------------------------------
 

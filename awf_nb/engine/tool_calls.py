@@ -91,6 +91,7 @@ async def _decide(session: AgentSession, tools: ToolSet, call: ToolCall) -> str:
     if not isinstance(reader, Confirmer) or run.config.depth > 0:
         return NOBODY_TO_ASK
     arguments = run.masker.mask(call.arguments)
+    run.sync_transcript()  # the person may take a while: what was said is on disk first
     run.emit(ev.AwaitingConfirmation(run.run_id, session.step.name, call.id, call.name, arguments))
     allowed = await reader.confirm(f"Allow {call.name}({arguments})?")
     return "" if allowed else REFUSED
@@ -113,7 +114,10 @@ async def _run_all(
         results[call.id] = (result, "", duration)
         _finish(session, call, result, "", duration)
 
-    await asyncio.gather(*(one(call) for call in calls))
+    if len(calls) == 1:  # the usual reply: no gather, no task of its own
+        await one(calls[0])
+    else:
+        await asyncio.gather(*(one(call) for call in calls))
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | ToolResult:

@@ -34,7 +34,7 @@ def build_messages(turn: TurnRequest) -> list[Message]:
     messages: list[Message] = []
     if turn.system_prompt:
         messages.append(Message("system", turn.system_prompt))
-    messages.extend(m for m in turn.history if m.role != "system")
+    messages += [m for m in turn.history if m.role != "system"]
     if not turn.continues:
         messages.append(Message("user", turn.prompt))
     return messages

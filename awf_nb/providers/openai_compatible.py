@@ -11,6 +11,13 @@ results go as assistant `tool_calls` and `tool` messages. The streamed `tool_cal
 are assembled per `index` and yielded as complete `ToolCall`s once the stream has ended.
 A turn without tools sends exactly what it sent before tools existed.
 
+The HTTP exchange runs in a worker thread with httpx's synchronous client (design.md:
+blocking work in worker threads handing results back with `loop.call_soon_threadsafe`):
+each network read's events go to the event loop as one batch. It costs the loop far less
+per request and per read than the asyncio HTTP stack. Cancelling the turn (Ctrl-C, a
+timeout, closing the stream) shuts the connection down at once, so the server sees the
+client go away and stops generating.
+
 Failures raise `ProviderError` with one line naming the provider, the URL and what went
 wrong; `retryable`/`retry_after` tell the engine whether trying again may help (the
 engine retries, this module never does). The API key is a secret: it only ever goes into
@@ -25,10 +32,12 @@ import email.utils
 import functools
 import json
 import os
+import queue
 import socket
 import ssl
+import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,7 +70,14 @@ CONNECT_TIMEOUT = 10.0
 DEFAULT_READ_TIMEOUT = 300.0
 _MAX_SERVER_MESSAGE = 300
 _DRAIN_SECONDS = 0.5
+_CLOSE_SECONDS = 5.0  # aclose: how long stopped turns get to let go of their connections
+# After handing over some of an answer, the loop lets the next pieces gather this long
+# before it takes them (the last ones it takes at once): a server pacing its tokens then
+# costs a wake-up per few milliseconds, not per token, well within what a reader notices.
+_GATHER_SECONDS = 0.005
+_MAX_PENDING = 4096  # events a worker hands over before it waits for the loop to take them
 _ENDPOINT = "/chat/completions"
+_ENV_NAMES = ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY")
 
 
 @dataclass(frozen=True)
@@ -78,11 +94,16 @@ class _Settings:
     context_window: int
     tool_choice: str | None = None  # "auto", "none", "required" or a tool's name
 
-    @property
+    @functools.cached_property
     def url(self) -> str:
         return f"{self.base_url}{_ENDPOINT}"
 
-    @property
+    @functools.cached_property
+    def http_url(self) -> httpx.URL:
+        """`url` parsed once for all the turns that send these settings."""
+        return httpx.URL(self.url)
+
+    @functools.cached_property
     def secrets(self) -> list[str]:
         """Values to mask in anything a server sends back: the key, credential headers."""
         credentials = [v for k, v in self.headers.items() if is_secret_header(k)]
@@ -90,80 +111,147 @@ class _Settings:
 
 
 class OpenAICompatibleProvider:
-    """Streams chat completions; one `httpx.AsyncClient` per run, created on first use."""
+    """Streams chat completions; one `httpx.Client` per run (per URL scheme), created on
+    first use and shared by the worker threads of the run's turns."""
 
     session_kind: Literal["history", "session_id"] = "history"
 
     def __init__(self, name: str = "openai_compatible") -> None:
         self.name = name
         # One client per URL scheme: TLS is set up (the CA bundle read) only for https.
-        self._clients: dict[bool, httpx.AsyncClient] = {}
+        self._clients: dict[bool, httpx.Client] = {}
+        self._clients_lock = threading.Lock()  # turns of parallel steps share the clients
         # Base URLs whose server rejected `max_completion_tokens`: they get `max_tokens`.
         self._legacy_max_tokens: set[str] = set()
+        self._wire = _WireCache()
+        self._exchanges: set[_Exchange] = set()  # the turns streaming now
+        # The last turn's options (a deep copy), environment values and settings: a step's
+        # turns send the same options, and validating them is most of `_resolve`'s cost.
+        self._settings: tuple[Any, tuple[str | None, ...], _Settings] | None = None
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
         settings = self._resolve(turn)
         messages, dropped = self._fit(build_messages(turn), settings)
-        body = self._body(settings, messages, turn.tools)
-        response = await self._send(settings, body, turn.timeout)
+        body = self._body(settings, turn.tools)
         reader = _StreamReader(
             self.name, _display_url(settings.url), settings.secrets, _read_timeout(turn.timeout)
         )
+        for previous in list(self._exchanges):  # one still draining: let it free its connection
+            if previous.complete and not previous.released:
+                await previous.wait_released()
+        self._exchanges = {e for e in self._exchanges if not e.released}
+        exchange = _Exchange(asyncio.get_running_loop())
+        job = functools.partial(
+            self._exchange, exchange, reader, settings, body, self._wire.encode(messages),
+            turn.timeout,
+        )  # fmt: skip
+        self._exchanges.add(exchange)
+        complete = False
         try:
-            async for event in reader.events(response):
-                yield event
+            _WORKERS.submit(functools.partial(exchange.run, job), exchange.end)
+            while (batch := await exchange.next_batch()) is not None:
+                for event in batch:
+                    yield event
+            complete = True
         finally:
-            # Closing an unfinished response drops its connection: the server sees the
-            # client go away and stops generating (cancellation, aclose, errors).
-            await response.aclose()
+            if not complete:
+                # An unfinished exchange (cancellation, aclose, errors) has its connection
+                # shut down: the server sees the client go away and stops generating.
+                exchange.close()
         yield reader.usage(messages)
         if dropped:
             yield truncation_notice(dropped, settings.context_window)
         yield Final(reader.text)
 
     async def aclose(self) -> None:
-        """Close the run's HTTP client (and its pooled connections)."""
-        clients, self._clients = self._clients, {}
+        """Stop the turns still streaming, then close the run's HTTP clients (and their
+        pooled connections)."""
+        exchanges = [e for e in self._exchanges if not e.released]
+        self._exchanges = set()
+        for exchange in exchanges:
+            exchange.close()
+        if exchanges:  # their workers let go of the connections before the clients close
+            waiting = asyncio.gather(*(e.wait_released() for e in exchanges))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiting, _CLOSE_SECONDS)
+        with self._clients_lock:
+            clients, self._clients = self._clients, {}
         for client in clients.values():
-            await client.aclose()
+            client.close()
 
-    # --- the request -------------------------------------------------------------------------
+    # --- the exchange, in a worker thread -----------------------------------------------------
 
-    def _http(self, url: str) -> httpx.AsyncClient:
+    def _exchange(
+        self,
+        exchange: _Exchange,
+        reader: _StreamReader,
+        settings: _Settings,
+        body: dict[str, Any],
+        messages: list[bytes],
+        turn_timeout: float | None,
+    ) -> None:
+        """POST the turn and hand its events to the loop as they are read."""
+        response = self._send(settings, body, messages, turn_timeout, exchange)
+        try:
+            exchange.attach(response.extensions.get("network_stream"))
+            for events, complete in reader.batches(response, exchange.draining):
+                if complete:  # read to its end: the connection goes back to the pool first
+                    exchange.detach()
+                    response.close()
+                exchange.post(events, complete=complete)
+        finally:
+            exchange.detach()  # from here on, the connection may serve another exchange
+            response.close()  # an unfinished response drops its connection
+
+    def _http(self, url: str) -> httpx.Client:
         """The client for `url`. Plain http never speaks TLS (redirects are not followed),
         so its client skips the TLS context; https always verifies."""
         secure = not url.lower().startswith("http://")
-        client = self._clients.get(secure)
-        if client is None:
-            client = self._clients[secure] = httpx.AsyncClient(
-                timeout=httpx.Timeout(DEFAULT_READ_TIMEOUT, connect=CONNECT_TIMEOUT),
-                verify=_tls_context() if secure else False,
-            )
+        with self._clients_lock:
+            client = self._clients.get(secure)
+            if client is None:
+                client = self._clients[secure] = httpx.Client(
+                    timeout=httpx.Timeout(DEFAULT_READ_TIMEOUT, connect=CONNECT_TIMEOUT),
+                    verify=_tls_context() if secure else False,
+                )
         return client
 
-    async def _send(
-        self, settings: _Settings, body: dict[str, Any], turn_timeout: float | None
+    def _send(
+        self,
+        settings: _Settings,
+        body: dict[str, Any],
+        messages: list[bytes],
+        turn_timeout: float | None,
+        exchange: _Exchange,
     ) -> httpx.Response:
-        """POST the turn; returns the open streaming response or raises `ProviderError`."""
+        """POST the turn (`body` with `messages`, the pieces of the messages' JSON array);
+        returns the open streaming response or raises `ProviderError`."""
         read_timeout = _read_timeout(turn_timeout)
         timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT, pool=CONNECT_TIMEOUT)
         headers = self._headers(settings)
+        client = self._http(settings.url)
         for _attempt in range(2):
             try:
-                request = self._http(settings.url).build_request(
-                    "POST", settings.url, json=body, headers=headers, timeout=timeout
+                request = client.build_request(
+                    "POST",
+                    settings.http_url,
+                    content=_encode_body(body, messages),
+                    headers=headers,
+                    timeout=timeout,
+                    extensions={"trace": exchange.trace},
                 )
             except httpx.InvalidURL as exc:
                 raise self._error(f"base_url is not a valid URL ({exc})") from None
             try:
-                response = await self._http(settings.url).send(request, stream=True)
+                response = _post(client, request)
             except httpx.TransportError as exc:
                 raise _transport_error(self.name, settings.url, exc, read_timeout) from None
             if response.is_success:
                 return response
             with contextlib.suppress(httpx.TransportError):  # the status says enough
-                await response.aread()
-            await response.aclose()
+                response.read()
+            response.close()
+            exchange.detach()
             if not self._switch_max_tokens_field(settings, body, response):
                 raise _http_error(self.name, settings, response)
         raise _http_error(self.name, settings, response)
@@ -184,18 +272,20 @@ class OpenAICompatibleProvider:
         return rejected
 
     def _headers(self, settings: _Settings) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+        headers = {
+            "Accept": "text/event-stream",
+            "Cache-Control": "no-store",
+            "Content-Type": "application/json",
+        }
         if settings.api_key:
             headers["Authorization"] = f"Bearer {settings.api_key}"
         headers.update(settings.headers)
         return headers
 
-    def _body(
-        self, settings: _Settings, messages: list[Message], tools: list[ToolSpec]
-    ) -> dict[str, Any]:
+    def _body(self, settings: _Settings, tools: list[ToolSpec]) -> dict[str, Any]:
+        """The request body without its messages (`_encode_body` puts them in second)."""
         body: dict[str, Any] = {
             "model": settings.model,
-            "messages": [wire_message(m) for m in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
             **settings.parameters,
@@ -228,8 +318,30 @@ class OpenAICompatibleProvider:
     # --- options -----------------------------------------------------------------------------
 
     def _resolve(self, turn: TurnRequest) -> _Settings:
-        options = parse_options(self.name, OpenAIOptions, turn.options)
-        env = {**os.environ, **turn.env}
+        """The turn's settings: the last turn's again when its options and environment
+        variables are equal to this one's."""
+        env_values = tuple(
+            turn.env[name] if name in turn.env else os.environ.get(name) for name in _ENV_NAMES
+        )
+        cached = self._settings
+        if cached is not None and cached[1] == env_values and cached[0] == turn.options:
+            return cached[2]
+        env = {
+            name: value
+            for name, value in zip(_ENV_NAMES, env_values, strict=True)
+            if value is not None
+        }
+        settings = self._settings_from(turn.options, env)
+        import copy  # only when the options change
+
+        try:  # a copy, so that options changed in place are seen as changed
+            self._settings = (copy.deepcopy(turn.options), env_values, settings)
+        except Exception:  # options that cannot be copied are read afresh every turn
+            self._settings = None
+        return settings
+
+    def _settings_from(self, raw: Any, env: Mapping[str, str]) -> _Settings:
+        options = parse_options(self.name, OpenAIOptions, raw)
         base_url = self._required(options.base_url, "base_url", env, "OPENAI_BASE_URL")
         # A full endpoint URL is a common slip: accept it rather than POST to …/chat/completions
         # twice and fail with a 404.
@@ -322,6 +434,61 @@ def wire_message(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": message.content}
 
 
+def _json(value: Any) -> bytes:
+    """`value` as JSON bytes, exactly as httpx's `json=` encodes a request body."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _encode_body(body: dict[str, Any], messages: list[bytes]) -> bytes:
+    """`body` as JSON with the messages array (`_WireCache.encode`'s pieces) as its second
+    key (after `model`, where a body built as one dict has it), joined in one copy."""
+    first, *rest = body.items()
+    head = _json(dict([first]))[:-1] + b',"messages":['
+    tail = b"]," + _json(dict(rest))[1:] if rest else b"]}"
+    return b"".join([head, *messages, tail])
+
+
+class _WireCache:
+    """The JSON of history messages, made once per message object.
+
+    Every request sends the whole history, and each tool round or turn adds only a few
+    messages to it: translating the history afresh costs O(n) per request, O(n²) per
+    conversation. Messages are immutable, so the engine's history list holds the same
+    objects request after request; their encoding is kept by identity (the entry holds
+    the message, so its id cannot be reused while cached). Entries no request used lately
+    are dropped when the cache outgrows the request at hand (bounded memory, and a
+    shared provider serving several steps keeps both their histories).
+    """
+
+    def __init__(self) -> None:
+        # b"," + the message's JSON, by id() of the message: the pieces of an array's
+        # content are then looked up in one pass, without commas to put between them.
+        self._encoded: dict[int, bytes] = {}
+        self._messages: dict[int, Message] = {}  # keeps each one alive: its id stays its own
+
+    def __len__(self) -> int:
+        return len(self._encoded)
+
+    def encode(self, messages: list[Message]) -> list[bytes]:
+        """The JSON of `messages` in Chat Completions form, as the pieces of an array's
+        content (commas included) for `_encode_body` to join."""
+        pieces: list[bytes | None] = list(map(self._encoded.get, map(id, messages)))
+        if not all(pieces):  # new messages (an encoding is never empty)
+            for index, piece in enumerate(pieces):
+                if piece is None:
+                    message = messages[index]
+                    piece = pieces[index] = b"," + _json(wire_message(message))
+                    self._encoded[id(message)] = piece
+                    self._messages[id(message)] = message
+            if len(self._encoded) > 2 * len(messages) + 64:
+                kept = zip(messages, pieces, strict=True)
+                self._encoded = {id(m): p for m, p in kept}  # type: ignore[misc]
+                self._messages = {id(m): m for m in messages}
+        if pieces:
+            pieces[0] = pieces[0][1:]  # type: ignore[index]
+        return pieces  # type: ignore[return-value]
+
+
 def wire_tool(tool: ToolSpec) -> dict[str, Any]:
     """A tool in OpenAI's function format."""
     function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
@@ -370,39 +537,37 @@ class _StreamReader:
             estimated=True,
         )
 
-    async def events(self, response: httpx.Response) -> AsyncIterator[ProviderEvent]:
+    def batches(
+        self, response: httpx.Response, draining: Callable[[], None]
+    ) -> Iterator[tuple[list[ProviderEvent], bool]]:
+        """The events of the response as they are read, in the worker thread: (events,
+        False) per network read, then (the last events, True) once `[DONE]` came and the
+        rest of the response was drained (`draining` is called first; see `_drain`)."""
         content_type = response.headers.get("content-type", "").partition(";")[0].strip()
         if content_type == "application/json":
             # Some servers ignore `stream: true` and answer with one JSON completion.
-            for event in self._whole_completion(await self._read_json(response)):
-                yield event
+            yield self._whole_completion(self._read_json(response)), False
             return
         if content_type != "text/event-stream":
             raise self.error(
                 "malformed stream: expected Content-Type text/event-stream, "
                 f"got {content_type or 'none'!r}"
             )
-        done = False
         decoder = SSEDecoder()
-        stream = response.aiter_bytes()
+        stream = response.iter_bytes()
         try:
-            # The events of one network read become at most one TextDelta each between
-            # other events: a fast server sends dozens of tokens per read, and every event
-            # costs the engine and the frontends the same whatever its length.
-            async for datas in _sse_reads(stream, decoder):
+            for datas in _sse_reads(stream, decoder):
                 events: list[ProviderEvent] = []
                 for data in datas:
                     if data.strip() == "[DONE]":
-                        done = True
-                        break
+                        draining()
+                        _drain(stream)
+                        yield events + self._finish_tool_calls(), True
+                        return
                     if data.strip():
                         events.extend(self._chunk_events(self._decode(data)))
-                for event in _merge_text(events):
-                    yield event
-                if done:
-                    break
-            if done:
-                await _drain(stream)
+                if events:
+                    yield events, False
         except LineTooLong as exc:
             raise self.error(f"malformed stream: {exc}; the reply so far is kept") from None
         except httpx.ReadTimeout:
@@ -414,12 +579,7 @@ class _StreamReader:
             raise self.error(
                 f"stream ended before [DONE] ({_describe(exc)})", retryable=True
             ) from None
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
-        if not done:
-            raise self.error("stream ended before [DONE]", retryable=True)
-        for event in self._finish_tool_calls():
-            yield event
+        raise self.error("stream ended before [DONE]", retryable=True)
 
     def error(self, message: str, **kwargs: Any) -> ProviderError:
         return ProviderError(self.provider, f"{self.url}: {mask(message, self.secrets)}", **kwargs)
@@ -496,9 +656,9 @@ class _StreamReader:
             self._call_tokens += estimate_tokens(call.name) + estimate_tokens(arguments)
         return finished
 
-    async def _read_json(self, response: httpx.Response) -> dict[str, Any]:
+    def _read_json(self, response: httpx.Response) -> dict[str, Any]:
         try:
-            body = json.loads(await response.aread())
+            body = json.loads(response.read())
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise self.error("malformed response: the body is not JSON") from None
         except httpx.TransportError as exc:
@@ -515,47 +675,313 @@ class _StreamReader:
         return events
 
 
-async def _sse_reads(stream: AsyncIterator[bytes], decoder: SSEDecoder) -> AsyncIterator[list[str]]:
+def _sse_reads(stream: Iterator[bytes], decoder: SSEDecoder) -> Iterator[list[str]]:
     """The data of the server-sent events completed by each network read, as they arrive."""
-    async for chunk in stream:
+    for chunk in stream:
         if datas := decoder.feed(chunk):
             yield datas
     if datas := decoder.end():
         yield datas
 
 
-def _merge_text(events: list[ProviderEvent]) -> list[ProviderEvent]:
-    """Consecutive `TextDelta`s joined into one (other events keep their place)."""
-    if len(events) < 2:
-        return events
-    merged: list[ProviderEvent] = []
-    texts: list[str] = []
-    for event in events:
-        if type(event) is TextDelta:
-            texts.append(event.text)
-            continue
-        if texts:
-            merged.append(TextDelta("".join(texts)))
-            texts = []
-        merged.append(event)
-    if texts:
-        merged.append(TextDelta("".join(texts)))
-    return merged
+def _post(client: httpx.Client, request: httpx.Request) -> httpx.Response:
+    """Send `request` (streaming) with the transport the client picks for its URL (its
+    proxy settings apply), cookies kept as the client keeps them. What `Client.send` adds
+    besides — auth flows, redirects (never followed here), event hooks — this provider
+    uses none of but basic auth from the URL, and it costs about a fifth of a request."""
+    transport_for = getattr(client, "_transport_for_url", None)
+    if transport_for is None or request.url.userinfo:
+        # An httpx without that method, or credentials in the URL (`Client.send` turns
+        # them into basic auth): the public way.
+        return client.send(request, stream=True)
+    response = transport_for(request.url).handle_request(request)
+    response.request = request
+    if "set-cookie" in response.headers:
+        client.cookies.extract_cookies(response)
+    return response
 
 
-async def _drain(stream: AsyncIterator[Any]) -> None:
+def _drain(stream: Iterator[bytes]) -> None:
     """Read what follows `[DONE]` (normally just the end of the body), briefly.
 
     A response read to its end gives its connection back to the pool for the next turn;
     one abandoned half-read is closed. A server that keeps the stream open after `[DONE]`
-    only costs the connection, not the turn.
+    only costs the connection and at most `_DRAIN_SECONDS`: the loop then shuts the
+    connection down (`_Exchange.draining`).
     """
-    try:
-        async with asyncio.timeout(_DRAIN_SECONDS):
-            async for _ in stream:
-                pass
-    except (TimeoutError, httpx.TransportError):
-        pass
+    with contextlib.suppress(httpx.TransportError):
+        for _ in stream:
+            pass
+
+
+class _Exchange:
+    """One turn's HTTP exchange, between the worker thread that runs it and the event loop
+    that reads its events.
+
+    The worker adds each network read's events to a pending list (`post`) and wakes the
+    loop only when no wake-up is on its way already: while the loop works through what it
+    took, the next reads pile up and arrive as one batch (a fast server sends a token per
+    read; a wake-up per token would cost more than the token). After a batch the loop lets
+    the next pieces gather for `_GATHER_SECONDS` (a paced server's tokens then come a few
+    at a time); the end of the answer is handed over at once. Past `_MAX_PENDING` events
+    the worker waits for the loop (a slow reader slows the reading). The loop takes the
+    pending events (`next_batch`) until the answer is complete (`[DONE]`) or the exchange
+    ended with an error; it closes the exchange when it stops reading early (`close`):
+    the connection is shut down at once, even while the worker waits in a read.
+
+    After `[DONE]` the worker drains the response and gives the connection back to the
+    pool before it hands over the last events, then frees itself (`released`); a next
+    turn that comes sooner waits for that (`wait_released`).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+        self._pending: list[ProviderEvent] = []
+        self._texts: list[str] = []  # text after the last pending event, not joined yet
+        self._count = 0  # events and text pieces pending
+        self._wake_sent = False  # a wake-up is on its way to the loop
+        self._waiter: asyncio.Future[None] | None = None
+        self._socket: socket.socket | None = None
+        self._closed = False  # the loop stopped reading
+        self.complete = False  # `[DONE]` arrived: what is pending is all there is
+        self._ended = False  # the worker is done (`_outcome`: the exception, if any)
+        self._outcome: BaseException | None = None
+        self.released = False  # the worker let go of the connection and is free again
+        self._release_waiters: list[asyncio.Future[None]] = []
+        self._draining_since: float | None = None  # monotonic time `[DONE]` was read
+        self._watch: asyncio.TimerHandle | None = None
+        self._gather_until: float | None = None  # loop time until which pieces gather
+
+    # -- the worker's side --
+
+    def run(self, job: Callable[[], None]) -> None:
+        """Run the exchange, keeping how it ended (None, or the exception) for `end`."""
+        try:
+            job()
+        except BaseException as exc:  # all of it goes to the loop, which raises it
+            self._outcome = exc
+        finally:
+            self.detach()  # the connection may serve another exchange now
+
+    def end(self) -> None:
+        """The worker is free again: tell whoever waits (the loop reading an answer that
+        never completed, a turn or `aclose` waiting for the connection)."""
+        with self._lock:
+            self._ended = self.released = True
+            wake = not self.complete  # an error, or the end of a JSON answer: at once
+            self._wake_sent = True
+            waiters, self._release_waiters = self._release_waiters, []
+        if wake:
+            self._send(self._woken)
+        for waiter in waiters:
+            self._send(_resolve, waiter)
+
+    def post(self, events: list[ProviderEvent], *, complete: bool = False) -> None:
+        """Hand over one read's events (`complete`: the last ones of the answer)."""
+        with self._lock:
+            while self._count > _MAX_PENDING and not self._closed and not complete:
+                if self._loop.is_closed():  # nobody will ever take them
+                    self._closed = True
+                    break
+                self._room.wait(1.0)
+            if self._closed:
+                return
+            texts = self._texts
+            for event in events:
+                if type(event) is TextDelta:
+                    texts.append(event.text)
+                else:
+                    if texts:
+                        self._pending.append(TextDelta("".join(texts)))
+                        texts.clear()
+                    self._pending.append(event)
+            self._count += len(events)
+            self.complete = complete
+            wake = self._wake() or complete  # the end of the answer goes over at once
+        if wake:
+            self._send(self._woken)
+
+    def draining(self) -> None:
+        """`[DONE]` came: what follows is drained before the answer goes to the loop, for
+        at most `_DRAIN_SECONDS` (the loop, waiting for the answer, watches the time)."""
+        self._draining_since = time.monotonic()
+
+    def _wake(self) -> bool:
+        """Whether to send a wake-up now (under the lock): not when one is on its way."""
+        if self._wake_sent:
+            return False
+        self._wake_sent = True
+        return True
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's trace hook: a new connection's socket is known before any reply."""
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            stream = info.get("return_value")
+            if stream is not None:
+                self.attach(stream)
+
+    def attach(self, stream: Any) -> None:
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        with self._lock:
+            self._socket = sock
+            if self._closed:
+                _shutdown(sock)
+
+    def detach(self) -> None:
+        with self._lock:
+            self._socket = None
+
+    def _send(self, callback: Callable[..., None], *args: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is reading
+            self._loop.call_soon_threadsafe(callback, *args)
+
+    # -- the loop's side --
+
+    async def next_batch(self) -> list[ProviderEvent] | None:
+        """The events that arrived since the last call (text joined into one delta between
+        other events); None once the answer is complete; raises what stopped the
+        exchange early."""
+        loop = self._loop
+        while True:
+            with self._lock:
+                complete, ended, outcome = self.complete, self._ended, self._outcome
+                gather = 0.0
+                if self._gather_until is not None and not (complete or ended):
+                    gather = self._gather_until - loop.time()
+                if gather <= 0:
+                    self._gather_until = None
+                    batch = self._pending
+                    if self._texts:
+                        batch.append(TextDelta("".join(self._texts)))
+                        self._texts.clear()
+                    if batch:
+                        self._pending, self._count = [], 0
+                        self._room.notify()
+                        if not complete:  # more to come: let it gather (no wake-ups)
+                            self._wake_sent = True
+                            self._gather_until = loop.time() + _GATHER_SECONDS
+                        return batch
+                    self._wake_sent = False  # the worker's next events wake the loop
+            if gather > 0:  # until the time is up, or the answer is complete
+                self._waiter = loop.create_future()
+                timer = loop.call_later(gather, self._woken)
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+                    timer.cancel()
+                continue
+            if complete:
+                return None
+            if ended:
+                if outcome is not None:
+                    raise outcome
+                return None
+            self._waiter = loop.create_future()
+            self._watch = loop.call_later(_DRAIN_SECONDS, self._watch_drain)
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+                self._watch.cancel()
+
+    def _watch_drain(self) -> None:
+        """While the loop waits: a drain past `_DRAIN_SECONDS` (a server keeping the
+        stream open after `[DONE]`) ends with the connection shut down."""
+        since = self._draining_since
+        left = _DRAIN_SECONDS if since is None else since + _DRAIN_SECONDS - time.monotonic()
+        if left <= 0:
+            self._abort()
+        elif self._waiter is not None:
+            self._watch = self._loop.call_later(left, self._watch_drain)
+
+    def _woken(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def wait_released(self) -> None:
+        """Until the worker let go of the connection (after `[DONE]`: at most the drain)."""
+        with self._lock:
+            if self.released:
+                return
+            waiter = self._loop.create_future()
+            self._release_waiters.append(waiter)
+        await waiter
+
+    def close(self) -> None:
+        """The loop stopped reading: shut the connection down if it is still in use."""
+        with self._lock:
+            self._closed = True
+            self._room.notify()  # a worker waiting for room sees `_closed`
+            _shutdown(self._socket)
+
+    def _abort(self) -> None:
+        with self._lock:
+            _shutdown(self._socket)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _shutdown(sock: socket.socket | None) -> None:
+    """End the connection both ways: a read blocked on it in another thread returns. (The
+    plain socket's method: on a TLS socket it must not touch the TLS state in use.)"""
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+_Inbox = queue.SimpleQueue[tuple[Callable[[], None], Callable[[], None]]]
+
+
+class _Workers:
+    """Daemon threads that run HTTP exchanges, kept for the next turn (starting a thread per
+    request would cost more than the request). Shared by every provider in the process;
+    a turn waiting on a slow server holds one thread, others get their own."""
+
+    _KEEP = 8  # idle threads kept; more are let go
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[_Inbox] = []
+        if hasattr(os, "register_at_fork"):  # a forked child has none of these threads
+            os.register_at_fork(after_in_child=self._idle.clear)
+
+    def submit(self, job: Callable[[], None], then: Callable[[], None]) -> None:
+        """Run `job` in a worker, then `then` once that worker is free again (so the next
+        turn, started by `then`, finds it idle)."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            worker = threading.Thread(
+                target=self._serve, args=(inbox,), name="awf-http", daemon=True
+            )
+            worker.start()
+        inbox.put((job, then))
+
+    def _serve(self, inbox: _Inbox) -> None:
+        while True:
+            job, then = inbox.get()
+            # A job reports its own errors (`_Exchange.run`); whatever escapes must not end
+            # a thread that is (or is about to be) listed as idle.
+            with contextlib.suppress(Exception):
+                job()
+            with self._lock:
+                keep = len(self._idle) < self._KEEP
+                if keep:
+                    self._idle.append(inbox)
+            with contextlib.suppress(Exception):
+                then()
+            if not keep:
+                return
+
+
+_WORKERS = _Workers()
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -696,6 +1122,7 @@ def mask(text: str, secrets: list[str]) -> str:
     return Masker(secrets).mask(text)
 
 
+@functools.lru_cache(maxsize=64)
 def _display_url(url: str) -> str:
     """The URL without any user:password part, for messages."""
     try:

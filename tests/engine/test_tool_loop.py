@@ -364,6 +364,29 @@ async def test_ctrl_c_during_a_tool_call_records_interrupted_and_opens_the_promp
     ]  # recorded as they ended
 
 
+async def test_ctrl_c_during_a_single_tool_call_records_it_interrupted(workdir: Path):
+    model = make_model([[("Bash", {"command": "sleep 60"})], "Ok."])
+    sink = Collect()
+    runner = prepare_run(
+        load_text(workflow("{builtin: [Bash]}", mode="conversation")),
+        reader=ScriptedReader(["never mind", ""]),
+        cwd=workdir,
+        sink=sink,
+        providers=lambda name: model,
+    )
+    task = asyncio.create_task(runner.execute())
+    await until(lambda: len(sink.of(ToolCallStarted)) == 1, "the call to start")
+    assert runner.interrupt() == "turn"
+    state = await asyncio.wait_for(task, 30)
+    assert state.status == "completed", state.error
+    [finished] = sink.of(ToolCallFinished)
+    assert finished.outcome == "interrupted"
+    second = model.requests[1]
+    assert second.prompt == "never mind"
+    assert roles(second.history) == ["user", "assistant", "tool"]
+    assert second.history[2].content == INTERRUPTED
+
+
 async def test_resume_repairs_calls_left_without_results(workdir: Path, store: Store):
     (workdir / "n.txt").write_text("x")
     model = make_model([[("Read", {"file_path": "n.txt"})], "Read it."])

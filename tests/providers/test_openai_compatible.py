@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
+import multiprocessing
 import re
 import socket
 import ssl
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -28,16 +31,23 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.errors import ProviderError
+from awf_nb.providers import openai_compatible
 from awf_nb.providers.openai_compatible import (
+    _MAX_PENDING,
     OpenAICompatibleProvider,
     _connect_reason,
+    _encode_body,
+    _Exchange,
     _StreamReader,
     _tls_context,
     _transport_error,
+    _WireCache,
+    _Workers,
+    wire_message,
 )
 from tests.support import collect, of_type
 from tests.support.openai_server import OpenAIServer, Reply, prompt_tokens
-from tests.support.waiting import free_port
+from tests.support.waiting import free_port, until, wait_until
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 ENDPOINT = "/v1/chat/completions"
@@ -91,18 +101,16 @@ async def test_streams_deltas_then_usage_then_final(
 ) -> None:
     openai_server.script(Reply.text("The answer is 42."))
     events = await collect(provider.stream(turn_for(openai_server)))
-    assert events[:4] == [
-        TextDelta("The"),
-        TextDelta(" answer"),
-        TextDelta(" is"),
-        TextDelta(" 42."),
-    ]
+    # the tokens, in order (those that arrive together come as one delta)
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert events[: len(deltas)] == deltas
+    assert "".join(d.text for d in deltas) == "The answer is 42."
     usage_sent = openai_server.requests[-1].usage_sent
     assert usage_sent is not None
-    assert events[4] == Usage(
-        input_tokens=usage_sent["prompt_tokens"], output_tokens=4, estimated=False
-    )
-    assert events[5:] == [Final("The answer is 42.")]
+    assert events[len(deltas) :] == [
+        Usage(input_tokens=usage_sent["prompt_tokens"], output_tokens=4, estimated=False),
+        Final("The answer is 42."),
+    ]
 
 
 async def test_events_arriving_in_one_read_become_one_text_delta(
@@ -209,6 +217,36 @@ async def test_options_win_over_the_environment(
     monkeypatch.setenv("OPENAI_MODEL", "env-model")
     await collect(provider.stream(turn_for(openai_server)))
     assert openai_server.requests[-1].body["model"] == "test-model"
+
+
+async def test_each_turn_reads_its_options_and_the_environment_afresh(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a turn sends follows the options and variables of that turn, even when the
+    same options map is changed in place between turns."""
+    request = TurnRequest(
+        prompt="Hi", options={"base_url": openai_server.base_url, "headers": {"X-N": "1"}}
+    )
+    monkeypatch.setenv("OPENAI_MODEL", "first-model")
+    await collect(provider.stream(request))
+    monkeypatch.setenv("OPENAI_MODEL", "second-model")
+    request.options["temperature"] = 0.5
+    request.options["headers"]["X-N"] = "2"
+    await collect(provider.stream(request))
+    request.env = {"OPENAI_MODEL": "turn-model"}
+    await collect(provider.stream(request))
+    first, second, third = openai_server.requests
+    assert (first.body["model"], first.headers["x-n"], "temperature" in first.body) == (
+        "first-model",
+        "1",
+        False,
+    )
+    assert (second.body["model"], second.headers["x-n"], second.body["temperature"]) == (
+        "second-model",
+        "2",
+        0.5,
+    )
+    assert third.body["model"] == "turn-model"
 
 
 async def test_usage_is_estimated_when_the_server_sends_none(
@@ -460,6 +498,18 @@ async def test_credentials_in_the_url_are_not_shown(
     assert f"{endpoint(openai_server)}: server error (HTTP 500)" in error.message
 
 
+async def test_credentials_in_the_url_are_sent_as_basic_auth(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    """A proxy in front of a model often wants `https://user:password@host/v1`."""
+    base_url = openai_server.base_url.replace("http://", "http://user:secret-pass@")
+    request = TurnRequest(prompt="Hi", options={"base_url": base_url, "model": "m"})
+    events = await collect(provider.stream(request))
+    assert isinstance(events[-1], Final)
+    expected = "Basic " + base64.b64encode(b"user:secret-pass").decode()
+    assert openai_server.requests[-1].headers["authorization"] == expected
+
+
 # --- connection errors ---------------------------------------------------------------------
 
 
@@ -609,7 +659,8 @@ async def test_a_stream_cut_mid_way_keeps_what_was_streamed(
     with pytest.raises(ProviderError) as caught:
         async for event in provider.stream(turn_for(openai_server, api_key=API_KEY)):
             events.append(event)
-    assert events == [TextDelta(" t0"), TextDelta(" t1"), TextDelta(" t2")]
+    assert all(isinstance(e, TextDelta) for e in events)  # those read before the cut
+    assert "".join(e.text for e in events) == " t0 t1 t2"  # type: ignore[attr-defined]
     assert caught.value.message.startswith(
         f"openai_compatible: {endpoint(openai_server)}: stream ended before [DONE]"
     )
@@ -674,6 +725,97 @@ async def test_a_forced_field_is_not_switched(
     error = await fail(provider, turn_for(openai_server, **options))
     assert "bad request (HTTP 400)" in error.message
     assert len(openai_server.requests) == 1
+
+
+# --- the history on the wire, translated once per message ---------------------------------
+
+
+def odd_history() -> list[Message]:
+    return [
+        Message("system", "Be brief."),
+        Message("user", 'Quote "this" and \\ that, é ✓ \u2028 \U0001f600'),
+        Message(
+            "assistant",
+            "",
+            tool_calls=(
+                ToolCall("call_1", "Read", '{"path": "a.txt"}'),
+                ToolCall("call_2", "Glob", "not json"),
+            ),
+        ),
+        Message("tool", "alpha\n", tool_call_id="call_1", name="Read"),
+        Message("tool", "", tool_call_id="call_2", name="Glob"),
+        Message("assistant", "Done.\x00"),
+    ]
+
+
+def fresh(messages: list[Message]) -> bytes:
+    """The messages as httpx's `json=` would encode their fresh translation."""
+    wire = [wire_message(m) for m in messages]
+    return json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def test_a_cached_wire_translation_equals_a_fresh_one() -> None:
+    cache = _WireCache()
+    history = odd_history()
+
+    def array(messages: list[Message]) -> bytes:
+        return b"[" + b"".join(cache.encode(messages)) + b"]"
+
+    assert array(history) == fresh(history)
+    assert array(history) == fresh(history)  # from the cache this time
+    # the same messages as other objects, a window without the oldest, new messages
+    copies = [Message(m.role, m.content, m.tool_calls, m.tool_call_id, m.name) for m in history]
+    assert array(copies) == fresh(history)
+    grown = [*history[3:], Message("user", "more"), *history[:2]]
+    assert array(grown) == fresh(grown)
+    assert array(history[:1]) == fresh(history[:1])
+    assert array([]) == b"[]"
+
+
+def test_the_body_is_the_json_of_one_dict_with_the_messages_second() -> None:
+    """What httpx's `json=` would send for the whole body built as one dict."""
+    history = odd_history()
+    body = {"model": "m", "stream": True, "tools": [{"type": "function"}], "seed": 7}
+    whole = {"model": "m", "messages": json.loads(fresh(history)), **dict(list(body.items())[1:])}
+    sent = _encode_body(body, _WireCache().encode(history))
+    assert sent == json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
+    assert json.loads(_encode_body({"model": "m"}, [])) == {"model": "m", "messages": []}
+
+
+def test_the_wire_cache_keeps_only_what_recent_requests_use() -> None:
+    cache = _WireCache()
+    for turn in range(200):  # 200 one-off histories: the cache must not keep them all
+        cache.encode([Message("user", f"question {turn}"), Message("assistant", "answer")])
+    assert len(cache) < 100
+
+
+async def test_every_tool_round_sends_the_history_as_a_fresh_translation(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    """Round after round the history grows by the same message objects (the engine's
+    list): the server gets each request exactly as a fresh translation would be."""
+    history = [Message("user", "Read them all.")]
+    for round_number in range(4):
+        request = TurnRequest(
+            prompt="",
+            system_prompt="You read.",
+            history=list(history),
+            continues=round_number > 0,
+            options={"base_url": openai_server.base_url, "model": "m"},
+        )
+        openai_server.script(Reply.text(f"Round {round_number} é."))
+        await collect(provider.stream(request))
+        sent = openai_server.requests[-1]
+        expected = [Message("system", "You read."), *history]
+        if round_number == 0:
+            expected.append(Message("user", ""))
+        assert sent.body["messages"] == json.loads(fresh(expected))
+        assert sent.headers["content-type"] == "application/json"
+        call = ToolCall(f"c{round_number}", "Read", json.dumps({"n": round_number}))
+        history += [
+            Message("assistant", "", tool_calls=(call,)),
+            Message("tool", f"text {round_number}", tool_call_id=call.id, name="Read"),
+        ]
 
 
 # --- context window ------------------------------------------------------------------------
@@ -854,3 +996,191 @@ def test_any_json_event_gives_events_or_a_provider_error(value: Any) -> None:
         assert all(isinstance(e, TextDelta) for e in events)
         assert all(isinstance(e, ToolCall) for e in reader._finish_tool_calls())
         reader.usage([])
+
+
+# --- the exchange in a worker thread -------------------------------------------------------
+
+
+async def test_a_stream_held_open_after_done_does_not_hold_the_turn(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    openai_server.script(Reply.text("All done.", hold_open=60), Reply.text("Next."))
+    events = await asyncio.wait_for(collect(provider.stream(turn_for(openai_server))), 20)
+    assert events[-1] == Final("All done.")
+    # the held connection was given up; the next turn gets a fresh one
+    events = await asyncio.wait_for(collect(provider.stream(turn_for(openai_server))), 20)
+    assert events[-1] == Final("Next.")
+    assert [r.connection for r in openai_server.requests] == [1, 2]
+
+
+async def test_cancelling_before_the_reply_starts_closes_the_connection(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    """A model still reading a long prompt: Ctrl-C then drops the connection, so the
+    server's first write finds the client gone."""
+    openai_server.script(Reply.counted(50, headers_after=1.0))
+    task = asyncio.create_task(collect(provider.stream(turn_for(openai_server))))
+    await until(lambda: bool(openai_server.requests), "the request to arrive")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    record = await asyncio.to_thread(openai_server.wait_stream_ended, 0, 10.0)
+    assert record.client_gone_at is not None, "the server never saw the client go away"
+    assert not record.finished
+
+
+def http_workers() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "awf-http"}
+
+
+async def test_turns_reuse_the_worker_threads(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    await collect(provider.stream(turn_for(openai_server)))
+    workers = http_workers()
+    assert workers
+    for _ in range(5):
+        await collect(provider.stream(turn_for(openai_server)))
+    assert http_workers() == workers
+
+
+def test_a_failing_job_does_not_lose_its_worker() -> None:
+    """A worker listed as idle must be alive: a job or its follow-up that raises leaves
+    the thread serving the next job."""
+    workers = _Workers()
+    failed = threading.Event()
+    ran: list[str] = []
+    done = threading.Event()
+
+    def boom() -> None:
+        failed.set()
+        raise RuntimeError("a bug in a job")
+
+    workers.submit(boom, boom)  # the follow-up runs once the worker is listed idle
+    assert failed.wait(10)
+    wait_until(lambda: bool(workers._idle), "the worker to be idle")
+    workers.submit(lambda: ran.append("next"), done.set)  # the same worker
+    assert done.wait(10)
+    assert ran == ["next"]
+
+
+async def test_a_worker_waits_while_the_loop_has_events_to_take() -> None:
+    """A reader slower than the network slows the reading: nothing piles up in memory."""
+    exchange = _Exchange(asyncio.get_running_loop())
+    posted: list[int] = []
+    total = 3 * _MAX_PENDING
+
+    def work() -> None:
+        for number in range(total):
+            exchange.post([TextDelta(f"{number},")], complete=number == total - 1)
+            posted.append(number)
+
+    def worker() -> None:
+        exchange.run(work)
+        exchange.end()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    await until(lambda: len(posted) > _MAX_PENDING, "the worker to fill its room")
+    await asyncio.sleep(0.05)  # time for a worker that did not wait to post more
+    assert len(posted) == _MAX_PENDING + 1
+    batches: list[list[Any]] = []
+    while (batch := await exchange.next_batch()) is not None:
+        batches.append(batch)
+    assert all(len(batch) == 1 for batch in batches)  # the text of a batch is joined
+    assert "".join(b[0].text for b in batches) == "".join(f"{n}," for n in range(total))
+    await asyncio.to_thread(thread.join, 10)
+    assert not thread.is_alive()
+
+
+async def test_a_worker_waiting_for_room_stops_when_the_loop_stops_reading() -> None:
+    exchange = _Exchange(asyncio.get_running_loop())
+
+    def work() -> None:
+        for number in range(10 * _MAX_PENDING):
+            exchange.post([Usage(number)])
+
+    thread = threading.Thread(target=exchange.run, args=(work,))
+    thread.start()
+    await until(lambda: exchange._count > _MAX_PENDING, "the worker to fill its room")
+    exchange.close()
+    await asyncio.to_thread(thread.join, 10)
+    assert not thread.is_alive()
+
+
+async def test_reads_arriving_while_the_loop_is_busy_come_as_one_batch() -> None:
+    """One wake-up of the loop per batch, not per read: a fast server sends a token per
+    read, and the loop takes whatever arrived since it last looked."""
+    exchange = _Exchange(asyncio.get_running_loop())
+
+    def reads() -> None:  # they all arrive before the loop looks
+        for word in ("one", " two", " three"):
+            exchange.post([TextDelta(word)])
+        exchange.post([ToolCall("c1", "Read", "{}"), TextDelta(" four")])
+
+    await asyncio.to_thread(reads)
+    assert await exchange.next_batch() == [
+        TextDelta("one two three"),
+        ToolCall("c1", "Read", "{}"),
+        TextDelta(" four"),
+    ]
+    done = asyncio.to_thread(exchange.post, [], complete=True)
+    assert await asyncio.gather(exchange.next_batch(), done) == [None, None]
+
+
+async def test_paced_pieces_gather_but_the_end_of_the_answer_goes_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a batch, what a paced server sends next gathers instead of waking the loop
+    per piece; the answer's end is handed over at once, gathered pieces first."""
+    monkeypatch.setattr(openai_compatible, "_GATHER_SECONDS", 60.0)
+    exchange = _Exchange(asyncio.get_running_loop())
+    await asyncio.to_thread(exchange.post, [TextDelta("a")])
+    assert await exchange.next_batch() == [TextDelta("a")]
+    taking = asyncio.create_task(exchange.next_batch())
+    await asyncio.to_thread(exchange.post, [TextDelta("b")])
+    await asyncio.sleep(0.05)  # time enough for a wake-up, had one been sent
+    assert not taking.done()  # "b" gathers
+    await asyncio.to_thread(exchange.post, [TextDelta("c")], complete=True)
+    assert await asyncio.wait_for(taking, 10) == [TextDelta("bc")]
+    assert await exchange.next_batch() is None
+
+
+async def test_every_waiter_learns_that_the_connection_is_free() -> None:
+    exchange = _Exchange(asyncio.get_running_loop())
+    waiting = [asyncio.create_task(exchange.wait_released()) for _ in range(2)]
+    await asyncio.sleep(0)  # both are waiting
+    await asyncio.to_thread(exchange.end)
+    await asyncio.wait_for(asyncio.gather(*waiting), 10)
+
+
+def _stream_in_child(base_url: str) -> None:
+    async def turn() -> None:
+        provider = OpenAICompatibleProvider()
+        request = TurnRequest(prompt="Hi", options={"base_url": base_url, "model": "m"})
+        events = await asyncio.wait_for(collect(provider.stream(request)), 20)
+        await provider.aclose()
+        assert isinstance(events[-1], Final)
+
+    asyncio.run(turn())
+
+
+def test_a_forked_process_streams_too(openai_server: OpenAIServer) -> None:
+    """A child forked after turns ran (its parent has idle worker threads, the child has
+    none of them) still streams: it starts workers of its own."""
+
+    async def turn() -> None:
+        provider = OpenAICompatibleProvider()
+        await collect(provider.stream(turn_for(openai_server)))
+        await provider.aclose()
+
+    asyncio.run(turn())
+    assert http_workers()
+    child = multiprocessing.get_context("fork").Process(
+        target=_stream_in_child, args=(openai_server.base_url,)
+    )
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0

@@ -43,6 +43,8 @@ class Reply:
     tokens (no end of body, no `[DONE]`); `end_without_done` ends the body cleanly but
     without `[DONE]`. `raw` is sent verbatim as the SSE body. `as_json` answers with one
     JSON completion instead of a stream (servers that ignore `stream: true`).
+    `headers_after` waits that many seconds before the response starts (a model reading a
+    long prompt); `hold_open` keeps the body open that long after `[DONE]`.
 
     Tool calls follow the text: `tool_calls` ({name, arguments}) each in three pieces the
     way OpenAI streams them (ids `call_0`, `call_1`, …), or `tool_call_chunks`, the
@@ -63,6 +65,8 @@ class Reply:
     raw: str | None = None
     content_type: str = "text/event-stream; charset=utf-8"
     as_json: bool = False
+    headers_after: float = 0.0
+    hold_open: float = 0.0
 
     @classmethod
     def text(cls, text: str, **kwargs: Any) -> Reply:
@@ -310,7 +314,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, reply: Reply, usage: dict[str, int] | None) -> None:
         stream = self.server.owner._new_stream()
+        stopping = self.server.owner._stopping
         try:
+            if reply.headers_after and stopping.wait(reply.headers_after):
+                raise ConnectionAbortedError("server stopping")
             self._start_stream(reply)
             if reply.raw is not None:
                 self._write_chunk(reply.raw.encode())
@@ -319,6 +326,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if reply.cut_after is not None:
                     self._drop_connection()
                     return
+            if reply.hold_open and stopping.wait(reply.hold_open):
+                raise ConnectionAbortedError("server stopping")
             self.wfile.write(b"0\r\n\r\n")  # the end of the chunked body
             stream.finished = not reply.end_without_done
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):

@@ -1,0 +1,163 @@
+"""The transcript's group commit, seen from a run: lines are written as they happen and
+fsynced together — before every state checkpoint and before the person is asked anything
+(a message, a tool confirmation) — not one fsync per line."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from awf_nb import store as store_module
+from awf_nb.api import prepare_run
+from awf_nb.engine.events import ToolCallFinished
+from awf_nb.store import Store
+from awf_nb.workflow.loader import load_text
+from tests.engine.test_tool_loop import Confirming, ScriptedModel, workflow
+from tests.support.events import Collect
+from tests.support.waiting import until
+
+
+class Ledger:
+    """One list of what happened, in order: a transcript line written ("append"), an
+    fsync of a transcript ("sync") or of another file ("file": a state file, the workflow
+    source), and the person asked something ("ask")."""
+
+    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.root = root
+        self.events: list[str] = []
+        real = os.fsync
+
+        def fsync(fd: int) -> None:
+            self.events.append(self._kind(os.fstat(fd)))
+            real(fd)
+
+        monkeypatch.setattr(store_module.os, "fsync", fsync)
+
+    def _kind(self, st: os.stat_result) -> str:
+        if stat.S_ISDIR(st.st_mode):
+            return "dir"
+        transcripts = {p.stat().st_ino for p in self.root.glob("runs/*/transcript.jsonl")}
+        return "sync" if st.st_ino in transcripts else "file"
+
+    def unsynced_at(self, kind: str) -> list[bool]:
+        """For each `kind` event ("end": the end of the list): were transcript lines
+        written and not yet fsynced?"""
+        pending, seen = False, []
+        for event in [*self.events, "end"]:
+            if event == "append":
+                pending = True
+            elif event == "sync":
+                pending = False
+            elif event == kind:
+                seen.append(pending)
+        return seen
+
+
+class LedgerStore(Store):
+    def __init__(self, root: Path, ledger: Ledger) -> None:
+        super().__init__(root)
+        self.ledger = ledger
+
+    def append_transcript(self, run_id: str, record: dict[str, Any]) -> int:
+        line = super().append_transcript(run_id, record)
+        self.ledger.events.append("append")
+        return line
+
+
+class AskingReader(Confirming):
+    """Answers from lists, noting in the ledger each time the person is asked."""
+
+    def __init__(self, ledger: Ledger, answers: list[bool], replies: list[str]) -> None:
+        super().__init__(answers, replies)
+        self.ledger = ledger
+
+    async def read(self, prompt: str) -> str | None:
+        self.ledger.events.append("ask")
+        return await super().read(prompt)
+
+    async def confirm(self, question: str) -> bool | None:
+        self.ledger.events.append("ask")
+        return await super().confirm(question)
+
+
+@pytest.fixture
+def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ledger:
+    return Ledger(tmp_path / "storage", monkeypatch)
+
+
+async def run(text: str, model: Any, workdir: Path, ledger: Ledger, **kwargs: Any) -> Any:
+    runner = prepare_run(
+        load_text(text),
+        store=LedgerStore(ledger.root, ledger),
+        cwd=workdir,
+        providers=lambda name: model,
+        **kwargs,
+    )
+    return await asyncio.wait_for(runner.execute(), 60)
+
+
+async def test_tool_rounds_fsync_the_transcript_at_checkpoints_not_per_line(
+    workdir: Path, ledger: Ledger
+):
+    (workdir / "n.txt").write_text("x")
+    model = ScriptedModel([[("Read", {"file_path": "n.txt"})]] * 5 + ["Done."])
+    state = await run(workflow("{builtin: [Read]}"), model, workdir, ledger)
+    assert state.status == "completed", state.error
+    appended, synced = ledger.events.count("append"), ledger.events.count("sync")
+    assert appended == 12  # the prompt, 6 replies, 5 results
+    assert 1 <= synced <= ledger.events.count("file")  # at most one per checkpoint
+    assert ledger.unsynced_at("file") == [False] * ledger.events.count("file")
+    assert ledger.unsynced_at("end") == [False]  # the run ends with every line on disk
+
+
+async def test_the_transcript_is_synced_before_a_tool_confirmation(workdir: Path, ledger: Ledger):
+    model = ScriptedModel([[("Write", {"file_path": "out.txt", "content": "hi"})], "ok"])
+    reader = AskingReader(ledger, [True], [])
+    state = await run(
+        workflow("{builtin: [Write], confirm: [Write]}"), model, workdir, ledger, reader=reader
+    )
+    assert state.status == "completed", state.error
+    assert reader.questions  # the person was asked
+    assert ledger.unsynced_at("ask") == [False]
+
+
+async def test_the_transcript_is_synced_before_each_message_is_asked_for(
+    workdir: Path, ledger: Ledger
+):
+    (workdir / "n.txt").write_text("x")
+    model = ScriptedModel([[("Read", {"file_path": "n.txt"})], "Read it.", "Bye."])
+    reader = AskingReader(ledger, [], ["thanks", ""])
+    text = workflow("{builtin: [Read]}", mode="conversation")
+    state = await run(text, model, workdir, ledger, reader=reader)
+    assert state.status == "completed", state.error
+    assert ledger.unsynced_at("ask") == [False, False]
+
+
+async def test_the_transcript_is_synced_before_the_person_speaks_after_ctrl_c_in_a_tool_call(
+    workdir: Path, ledger: Ledger
+):
+    """Ctrl-C during a tool call ends the turn with the results written but no reply (so
+    no checkpoint of the turn): they are synced all the same before the prompt."""
+    model = ScriptedModel([[("Bash", {"command": "sleep 60"}), ("Glob", {"pattern": "*"})], "Ok."])
+    sink = Collect()
+    reader = AskingReader(ledger, [], ["never mind", ""])
+    runner = prepare_run(
+        load_text(workflow("{builtin: [Bash, Glob]}", mode="conversation")),
+        store=LedgerStore(ledger.root, ledger),
+        reader=reader,
+        cwd=workdir,
+        sink=sink,
+        providers=lambda name: model,
+    )
+    task = asyncio.create_task(runner.execute())
+    await until(lambda: len(sink.of(ToolCallFinished)) == 1, "the quick Glob to finish")
+    assert runner.interrupt() == "turn"
+    state = await asyncio.wait_for(task, 30)
+    assert state.status == "completed", state.error
+    assert [e.outcome for e in sink.of(ToolCallFinished)] == ["", "interrupted"]
+    assert ledger.unsynced_at("ask") == [False, False]
