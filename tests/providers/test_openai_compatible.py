@@ -31,18 +31,16 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.errors import ProviderError
-from awf_nb.providers import openai_compatible
+from awf_nb.providers import http_exchange
+from awf_nb.providers.http_exchange import MAX_PENDING, Exchange, Workers
 from awf_nb.providers.openai_compatible import (
-    _MAX_PENDING,
     OpenAICompatibleProvider,
     _connect_reason,
     _encode_body,
-    _Exchange,
     _StreamReader,
     _tls_context,
     _transport_error,
     _WireCache,
-    _Workers,
     wire_message,
 )
 from tests.support import collect, of_type
@@ -1047,7 +1045,7 @@ async def test_turns_reuse_the_worker_threads(
 def test_a_failing_job_does_not_lose_its_worker() -> None:
     """A worker listed as idle must be alive: a job or its follow-up that raises leaves
     the thread serving the next job."""
-    workers = _Workers()
+    workers = Workers()
     failed = threading.Event()
     ran: list[str] = []
     done = threading.Event()
@@ -1066,9 +1064,9 @@ def test_a_failing_job_does_not_lose_its_worker() -> None:
 
 async def test_a_worker_waits_while_the_loop_has_events_to_take() -> None:
     """A reader slower than the network slows the reading: nothing piles up in memory."""
-    exchange = _Exchange(asyncio.get_running_loop())
+    exchange = Exchange(asyncio.get_running_loop())
     posted: list[int] = []
-    total = 3 * _MAX_PENDING
+    total = 3 * MAX_PENDING
 
     def work() -> None:
         for number in range(total):
@@ -1081,9 +1079,9 @@ async def test_a_worker_waits_while_the_loop_has_events_to_take() -> None:
 
     thread = threading.Thread(target=worker)
     thread.start()
-    await until(lambda: len(posted) > _MAX_PENDING, "the worker to fill its room")
+    await until(lambda: len(posted) > MAX_PENDING, "the worker to fill its room")
     await asyncio.sleep(0.05)  # time for a worker that did not wait to post more
-    assert len(posted) == _MAX_PENDING + 1
+    assert len(posted) == MAX_PENDING + 1
     batches: list[list[Any]] = []
     while (batch := await exchange.next_batch()) is not None:
         batches.append(batch)
@@ -1094,15 +1092,15 @@ async def test_a_worker_waits_while_the_loop_has_events_to_take() -> None:
 
 
 async def test_a_worker_waiting_for_room_stops_when_the_loop_stops_reading() -> None:
-    exchange = _Exchange(asyncio.get_running_loop())
+    exchange = Exchange(asyncio.get_running_loop())
 
     def work() -> None:
-        for number in range(10 * _MAX_PENDING):
+        for number in range(10 * MAX_PENDING):
             exchange.post([Usage(number)])
 
     thread = threading.Thread(target=exchange.run, args=(work,))
     thread.start()
-    await until(lambda: exchange._count > _MAX_PENDING, "the worker to fill its room")
+    await until(lambda: exchange._count > MAX_PENDING, "the worker to fill its room")
     exchange.close()
     await asyncio.to_thread(thread.join, 10)
     assert not thread.is_alive()
@@ -1111,7 +1109,7 @@ async def test_a_worker_waiting_for_room_stops_when_the_loop_stops_reading() -> 
 async def test_reads_arriving_while_the_loop_is_busy_come_as_one_batch() -> None:
     """One wake-up of the loop per batch, not per read: a fast server sends a token per
     read, and the loop takes whatever arrived since it last looked."""
-    exchange = _Exchange(asyncio.get_running_loop())
+    exchange = Exchange(asyncio.get_running_loop())
 
     def reads() -> None:  # they all arrive before the loop looks
         for word in ("one", " two", " three"):
@@ -1133,8 +1131,8 @@ async def test_paced_pieces_gather_but_the_end_of_the_answer_goes_at_once(
 ) -> None:
     """After a batch, what a paced server sends next gathers instead of waking the loop
     per piece; the answer's end is handed over at once, gathered pieces first."""
-    monkeypatch.setattr(openai_compatible, "_GATHER_SECONDS", 60.0)
-    exchange = _Exchange(asyncio.get_running_loop())
+    monkeypatch.setattr(http_exchange, "GATHER_SECONDS", 60.0)
+    exchange = Exchange(asyncio.get_running_loop())
     await asyncio.to_thread(exchange.post, [TextDelta("a")])
     assert await exchange.next_batch() == [TextDelta("a")]
     taking = asyncio.create_task(exchange.next_batch())
@@ -1147,7 +1145,7 @@ async def test_paced_pieces_gather_but_the_end_of_the_answer_goes_at_once(
 
 
 async def test_every_waiter_learns_that_the_connection_is_free() -> None:
-    exchange = _Exchange(asyncio.get_running_loop())
+    exchange = Exchange(asyncio.get_running_loop())
     waiting = [asyncio.create_task(exchange.wait_released()) for _ in range(2)]
     await asyncio.sleep(0)  # both are waiting
     await asyncio.to_thread(exchange.end)
