@@ -5,7 +5,8 @@ hits both sides alike). Prints the median wall time of each and the ratio.
 Rows: `awf --version`, `awf validate workflows/chat.yaml`, `awf history`, `awf status ID`
 (on a storage folder holding one finished run), `awf diagram workflows/chat.yaml`. Then the
 floors those commands stand on, measured the same way: importing the libraries the workflow
-and state files are read with (pydantic, PyYAML), and importing the workflow models.
+and state files are read with (pydantic, PyYAML), importing the workflow models (what
+`validate` stands on) and the run state's models (what `status` stands on).
 
     python benchmarks/startup.py [--rounds 7]
 """
@@ -65,6 +66,7 @@ def main() -> None:
             "floor: + the workflow models": [
                 sys.executable, "-c", "import yaml, awf_nb.workflow.model",
             ],
+            "floor: the state models": [sys.executable, "-c", "import awf_nb.engine.state"],
         }  # fmt: skip
         for argv in [BASELINE, *rows.values()]:
             timed(argv, env)  # warm-up: file caches
