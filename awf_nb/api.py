@@ -127,6 +127,45 @@ def _mcp_proxy() -> McpProxyFactory:
     return serve
 
 
+def _run_config(
+    workflow: Workflow,
+    masker: Masker,
+    providers: ProviderFactory | None,
+    reader: InputReader | None,
+    sink: EventSink | None,
+    store: Store | None,
+    env: Mapping[str, str],
+    cwd: Path,
+    user: SimulatedUser | None,
+    yes: bool,
+    *,
+    record: str | os.PathLike[str] | None,
+    replay: str | os.PathLike[str] | None,
+    replay_speed: float,
+) -> RunConfig:
+    """What a new run and a resumed one are both given: providers (recorded or replayed),
+    the person's side, the store, tools and `mcp_proxy`."""
+    config = RunConfig(
+        providers=_run_providers(
+            providers, workflow=workflow, masker=masker, record=record, replay=replay,
+            speed=replay_speed,
+        ),
+        reader=reader,
+        store=store,
+        env=env,
+        cwd=cwd,
+        masker=masker,
+        load_child=_load_child,
+        simulated_user=user,
+        toolsets=_start_toolset,
+        mcp_proxy=_mcp_proxy(),
+        yes=yes,
+    )  # fmt: skip
+    if sink is not None:
+        config.sink = sink
+    return config
+
+
 def use_cassette_input(runner: Runner) -> None:
     """Record the person's messages too, or serve the recorded ones first.
 
@@ -179,28 +218,10 @@ def prepare_run(
     warnings: list[str] = []
     resolved = resolve_inputs(workflow, inputs or {}, ask=ask, cwd=cwd, warnings=warnings)
     masker = Masker.for_run(workflow, resolved, env)
-    config = RunConfig(
-        providers=_run_providers(
-            providers,
-            workflow=workflow,
-            masker=masker,
-            record=record,
-            replay=replay,
-            speed=replay_speed,
-        ),
-        reader=reader,
-        store=store,
-        env=env,
-        cwd=cwd,
-        masker=masker,
-        load_child=_load_child,
-        simulated_user=user,
-        toolsets=_start_toolset,
-        mcp_proxy=_mcp_proxy(),
-        yes=yes,
-    )
-    if sink is not None:
-        config.sink = sink
+    config = _run_config(
+        workflow, masker, providers, reader, sink, store, env, cwd, user, yes,
+        record=record, replay=replay, replay_speed=replay_speed,
+    )  # fmt: skip
     runner = Runner(workflow, resolved, config)
     use_cassette_input(runner)
     runner.state.defaulted_inputs = [name for name in resolved if name not in (inputs or {})]
@@ -317,28 +338,10 @@ def prepare_resume(
             + " (or set them as environment variables)"
         )
     masker = Masker.for_run(workflow, values, env)
-    config = RunConfig(
-        providers=_run_providers(
-            providers,
-            workflow=workflow,
-            masker=masker,
-            record=record,
-            replay=replay,
-            speed=replay_speed,
-        ),
-        reader=reader,
-        store=store,
-        env=env,
-        cwd=(cwd or Path.cwd()).resolve(),
-        masker=masker,
-        load_child=_load_child,
-        simulated_user=user,
-        toolsets=_start_toolset,
-        mcp_proxy=_mcp_proxy(),
-        yes=yes,
-    )
-    if sink is not None:
-        config.sink = sink
+    config = _run_config(
+        workflow, masker, providers, reader, sink, store, env, (cwd or Path.cwd()).resolve(),
+        user, yes, record=record, replay=replay, replay_speed=replay_speed,
+    )  # fmt: skip
     runner = Runner(workflow, values, config, state=state, start_step=start)
     use_cassette_input(runner)
     if state.shown_status() == "interrupted":  # its process died: say so before going on

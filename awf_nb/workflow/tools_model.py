@@ -51,6 +51,12 @@ _RESERVED_PARAMETERS = frozenset(
 )  # fmt: skip
 
 
+def _not_blank_command(value: str) -> str:
+    if not value.strip():
+        raise ValueError("command must not be empty")
+    return value
+
+
 class _Model(BaseModel):
     # As model._Model (which imports this module): unknown keys are warnings, not errors,
     # and a model is built on first use, not at import.
@@ -99,9 +105,7 @@ class CommandTool(_Model):
     @field_validator("command")
     @classmethod
     def _command(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("command must not be empty")
-        return value
+        return _not_blank_command(value)
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON Schema of the arguments object, as sent to the model."""
@@ -140,9 +144,7 @@ class McpServer(_Model):
     @field_validator("command")
     @classmethod
     def _command(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("command must not be empty")
-        return value
+        return _not_blank_command(value)
 
 
 class ToolsConfig(_Model):

@@ -57,3 +57,28 @@ def only_run_id(storage: Path) -> str:
     runs = sorted(p.name for p in (storage / "runs").iterdir())
     assert len(runs) == 1, runs
     return runs[0]
+
+
+# A two-reply conversation on the scripted provider, shared by the run and cassette tests.
+CHAT = """
+name: chat
+inputs:
+  - {name: topic, default: bread}
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "let us talk about {{.inputs.topic}}"
+    options: {replies: ["first reply", "second reply"]}
+    on_success: done
+  done: {type: terminal, message: "talked {{.states.chat.Conversation.TotalTurns}} turns"}
+"""
+
+
+@pytest.fixture
+def chat(tmp_path: Path) -> Path:
+    path = tmp_path / "chat.yaml"
+    path.write_text(CHAT)
+    return path

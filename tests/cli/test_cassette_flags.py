@@ -3,32 +3,7 @@ line, and their errors with their exit codes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-CHAT = """
-name: chat
-inputs:
-  - {name: topic, default: bread}
-states:
-  initial: chat
-  chat:
-    type: agent
-    provider: scripted
-    mode: conversation
-    prompt: "let us talk about {{.inputs.topic}}"
-    options: {replies: ["first reply", "second reply"]}
-    on_success: done
-  done: {type: terminal, message: "talked {{.states.chat.Conversation.TotalTurns}} turns"}
-"""
-
-
-@pytest.fixture
-def chat(tmp_path: Path) -> Path:
-    path = tmp_path / "chat.yaml"
-    path.write_text(CHAT)
-    return path
 
 
 def test_a_replay_prints_exactly_what_the_recorded_run_printed(awf, chat, tmp_path):

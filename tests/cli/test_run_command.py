@@ -3,32 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
-import pytest
-
-CHAT = """
-name: chat
-inputs:
-  - {name: topic, default: bread}
-states:
-  initial: chat
-  chat:
-    type: agent
-    provider: scripted
-    mode: conversation
-    prompt: "let us talk about {{.inputs.topic}}"
-    options: {replies: ["first reply", "second reply"]}
-    on_success: done
-  done: {type: terminal, message: "talked {{.states.chat.Conversation.TotalTurns}} turns"}
-"""
-
-
-@pytest.fixture
-def chat(tmp_path: Path) -> Path:
-    path = tmp_path / "chat.yaml"
-    path.write_text(CHAT)
-    return path
 
 
 def test_piped_empty_line_ends_after_first_reply(awf, chat):
