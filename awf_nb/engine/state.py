@@ -7,6 +7,7 @@ PascalCase view of a step (`{{.states.build.Output}}`) through `StepState.templa
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -207,6 +208,18 @@ class RunState(_State):
     earlier_tokens: int = 0
     active_seconds: float = 0.0  # time spent running, summed over resumes
     storage_version: int = 1
+
+    def __repr_args__(self) -> Iterator[tuple[str, Any]]:
+        # Which run, and how it stands: a state holds every conversation of the run, whole,
+        # which is no one-line answer to `print(state)` (the fields are all there to read).
+        # Python 3.11's `asyncio.run` also formats its task's result twice when it restores
+        # the SIGINT handler, so a long repr slowed every run's end.
+        yield "run_id", self.run_id
+        yield "workflow_name", self.workflow_name
+        yield "status", self.status
+        yield "current_step", self.current_step
+        if self.error:
+            yield "error", self.error
 
     @property
     def duration(self) -> float:

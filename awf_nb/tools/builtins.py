@@ -42,6 +42,9 @@ from awf_nb.tools.paths import Workspace
 from awf_nb.tools.shell import run_command
 
 MAX_READ_BYTES = 5 * 1024 * 1024
+# A file this small is read on the event loop: handing the read to a thread and back costs
+# two thread wake-ups, more than reading a few pages (a tool round's main cost otherwise).
+INLINE_READ_BYTES = 64 * 1024
 MAX_WRITE_BYTES = 5 * 1024 * 1024
 DEFAULT_BASH_TIMEOUT = 120.0
 MAX_BASH_TIMEOUT = 600.0
@@ -161,7 +164,10 @@ class BuiltinTools:
         path = self.workspace.resolve(args.get("path"))
         offset = integer(args, "offset", default=0, minimum=0)
         limit = integer(args, "limit", default=None, minimum=1)
-        text, note = await asyncio.to_thread(_read_lines, path, offset, limit, self.workspace)
+        if _regular_file(path, self.workspace).st_size <= INLINE_READ_BYTES:
+            text, note = _read_lines(path, offset, limit, self.workspace)
+        else:
+            text, note = await asyncio.to_thread(_read_lines, path, offset, limit, self.workspace)
         if not text and not note:
             if offset:
                 return f"(no lines from offset {offset}: the file is shorter)"
@@ -219,8 +225,9 @@ _HANDLERS: dict[str, _Handler] = {
 # --- file work (in a worker thread: the run's event loop also drives the frontend) -----------
 
 
-def _regular_file(path: Path, workspace: Workspace) -> None:
-    """Refuse what is not a regular file: reading a FIFO or a device could block or never end."""
+def _regular_file(path: Path, workspace: Workspace) -> os.stat_result:
+    """`path`'s status, if it is a regular file; else `ToolError` (reading a FIFO or a
+    device could block or never end)."""
     try:
         info = path.stat()
     except FileNotFoundError:
@@ -231,13 +238,14 @@ def _regular_file(path: Path, workspace: Workspace) -> None:
         raise ToolError(f"{workspace.show(path)} is a folder (list it with Glob)")
     if not stat.S_ISREG(info.st_mode):
         raise ToolError(f"{workspace.show(path)} is not a regular file")
+    return info
 
 
 def _read_lines(
     path: Path, offset: int, limit: int | None, workspace: Workspace
 ) -> tuple[str, str]:
-    """The text from line `offset`, and a note when it was cut at MAX_READ_BYTES."""
-    _regular_file(path, workspace)
+    """The text from line `offset` of a regular file, and a note when it was cut at
+    MAX_READ_BYTES."""
     try:
         with path.open("rb") as handle:
             if offset and not _skip_lines(handle, offset):

@@ -19,6 +19,8 @@ class Workspace:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root).resolve()
+        self._root = str(self.root)
+        self._inside = os.path.join(self._root, "")  # the prefix of every path inside
 
     def resolve(self, raw: object, *, what: str = "path") -> Path:
         """The real path `raw` names, if it is inside the workspace; else `ToolError`."""
@@ -26,20 +28,19 @@ class Workspace:
             raise ToolError(f"{what} must be a non-empty string")
         if "\0" in raw:
             raise ToolError(f"{what} must not contain a NUL character")
-        # No `~` expansion: a home folder is outside the workspace anyway.
-        candidate = Path(raw)
-        if not candidate.is_absolute():
-            candidate = self.root / candidate
+        # No `~` expansion: a home folder is outside the workspace anyway. `os.path`, not
+        # `pathlib`: every tool call resolves its paths, and this costs a third. A symlink
+        # loop stays unresolved here and fails where the file is used.
         try:
-            resolved = candidate.resolve()
-        except (OSError, RuntimeError) as exc:  # a symlink loop
+            real = os.path.realpath(os.path.join(self._root, raw))
+        except OSError as exc:
             raise ToolError(f"{what} {raw}: cannot be resolved: {exc}") from None
-        if not self.contains(resolved):
+        if real != self._root and not real.startswith(self._inside):
             raise ToolError(
                 f"{what} {raw} is outside the working directory {self.root}: "
                 "only paths inside it can be used"
             )
-        return resolved
+        return Path(real)
 
     def contains(self, path: Path) -> bool:
         """Whether an already resolved `path` is the workspace or inside it."""

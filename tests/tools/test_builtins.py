@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from awf_nb.engine.ports import ToolResult
 from awf_nb.secrets import Masker
-from awf_nb.tools.builtins import MAX_READ_BYTES, MAX_WRITE_BYTES, BuiltinTools
+from awf_nb.tools.builtins import (
+    INLINE_READ_BYTES,
+    MAX_READ_BYTES,
+    MAX_WRITE_BYTES,
+    BuiltinTools,
+)
 from tests.support.waiting import until
 from tests.tools.conftest import SECRET, process_alive
 
@@ -82,6 +88,15 @@ async def test_a_symlink_inside_the_working_directory_is_followed(
     assert await call(tools, "Read", path="alias.txt") == ToolResult("real\n")
 
 
+async def test_a_symlink_loop_is_an_error_result(tools: BuiltinTools, work: Path) -> None:
+    (work / "a.txt").symlink_to(work / "b.txt")
+    (work / "b.txt").symlink_to(work / "a.txt")
+    for name in ("Read", "Edit"):
+        result = await call(tools, name, path="a.txt", old="x", new="y")
+        assert result.is_error and "a.txt" in result.text
+        assert re.search("symlink loop|too many levels of symbolic links", result.text, re.I)
+
+
 # --- Read ----------------------------------------------------------------------------------------
 
 
@@ -120,6 +135,25 @@ async def test_read_of_one_huge_line_is_capped_at_5_mib(tools: BuiltinTools, wor
     body, _, note = result.text.partition("\n[")
     assert body == "y" * MAX_READ_BYTES
     assert "longer than 5 MiB" in note
+
+
+async def test_a_small_file_is_read_without_a_thread_and_a_large_one_in_a_thread(
+    tools: BuiltinTools, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handed: list[str] = []
+    to_thread = asyncio.to_thread
+
+    async def counting(function: object, *args: object) -> object:
+        handed.append(getattr(function, "__name__", ""))
+        return await to_thread(function, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncio, "to_thread", counting)
+    (work / "small.txt").write_text("a line\n" * 100)
+    (work / "large.txt").write_text("a line\n" * (INLINE_READ_BYTES // 7 + 1))
+    small = await call(tools, "Read", path="small.txt")
+    assert small.text == "a line\n" * 100 and handed == []
+    large = await call(tools, "Read", path="large.txt", offset=1, limit=2)
+    assert large.text == "a line\na line\n" and handed == ["_read_lines"]
 
 
 async def test_read_refuses_what_is_not_a_regular_file(tools: BuiltinTools, work: Path) -> None:
