@@ -30,6 +30,7 @@ from cli_fake_llm import (
 
 from awf_nb.engine.ports import Final, ProviderEvent, SessionId, TextDelta, TurnRequest
 from awf_nb.errors import ProviderError
+from awf_nb.providers.cli import base as cli_base
 from awf_nb.providers.cli import gemini as gemini_module
 from awf_nb.providers.cli.base import ARGV_PROMPT_LIMIT, CliProvider
 from awf_nb.providers.cli.claude import ClaudeProvider
@@ -338,9 +339,27 @@ def _carrying(session: Session, text: str) -> list[Any]:
     return [b for b in session.model_calls() if any(text in t for t in request_texts(b))]
 
 
+@pytest.fixture
+def cli_stderr(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The CLI processes a test starts (their `stderr_lines`), to show when it fails."""
+    runs: list[Any] = []
+    init = cli_base._Run.__init__
+
+    def keep(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        runs.append(self)
+
+    monkeypatch.setattr(cli_base._Run, "__init__", keep)
+    return runs
+
+
+def _stderr_of(runs: list[Any]) -> str:
+    return "\n".join(f"CLI stderr: {line}" for run in runs for line in run.stderr_lines)
+
+
 @pytest.mark.parametrize("cli", REAL_CLIS, ids=[c.binary for c in REAL_CLIS])
 async def test_a_cli_step_calls_a_command_tool_through_awf_mcp_serve(
-    cli: RealCli, tmp_path: Path
+    cli: RealCli, tmp_path: Path, cli_stderr: list[Any]
 ) -> None:
     """The fake model calls the step's `stamp` tool, offered by the CLI from awf's MCP
     server; the CLI runs it through `awf mcp-serve` and sends the result back."""
@@ -355,7 +374,11 @@ async def test_a_cli_step_calls_a_command_tool_through_awf_mcp_serve(
         assert not result.ok and "owned by root" in (result.error or "")
         return
     assert result.ok, result.error
-    assert _calls_offering(session, "stamp"), "the CLI offered awf's stamp tool to the model"
+    offered = [[t.name for t in offered_tools(b)] for b in session.model_calls()]
+    assert _calls_offering(session, "stamp"), (
+        f"the CLI offered awf's stamp tool to the model; it offered {offered}\n"
+        + _stderr_of(cli_stderr)
+    )
     answered = _carrying(session, "stamped-proxied")
     assert answered, "the command's output came back to the model in the next request"
     assert result.steps["work"].output.startswith("FAKE-REPLY")
