@@ -40,6 +40,7 @@ from awf_nb.tools.args import integer, optional_string, string, truthy
 from awf_nb.tools.output import ToolError, finish, masked
 from awf_nb.tools.paths import Workspace
 from awf_nb.tools.shell import run_command
+from awf_nb.workflow.files import read_at_most
 
 MAX_READ_BYTES = 5 * 1024 * 1024
 # A file this small is read on the event loop: handing the read to a thread and back costs
@@ -164,10 +165,12 @@ class BuiltinTools:
         path = self.workspace.resolve(args.get("path"))
         offset = integer(args, "offset", default=0, minimum=0)
         limit = integer(args, "limit", default=None, minimum=1)
-        if _regular_file(path, self.workspace).st_size <= INLINE_READ_BYTES:
-            text, note = _read_lines(path, offset, limit, self.workspace)
+        size = _regular_file(path, self.workspace).st_size
+        if size <= INLINE_READ_BYTES:
+            text, note = _read_lines(path, offset, limit, self.workspace, size)
         else:
-            text, note = await asyncio.to_thread(_read_lines, path, offset, limit, self.workspace)
+            args = (path, offset, limit, self.workspace, size)
+            text, note = await asyncio.to_thread(_read_lines, *args)
         if not text and not note:
             if offset:
                 return f"(no lines from offset {offset}: the file is shorter)"
@@ -242,15 +245,15 @@ def _regular_file(path: Path, workspace: Workspace) -> os.stat_result:
 
 
 def _read_lines(
-    path: Path, offset: int, limit: int | None, workspace: Workspace
+    path: Path, offset: int, limit: int | None, workspace: Workspace, size: int
 ) -> tuple[str, str]:
-    """The text from line `offset` of a regular file, and a note when it was cut at
-    MAX_READ_BYTES."""
+    """The text from line `offset` of a regular file (of `size` bytes when it was checked),
+    and a note when it was cut at MAX_READ_BYTES."""
     try:
         with path.open("rb") as handle:
             if offset and not _skip_lines(handle, offset):
                 return "", ""
-            data = handle.read(MAX_READ_BYTES + 1)
+            data = read_at_most(handle, MAX_READ_BYTES + 1, size - handle.tell())
     except OSError as exc:
         raise ToolError(f"{workspace.show(path)}: {exc.strerror or exc}") from None
     cut = len(data) > MAX_READ_BYTES

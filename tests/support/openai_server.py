@@ -135,6 +135,7 @@ class RecordedRequest:
     body: Any
     connection: int  # which TCP connection carried it (1, 2, …): shows connection reuse
     usage_sent: dict[str, int] | None = None
+    received_at: float = 0.0  # time.perf_counter() when its headers had been read
 
 
 @dataclass
@@ -260,6 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
     def do_POST(self) -> None:
+        received_at = time.perf_counter()
         owner = self.server.owner
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         try:
@@ -272,6 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
             {k.lower(): v for k, v in self.headers.items()},
             body,
             self.connection_number,
+            received_at=received_at,
         )
         owner._record(record)
         if self.path.rstrip("/") != "/v1/chat/completions":

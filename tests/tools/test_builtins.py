@@ -16,7 +16,9 @@ from awf_nb.tools.builtins import (
     MAX_READ_BYTES,
     MAX_WRITE_BYTES,
     BuiltinTools,
+    _read_lines,
 )
+from awf_nb.tools.paths import Workspace
 from tests.support.waiting import until
 from tests.tools.conftest import SECRET, process_alive
 
@@ -154,6 +156,17 @@ async def test_a_small_file_is_read_without_a_thread_and_a_large_one_in_a_thread
     assert small.text == "a line\n" * 100 and handed == []
     large = await call(tools, "Read", path="large.txt", offset=1, limit=2)
     assert large.text == "a line\na line\n" and handed == ["_read_lines"]
+
+
+def test_a_file_that_grew_after_its_size_was_taken_is_read_whole(work: Path) -> None:
+    """Read sizes its buffer by the file's size (not by the 5 MiB cap): more bytes than
+    that size are still all read, up to the cap."""
+    (work / "growing.txt").write_text("line\n" * 1000)
+    text, note = _read_lines(work / "growing.txt", 0, None, Workspace(work), size=10)
+    assert text == "line\n" * 1000 and note == ""
+    (work / "big.txt").write_bytes(b"z" * (MAX_READ_BYTES + 10))
+    text, note = _read_lines(work / "big.txt", 0, None, Workspace(work), size=10)
+    assert text == "z" * MAX_READ_BYTES and "longer than 5 MiB" in note
 
 
 async def test_read_refuses_what_is_not_a_regular_file(tools: BuiltinTools, work: Path) -> None:
