@@ -30,7 +30,7 @@ import stat
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from awf_nb.engine.ports import ToolResult, ToolSpec
 from awf_nb.engine.process import default_shell
@@ -165,12 +165,15 @@ class BuiltinTools:
         path = self.workspace.resolve(args.get("path"))
         offset = integer(args, "offset", default=0, minimum=0)
         limit = integer(args, "limit", default=None, minimum=1)
-        size = _regular_file(path, self.workspace).st_size
-        if size <= INLINE_READ_BYTES:
-            text, note = _read_lines(path, offset, limit, self.workspace, size)
-        else:
-            args = (path, offset, limit, self.workspace, size)
-            text, note = await asyncio.to_thread(_read_lines, *args)
+        handle, size = _open_regular(path, self.workspace)
+        try:
+            with handle:
+                if size <= INLINE_READ_BYTES:
+                    text, note = _read_lines(handle, offset, limit, size)
+                else:
+                    text, note = await asyncio.to_thread(_read_lines, handle, offset, limit, size)
+        except OSError as exc:
+            raise ToolError(f"{self.workspace.show(path)}: {exc.strerror or exc}") from None
         if not text and not note:
             if offset:
                 return f"(no lines from offset {offset}: the file is shorter)"
@@ -225,37 +228,41 @@ _HANDLERS: dict[str, _Handler] = {
 }
 
 
-# --- file work (in a worker thread: the run's event loop also drives the frontend) -----------
+# --- file work (in a worker thread, but for small reads: the loop also drives the frontend) ---
 
 
-def _regular_file(path: Path, workspace: Workspace) -> os.stat_result:
-    """`path`'s status, if it is a regular file; else `ToolError` (reading a FIFO or a
-    device could block or never end)."""
+def _open_regular(path: Path, workspace: Workspace) -> tuple[BinaryIO, int]:
+    """`path` opened for reading, and its size, if it is a regular file; else `ToolError`.
+
+    What is checked is the file opened, not the path: a FIFO or a device (whose read could
+    block or never end) swapped in after the path was resolved is refused too. Opening
+    does not block on a FIFO (`O_NONBLOCK`, which changes nothing for a regular file).
+    """
+    shown = workspace.show
     try:
-        info = path.stat()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise ToolError(f"{workspace.show(path)} does not exist") from None
+        raise ToolError(f"{shown(path)} does not exist") from None
     except OSError as exc:
-        raise ToolError(f"{workspace.show(path)}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ToolError(f"{workspace.show(path)} is a folder (list it with Glob)")
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolError(f"{workspace.show(path)} is not a regular file")
-    return info
-
-
-def _read_lines(
-    path: Path, offset: int, limit: int | None, workspace: Workspace, size: int
-) -> tuple[str, str]:
-    """The text from line `offset` of a regular file (of `size` bytes when it was checked),
-    and a note when it was cut at MAX_READ_BYTES."""
+        raise ToolError(f"{shown(path)}: {exc.strerror or exc}") from None
     try:
-        with path.open("rb") as handle:
-            if offset and not _skip_lines(handle, offset):
-                return "", ""
-            data = read_at_most(handle, MAX_READ_BYTES + 1, size - handle.tell())
-    except OSError as exc:
-        raise ToolError(f"{workspace.show(path)}: {exc.strerror or exc}") from None
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{shown(path)} is a folder (list it with Glob)")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{shown(path)} is not a regular file")
+        return open(fd, "rb"), info.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_lines(handle: BinaryIO, offset: int, limit: int | None, size: int) -> tuple[str, str]:
+    """The text from line `offset` of a regular file opened as `handle` (of `size` bytes
+    when it was opened), and a note when it was cut at MAX_READ_BYTES."""
+    if offset and not _skip_lines(handle, offset):
+        return "", ""
+    data = read_at_most(handle, MAX_READ_BYTES + 1, size - handle.tell())
     cut = len(data) > MAX_READ_BYTES
     data = data[:MAX_READ_BYTES]
     lines = _split_lines(data)
@@ -332,13 +339,15 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def _edit_file(path: Path, old: str, new: str, replace_all: bool, workspace: Workspace) -> str:
-    _regular_file(path, workspace)
+    handle, size = _open_regular(path, workspace)
     shown = workspace.show(path)
-    if path.stat().st_size > MAX_READ_BYTES:
-        # Editing needs the whole file: refuse rather than rewrite a truncated copy.
-        raise ToolError(f"{shown} is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB")
     try:
-        content = path.read_bytes().decode("utf-8")
+        with handle:
+            data = read_at_most(handle, MAX_READ_BYTES + 1, size)
+        if len(data) > MAX_READ_BYTES:
+            # Editing needs the whole file: refuse rather than rewrite a truncated copy.
+            raise ToolError(f"{shown} is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB")
+        content = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ToolError(f"{shown} is not UTF-8 text") from None
     except OSError as exc:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,6 @@ from awf_nb.tools.builtins import (
     BuiltinTools,
     _read_lines,
 )
-from awf_nb.tools.paths import Workspace
 from tests.support.waiting import until
 from tests.tools.conftest import SECRET, process_alive
 
@@ -162,11 +164,40 @@ def test_a_file_that_grew_after_its_size_was_taken_is_read_whole(work: Path) -> 
     """Read sizes its buffer by the file's size (not by the 5 MiB cap): more bytes than
     that size are still all read, up to the cap."""
     (work / "growing.txt").write_text("line\n" * 1000)
-    text, note = _read_lines(work / "growing.txt", 0, None, Workspace(work), size=10)
+    with (work / "growing.txt").open("rb") as handle:
+        text, note = _read_lines(handle, 0, None, size=10)
     assert text == "line\n" * 1000 and note == ""
     (work / "big.txt").write_bytes(b"z" * (MAX_READ_BYTES + 10))
-    text, note = _read_lines(work / "big.txt", 0, None, Workspace(work), size=10)
+    with (work / "big.txt").open("rb") as handle:
+        text, note = _read_lines(handle, 0, None, size=10)
     assert text == "z" * MAX_READ_BYTES and "longer than 5 MiB" in note
+
+
+async def test_a_fifo_that_replaced_a_checked_file_is_refused_not_waited_on(
+    tools: BuiltinTools, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is checked is the file opened, not the path looked at before: a FIFO swapped
+    in after a look at the path (here: a look that still saw the regular file) would
+    block the read until some writer came."""
+    (work / "notes.txt").write_text("a note\n")
+    looked = (work / "notes.txt").stat()
+    (work / "notes.txt").unlink()
+    os.mkfifo(work / "notes.txt")
+    real_stat = Path.stat
+    monkeypatch.setattr(
+        Path, "stat", lambda self, **kw: looked if self.name == "notes.txt" else real_stat(self)
+    )
+
+    def writer() -> None:  # what ends a read that waits on the FIFO, if one does
+        for _ in range(100):
+            time.sleep(0.05)
+            with contextlib.suppress(OSError):  # ENXIO: nobody has it open for reading
+                os.close(os.open(work / "notes.txt", os.O_WRONLY | os.O_NONBLOCK))
+                return
+
+    threading.Thread(target=writer, daemon=True).start()
+    result = await call(tools, "Read", path="notes.txt")
+    assert result.is_error and "not a regular file" in result.text
 
 
 async def test_read_refuses_what_is_not_a_regular_file(tools: BuiltinTools, work: Path) -> None:
