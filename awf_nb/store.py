@@ -341,8 +341,20 @@ class Store:
         """
         if "ts" not in record:
             record = {**record, "ts": datetime.now(UTC).isoformat()}
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-        data = (line + "\n").encode()
+        return self._append_line(run_id, _json_line(record))
+
+    def append_turn(self, run_id: str, step: str, turn: Turn, **extra: Any) -> int:
+        """Append a conversation turn of `step` to the transcript (`step`, the turn's
+        fields, `extra`, `ts`); its line number. The same line as `append_transcript` of
+        those fields, with the turn encoded by its model's own serializer: a line is
+        written for every message, tool call and tool result, and this is the cheaper way."""
+        fields = turn.model_dump_json().encode()  # b'{"role":…}'
+        tail = _json_line({**extra, "ts": datetime.now(UTC).isoformat()})
+        head = b'{"step":' + json.dumps(step, ensure_ascii=False).encode() + b","
+        return self._append_line(run_id, b"".join((head, fields[1:-1], b",", tail[1:])))
+
+    def _append_line(self, run_id: str, data: bytes) -> int:
+        """Write one whole line (`data`, its newline included); its line number."""
         with self._lock:
             count = self._transcript_lines.get(run_id)
             fd = self._transcript_fds.get(run_id)
@@ -389,10 +401,6 @@ class Store:
             finally:
                 if fd is not None:
                     os.close(fd)
-
-    def append_turn(self, run_id: str, step: str, turn: Turn, **extra: Any) -> int:
-        """Append a conversation turn of `step` to the transcript; its line number."""
-        return self.append_transcript(run_id, {"step": step, **turn.model_dump(), **extra})
 
     def read_transcript(self, run_id: str, start: int = 0) -> list[dict[str, Any]]:
         """The transcript's records from line `start` on.
@@ -597,6 +605,11 @@ def _create_private(path: Path) -> None:
     except OSError as exc:
         raise _system_error("cannot create", path, exc) from exc
     os.close(fd)
+
+
+def _json_line(record: dict[str, Any]) -> bytes:
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+    return (line + "\n").encode()
 
 
 def _write_all(fd: int, data: bytes) -> None:

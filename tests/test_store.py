@@ -318,6 +318,22 @@ def test_transcript_keeps_given_fields(store: Store) -> None:
     assert "é ✓" in store.transcript_path(run_id).read_text(encoding="utf-8")
 
 
+def test_a_turn_line_holds_the_step_the_turn_extras_and_a_time_in_that_order(
+    store: Store,
+) -> None:
+    run_id = store.new_run_id()
+    calls = [{"id": "c1", "name": "Read", "arguments": '{"path": "é.txt"}'}]
+    turn = Turn(role="assistant", content='ça \u2713 "q"\n', duration=0.012, tool_calls=calls)
+    store.append_turn(run_id, "work", turn, partner="critic")
+    line = store.transcript_path(run_id).read_text(encoding="utf-8")
+    record = json.loads(line)
+    assert list(record) == ["step", *Turn.model_fields, "partner", "ts"]
+    assert record == {"step": "work", **turn.model_dump(), "partner": "critic", "ts": record["ts"]}
+    assert datetime.fromisoformat(record["ts"]).tzinfo is not None
+    assert "ça ✓" in line and line.endswith("}\n") and line.count("\n") == 1
+    assert store._turn_from_record(run_id, record) == turn  # what a resume reads back
+
+
 def test_torn_transcript_line(store: Store) -> None:
     run_id = store.new_run_id()
     store.append_transcript(run_id, {"role": "user", "content": "a"})

@@ -35,7 +35,7 @@ from awf_nb.engine.ports import (
     TurnRequest,
     Usage,
 )
-from awf_nb.engine.state import ConversationState, StepState, Turn, now
+from awf_nb.engine.state import ConversationState, StepState, Turn
 from awf_nb.engine.tokens import estimate_tokens, tokens_for_chars
 from awf_nb.errors import ExecutionError, ProviderError
 from awf_nb.workflow.model import AgentStep
@@ -178,8 +178,7 @@ class AgentSession:
             if conv is not None:
                 conv.turns.append(turn)
             return
-        record = {"step": self.step.name, **turn.model_dump(), "ts": now().isoformat()}
-        line = self.run.append_transcript(record)
+        line = self.run.append_turn(self.step.name, turn)
         if conv is None:
             return
         conv.turns.append(turn)

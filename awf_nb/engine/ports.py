@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from awf_nb.engine.events import RunEvent
 
 if TYPE_CHECKING:
-    from awf_nb.engine.state import RunState
+    from awf_nb.engine.state import RunState, Turn
 
 # --- what a provider is asked ----------------------------------------------------------------
 
@@ -205,6 +205,8 @@ class RunStore(Protocol):
     def record_run(self, state: RunState) -> None: ...
 
     def append_transcript(self, run_id: str, record: dict[str, Any]) -> int: ...
+
+    def append_turn(self, run_id: str, step: str, turn: Turn, **extra: Any) -> int: ...
 
     def sync_transcript(self, run_id: str) -> None: ...
 

@@ -36,7 +36,7 @@ from awf_nb.engine.ports import (
     ToolSetFactory,
 )
 from awf_nb.engine.process import run_shell
-from awf_nb.engine.state import RunState, StepState, new_run_id, now, process_start_time
+from awf_nb.engine.state import RunState, StepState, Turn, new_run_id, now, process_start_time
 from awf_nb.engine.summary import RunSummary
 from awf_nb.errors import AwfError
 from awf_nb.secrets import Masker, is_secret_input
@@ -495,6 +495,13 @@ class Runner:
         if store is None:
             return -1
         return store.append_transcript(self.run_id, record)
+
+    def append_turn(self, step: str, turn: Turn) -> int:
+        """Write a conversation turn of `step` as a transcript line (see `append_transcript`)."""
+        store = self.config.store
+        if store is None:
+            return -1
+        return store.append_turn(self.run_id, step, turn)
 
     def sync_transcript(self) -> None:
         """Force the transcript lines written so far onto the disk: before the person is

@@ -15,6 +15,7 @@ import pytest
 from awf_nb import store as store_module
 from awf_nb.api import prepare_run
 from awf_nb.engine.events import ToolCallFinished
+from awf_nb.engine.state import Turn
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
 from tests.engine.test_tool_loop import Confirming, ScriptedModel, workflow
@@ -65,6 +66,11 @@ class LedgerStore(Store):
 
     def append_transcript(self, run_id: str, record: dict[str, Any]) -> int:
         line = super().append_transcript(run_id, record)
+        self.ledger.events.append("append")
+        return line
+
+    def append_turn(self, run_id: str, step: str, turn: Turn, **extra: Any) -> int:
+        line = super().append_turn(run_id, step, turn, **extra)
         self.ledger.events.append("append")
         return line
 
