@@ -289,7 +289,7 @@ class OpenAICompatibleProvider:
         # Only with tools: a request without them must stay what servers that know nothing
         # of tools (or reject an empty `tools` list) have always been sent.
         if tools:
-            body["tools"] = [wire_tool(tool) for tool in tools]
+            body["tools"] = self._wire.tools(tools)
             if settings.tool_choice is not None:
                 body["tool_choice"] = wire_tool_choice(settings.tool_choice)
         return body
@@ -433,13 +433,32 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
+@dataclass(frozen=True, slots=True)
+class _Encoded:
+    """A body value already turned into JSON (`_WireCache.tools`)."""
+
+    json: bytes
+
+
 def _encode_body(body: dict[str, Any], messages: list[bytes]) -> bytes:
     """`body` as JSON with the messages array (`_WireCache.encode`'s pieces) as its second
-    key (after `model`, where a body built as one dict has it), joined in one copy."""
+    key (after `model`, where a body built as one dict has it), joined in one copy.
+    `_Encoded` values go in as they are."""
     first, *rest = body.items()
-    head = _json(dict([first]))[:-1] + b',"messages":['
-    tail = b"]," + _json(dict(rest))[1:] if rest else b"]}"
-    return b"".join([head, *messages, tail])
+    pieces = [_json(dict([first]))[:-1], b',"messages":[', *messages, b"]"]
+    plain: dict[str, Any] = {}
+    for key, value in rest:
+        if type(value) is not _Encoded:
+            plain[key] = value
+            continue
+        if plain:
+            pieces += [b",", _json(plain)[1:-1]]
+            plain = {}
+        pieces += [b",", _json(key), b":", value.json]
+    if plain:
+        pieces += [b",", _json(plain)[1:-1]]
+    pieces.append(b"}")
+    return b"".join(pieces)
 
 
 class _WireCache:
@@ -459,6 +478,21 @@ class _WireCache:
         # content are then looked up in one pass, without commas to put between them.
         self._encoded: dict[int, bytes] = {}
         self._messages: dict[int, Message] = {}  # keeps each one alive: its id stays its own
+        self._tools: tuple[list[ToolSpec], _Encoded] | None = None  # the last tool list's
+
+    def tools(self, tools: list[ToolSpec]) -> _Encoded:
+        """The JSON of the request's `tools` array. A step offers the same tools request
+        after request (their schemas are kilobytes): made again only when the list holds
+        other specs."""
+        cached = self._tools
+        if (
+            cached is None
+            or len(cached[0]) != len(tools)
+            or any(a is not b for a, b in zip(cached[0], tools, strict=True))
+        ):
+            encoded = _Encoded(_json([wire_tool(tool) for tool in tools]))
+            cached = self._tools = (list(tools), encoded)
+        return cached[1]
 
     def __len__(self) -> int:
         return len(self._encoded)

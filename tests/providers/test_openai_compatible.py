@@ -27,6 +27,7 @@ from awf_nb.engine.ports import (
     Provider,
     TextDelta,
     ToolCall,
+    ToolSpec,
     TurnRequest,
     Usage,
 )
@@ -42,6 +43,7 @@ from awf_nb.providers.openai_compatible import (
     _transport_error,
     _WireCache,
     wire_message,
+    wire_tool,
 )
 from tests.support import collect, of_type
 from tests.support.openai_server import OpenAIServer, Reply, prompt_tokens
@@ -778,6 +780,27 @@ def test_the_body_is_the_json_of_one_dict_with_the_messages_second() -> None:
     sent = _encode_body(body, _WireCache().encode(history))
     assert sent == json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
     assert json.loads(_encode_body({"model": "m"}, [])) == {"model": "m", "messages": []}
+
+
+def test_the_tools_are_encoded_once_per_tool_list_and_sent_as_a_fresh_dict_would_be() -> None:
+    cache = _WireCache()
+    specs = [
+        ToolSpec("Read", "Read a file.", {"type": "object", "properties": {"path": {}}}),
+        ToolSpec("Grep", "Search «text».", {"type": "object"}),
+    ]
+    tools = cache.tools(specs)
+    assert cache.tools(list(specs)) is tools  # a new list of the same specs: not again
+    assert cache.tools(specs[:1]) is not tools
+    body = {"model": "m", "stream": True, "tools": cache.tools(specs), "tool_choice": "auto"}
+    whole = {
+        "model": "m",
+        "messages": [],
+        "stream": True,
+        "tools": [wire_tool(spec) for spec in specs],
+        "tool_choice": "auto",
+    }
+    sent = _encode_body(body, [])
+    assert sent == json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def test_the_wire_cache_keeps_only_what_recent_requests_use() -> None:
