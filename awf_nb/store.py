@@ -348,7 +348,7 @@ class Store:
         fields, `extra`, `ts`); its line number. The same line as `append_transcript` of
         those fields, with the turn encoded by its model's own serializer: a line is
         written for every message, tool call and tool result, and this is the cheaper way."""
-        fields = turn.model_dump_json().encode()  # b'{"role":…}'
+        fields = turn.__pydantic_serializer__.to_json(turn)  # b'{"role":…}', as dumped
         tail = _json_line({**extra, "ts": datetime.now(UTC).isoformat()})
         head = b'{"step":' + json.dumps(step, ensure_ascii=False).encode() + b","
         return self._append_line(run_id, b"".join((head, fields[1:-1], b",", tail[1:])))
