@@ -341,12 +341,15 @@ def _atomic_write(path: Path, data: bytes) -> None:
 def _edit_file(path: Path, old: str, new: str, replace_all: bool, workspace: Workspace) -> str:
     handle, size = _open_regular(path, workspace)
     shown = workspace.show(path)
+    too_large = f"{shown} is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB"
     try:
         with handle:
-            data = read_at_most(handle, MAX_READ_BYTES + 1, size)
-        if len(data) > MAX_READ_BYTES:
             # Editing needs the whole file: refuse rather than rewrite a truncated copy.
-            raise ToolError(f"{shown} is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB")
+            if size > MAX_READ_BYTES:
+                raise ToolError(too_large)
+            data = read_at_most(handle, MAX_READ_BYTES + 1, size)
+        if len(data) > MAX_READ_BYTES:  # it grew past the limit since it was opened
+            raise ToolError(too_large)
         content = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ToolError(f"{shown} is not UTF-8 text") from None

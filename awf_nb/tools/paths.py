@@ -35,16 +35,17 @@ class Workspace:
             real = os.path.realpath(os.path.join(self._root, raw))
         except OSError as exc:
             raise ToolError(f"{what} {raw}: cannot be resolved: {exc}") from None
-        if real != self._root and not real.startswith(self._inside):
+        if not self.contains(real):
             raise ToolError(
                 f"{what} {raw} is outside the working directory {self.root}: "
                 "only paths inside it can be used"
             )
         return Path(real)
 
-    def contains(self, path: Path) -> bool:
+    def contains(self, path: Path | str) -> bool:
         """Whether an already resolved `path` is the workspace or inside it."""
-        return path == self.root or path.is_relative_to(self.root)
+        path = os.fspath(path)
+        return path == self._root or path.startswith(self._inside)
 
     def show(self, path: Path) -> str:
         """`path` as the model should write it: relative to the workspace."""

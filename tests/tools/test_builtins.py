@@ -272,6 +272,16 @@ async def test_edit_refuses_an_ambiguous_match_without_replace_all(
     assert (work / "code.py").read_text() == "x = 0\nx = 0\n"
 
 
+async def test_edit_refuses_a_file_over_5_mib_and_leaves_it_whole(
+    tools: BuiltinTools, work: Path
+) -> None:
+    big = b"x" * MAX_READ_BYTES + b"tail\n"
+    (work / "big.txt").write_bytes(big)
+    result = await call(tools, "Edit", path="big.txt", old="tail", new="end")
+    assert result.is_error and "larger than 5 MiB" in result.text
+    assert (work / "big.txt").read_bytes() == big
+
+
 async def test_edit_replace_all_replaces_every_match(tools: BuiltinTools, work: Path) -> None:
     (work / "code.py").write_text("x = 0\nx = 0\n")
     result = await call(tools, "Edit", path="code.py", old="x = 0", new="x = 1", replace_all=True)
