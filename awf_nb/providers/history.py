@@ -94,11 +94,22 @@ def fit_to_window(
     head = [m for m in messages[:1] if m.role == "system"]
     units = exchanges(messages[len(head) :])
     newest = units.pop() if units else []
-    dropped = 0
-    while units:
-        units.pop(0)
-        dropped += 1
-        kept = head + [m for unit in units for m in unit] + newest
-        if count_tokens(kept) <= budget:
-            return kept, dropped
-    return head + newest, dropped
+    starts = [0]  # where each exchange begins in `older`, and its end
+    for unit in units:
+        starts.append(starts[-1] + len(unit))
+    older = messages[len(head) : len(head) + starts[-1]]
+
+    def kept(dropped: int) -> list[Message]:
+        return head + older[starts[dropped] :] + newest
+
+    # The fewest exchanges to drop, by bisection: dropping more never adds tokens, and a
+    # conversation far past its window is counted a few dozen times, not once per
+    # exchange dropped (which made fitting it quadratic in its length).
+    low, high = 1, len(units)  # dropping `high` (all of them) is the answer if none fits
+    while low < high:
+        middle = (low + high) // 2
+        if count_tokens(kept(middle)) <= budget:
+            high = middle
+        else:
+            low = middle + 1
+    return kept(high), high

@@ -3,6 +3,8 @@ separating a tool call from its results."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -117,3 +119,46 @@ def test_no_call_is_ever_separated_from_its_result(messages: list[Message], budg
     assert answered == called
     assert kept[1].role == "user"
     assert dropped == len(exchanges(messages[1:])) - len(exchanges(kept[1:]))
+
+
+def _dropping_one_at_a_time(
+    messages: list[Message], budget: int, count: Callable[[list[Message]], int]
+) -> tuple[list[Message], int]:
+    """The rule spelled out: drop the oldest exchange until the rest fits."""
+    if count(messages) <= budget:
+        return messages, 0
+    head, units = messages[:1], exchanges(messages[1:])
+    newest, dropped = units.pop(), 0
+    while units:
+        units.pop(0)
+        dropped += 1
+        kept = head + [m for unit in units for m in unit] + newest
+        if count(kept) <= budget:
+            return kept, dropped
+    return head + newest, dropped
+
+
+@given(conversations(), st.integers(1, 80))
+def test_the_window_drops_exactly_the_oldest_exchanges_that_must_go(
+    messages: list[Message], budget: int
+) -> None:
+    assert fit_to_window(messages, budget, words) == _dropping_one_at_a_time(
+        messages, budget, words
+    )
+
+
+def test_a_long_history_is_fitted_with_few_counts() -> None:
+    """A conversation far past its window is not counted again for every exchange dropped
+    (that is quadratic in its length): a thousand exchanges take a few dozen counts."""
+    messages = [SYSTEM]
+    for n in range(1000):
+        messages += [Message("user", f"question {n}"), Message("assistant", f"answer {n}")]
+    counted: list[int] = []
+
+    def counting(candidate: list[Message]) -> int:
+        counted.append(len(candidate))
+        return words(candidate)
+
+    kept, dropped = fit_to_window(messages, 40, counting)
+    assert (kept, dropped) == _dropping_one_at_a_time(messages, 40, words)
+    assert dropped == 991 and len(counted) <= 25
