@@ -446,17 +446,9 @@ def _encode_body(body: dict[str, Any], messages: list[bytes]) -> bytes:
     `_Encoded` values go in as they are."""
     first, *rest = body.items()
     pieces = [_json(dict([first]))[:-1], b',"messages":[', *messages, b"]"]
-    plain: dict[str, Any] = {}
     for key, value in rest:
-        if type(value) is not _Encoded:
-            plain[key] = value
-            continue
-        if plain:
-            pieces += [b",", _json(plain)[1:-1]]
-            plain = {}
-        pieces += [b",", _json(key), b":", value.json]
-    if plain:
-        pieces += [b",", _json(plain)[1:-1]]
+        encoded = value.json if type(value) is _Encoded else _json(value)
+        pieces += [b",", _json(key), b":", encoded]
     pieces.append(b"}")
     return b"".join(pieces)
 
