@@ -3,9 +3,12 @@
 Command: `claude -p P --output-format stream-json --verbose --include-partial-messages
 [--model M] [--system-prompt S] [-r ID] [--mcp-config=JSON] [--allowedTools=A,B]
 [--dangerously-skip-permissions] [extra_args…]`. MCP servers (`mcp_proxy`) go in
-`--mcp-config` (added to the user's own servers) and their tools are allowed with
-`mcp__<server>` in `--allowedTools`: a `-p` run denies any tool not allowed there, as
-there is no one to ask. Text streams token by token from
+`--mcp-config` (added to the user's own servers) with `alwaysLoad` — claude waits for
+such a server before its first request (up to `MCP_CONNECT_TIMEOUT_MS`, set as long as
+awf's startup timeout; others connect in the background and a first request can go out
+without their tools) and offers its tools directly, not behind a tool search — and
+their tools are allowed with `mcp__<server>` in `--allowedTools`: a `-p` run denies any
+tool not allowed there, as there is no one to ask. Text streams token by token from
 `stream_event` deltas (the `assistant` event that follows repeats it and is skipped);
 success is `result.is_error == false` — a failed API call still says `subtype: success`.
 """
@@ -19,6 +22,7 @@ from typing import Any
 
 from awf_nb.engine.ports import Notice, ProviderEvent, ToolUse, Usage
 from awf_nb.providers.cli.base import (
+    MCP_STARTUP_TIMEOUT_SECONDS,
     CliProvider,
     CliTurn,
     Command,
@@ -62,18 +66,20 @@ class ClaudeProvider(CliProvider):
         if turn.session_id:
             argv += ["-r", turn.session_id]
         allowed = list(options.allowed_tools)
+        env: dict[str, str] = {}
         if turn.mcp_servers:
             servers = {
-                server.name: {"type": "stdio", **mcp_server_entry(server)}
+                server.name: {"type": "stdio", **mcp_server_entry(server), "alwaysLoad": True}
                 for server in turn.mcp_servers
             }
             # The `=` form, like --allowedTools below: the flag takes several values.
             argv.append("--mcp-config=" + json.dumps({"mcpServers": servers}))
             allowed += [f"mcp__{server.name}" for server in turn.mcp_servers]
+            startup_ms = str(MCP_STARTUP_TIMEOUT_SECONDS * 1000)
+            env |= {"MCP_CONNECT_TIMEOUT_MS": startup_ms, "MCP_TIMEOUT": startup_ms}
         if allowed:
             # The `=` form: --allowedTools is variadic and would swallow a following word.
             argv.append("--allowedTools=" + ",".join(allowed))
-        env: dict[str, str] = {}
         if options.dangerously_skip_permissions:
             argv.append("--dangerously-skip-permissions")
             if _running_as_root():

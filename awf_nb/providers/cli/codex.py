@@ -5,8 +5,11 @@ Command: `codex exec [resume ID] --json --skip-git-repo-check [--model M]
 [extra_args…] P`, the system prompt prefixed to the first prompt.
 `--skip-git-repo-check` is required outside a git repository. MCP servers (`mcp_proxy`)
 are config overrides (TOML values): command, args, env, a longer startup and tool timeout
-than codex's 10 s and 60 s, and `default_tools_approval_mode="approve"` — `codex exec`
-never asks, so without it every call of an MCP tool is refused.
+than codex's 10 s and 60 s, `required = true` — codex otherwise gives a server one second
+to start and sends the first request without the tools of one still starting (and a
+server that cannot start fails the turn instead of leaving it without tools) — and
+`default_tools_approval_mode="approve"`: `codex exec` never asks, so without it every
+call of an MCP tool is refused.
 Codex prints whole items, not token deltas: each `agent_message` arrives complete; the
 reply is the last one. Success is a `turn.completed` with no `turn.failed`.
 """
@@ -71,7 +74,8 @@ class CodexProvider(CliProvider):
 
 
 def mcp_overrides(server: McpServerSpec) -> list[str]:
-    """`-c` overrides that add a stdio MCP server whose tools run without approval."""
+    """`-c` overrides that add a stdio MCP server, waited for before the first request,
+    whose tools run without approval."""
     key = server.name if _BARE_KEY.fullmatch(server.name) else _toml(server.name)
     values: dict[str, Any] = {"command": server.command, "args": list(server.args)}
     if server.env:
@@ -79,6 +83,7 @@ def mcp_overrides(server: McpServerSpec) -> list[str]:
     values |= {
         "startup_timeout_sec": MCP_STARTUP_TIMEOUT_SECONDS,
         "tool_timeout_sec": MCP_TOOL_TIMEOUT_SECONDS,
+        "required": True,
         "default_tools_approval_mode": "approve",
     }
     return [f"mcp_servers.{key}.{name}={_toml(value)}" for name, value in values.items()]

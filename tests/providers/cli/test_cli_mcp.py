@@ -50,13 +50,21 @@ def _after_prefix(argv: list[str], prefix: str) -> list[str]:
 
 
 def test_claude_gets_the_servers_in_mcp_config_and_allows_their_tools() -> None:
-    argv = ClaudeProvider().build_command(_turn(AWF, allowed_tools=["Read"])).argv
+    command = ClaudeProvider().build_command(_turn(AWF, allowed_tools=["Read"]))
+    argv = command.argv
     [config] = _after_prefix(argv, "--mcp-config=")
-    assert json.loads(config) == {
-        "mcpServers": {"awf": {"type": "stdio", "command": AWF.command, "args": list(AWF.args)}}
-    }
+    entry = {"type": "stdio", "command": AWF.command, "args": list(AWF.args), "alwaysLoad": True}
+    assert json.loads(config) == {"mcpServers": {"awf": entry}}
     assert _after_prefix(argv, "--allowedTools=") == ["Read,mcp__awf"]
     assert argv[1:3] == ["-p", "hi"]  # the prompt still right after -p
+    # alwaysLoad servers are waited for before the first request, this long at most.
+    assert command.env["MCP_CONNECT_TIMEOUT_MS"] == "60000"
+    assert command.env["MCP_TIMEOUT"] == "60000"
+
+
+def test_claude_waits_for_no_server_when_the_turn_brings_none() -> None:
+    command = ClaudeProvider().build_command(_turn())
+    assert "MCP_CONNECT_TIMEOUT_MS" not in command.env and "MCP_TIMEOUT" not in command.env
 
 
 def test_a_turn_without_servers_gets_no_mcp_flags() -> None:
@@ -76,6 +84,7 @@ def test_codex_gets_config_overrides_that_approve_the_servers_tools() -> None:
         "mcp_servers.awf.args": list(AWF.args),
         "mcp_servers.awf.startup_timeout_sec": 60,
         "mcp_servers.awf.tool_timeout_sec": 900,
+        "mcp_servers.awf.required": True,
         "mcp_servers.awf.default_tools_approval_mode": "approve",
     }
     assert argv[-1] == "hi"

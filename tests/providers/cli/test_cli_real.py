@@ -15,7 +15,7 @@ import asyncio
 import json
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,14 @@ from cli_fake_llm import (
     request_texts,
 )
 
-from awf_nb.engine.ports import Final, ProviderEvent, SessionId, TextDelta, TurnRequest
+from awf_nb.engine.ports import (
+    Final,
+    McpServerSpec,
+    ProviderEvent,
+    SessionId,
+    TextDelta,
+    TurnRequest,
+)
 from awf_nb.errors import ProviderError
 from awf_nb.providers.cli import base as cli_base
 from awf_nb.providers.cli import gemini as gemini_module
@@ -382,6 +389,76 @@ async def test_a_cli_step_calls_a_command_tool_through_awf_mcp_serve(
     answered = _carrying(session, "stamped-proxied")
     assert answered, "the command's output came back to the model in the next request"
     assert result.steps["work"].output.startswith("FAKE-REPLY")
+
+
+# Longer than the startup grace some CLIs give a server they treat as optional (codex
+# since 0.147: one second), far shorter than the startup timeout awf asks for.
+SLOW_START_SECONDS = 3
+
+
+@pytest.fixture
+def slow_awf_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`awf mcp-serve` starts SLOW_START_SECONDS late, as on a busy machine."""
+    from awf_nb.tools import proxy
+
+    make = proxy.McpProxy.__call__
+
+    def slow(self: Any, *args: Any, **kwargs: Any) -> McpServerSpec:
+        spec = make(self, *args, **kwargs)
+        delayed = ("-c", f'sleep {SLOW_START_SECONDS}; exec "$@"', "sh", spec.command, *spec.args)
+        return replace(spec, command="/bin/sh", args=delayed)
+
+    monkeypatch.setattr(proxy.McpProxy, "__call__", slow)
+
+
+@pytest.mark.parametrize("cli", REAL_CLIS, ids=[c.binary for c in REAL_CLIS])
+async def test_a_slow_starting_awf_server_is_waited_for_before_the_first_model_call(
+    cli: RealCli, tmp_path: Path, cli_stderr: list[Any], slow_awf_server: None
+) -> None:
+    """The step's tools reach the model from its first request on (offered, or found by
+    the first tool search of a CLI that defers MCP tools behind one), however long awf's
+    server takes to start: the fake model asks for `stamp` once, on the first request
+    where it can, and answers in text if it cannot — so a CLI that went ahead without
+    the tools never runs it."""
+    fake = FakeLlmServer(tool_calls=[ScriptedToolCall("stamp", {"word": "late"})]).start()
+    try:
+        session = _session(_installed(cli), fake, tmp_path)
+        result = await _run_proxied(session, {"commands": [STAMP_TOOL]})
+    finally:
+        fake.stop()
+    if cli.binary == "gemini" and not gemini_module._running_as_root():
+        assert not result.ok and "owned by root" in (result.error or "")
+        return
+    assert result.ok, result.error
+    offered = [[t.name for t in offered_tools(b)] for b in session.model_calls()]
+    assert _carrying(session, "stamped-late"), (
+        f"the model could call awf's stamp tool; the requests offered {offered}\n"
+        + _stderr_of(cli_stderr)
+    )
+
+
+async def test_a_codex_step_whose_awf_server_cannot_start_fails_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """codex waits for awf's server (`required`): one that exits at once fails the step
+    with codex's reason, rather than a turn run without the step's tools."""
+    from awf_nb.tools import proxy
+
+    make = proxy.McpProxy.__call__
+
+    def broken(self: Any, *args: Any, **kwargs: Any) -> McpServerSpec:
+        return replace(make(self, *args, **kwargs), command="/bin/false", args=())
+
+    monkeypatch.setattr(proxy.McpProxy, "__call__", broken)
+    fake = FakeLlmServer().start()
+    try:
+        session = _session(_installed(REAL_CLIS[2]), fake, tmp_path)
+        result = await _run_proxied(session, {"commands": [STAMP_TOOL]})
+    finally:
+        fake.stop()
+    assert not result.ok
+    assert "required MCP servers failed to initialize: awf" in (result.error or "")
+    assert not session.model_calls(), "no request went to the model without the tools"
 
 
 async def test_a_builtin_tool_reads_a_file_through_the_proxy(tmp_path: Path) -> None:
