@@ -258,6 +258,10 @@ class AgentSession:
         with the results; a reply without tool calls ends the turn. Ctrl-C / Stop during a
         tool call ends it too (the reply is marked interrupted)."""
         run, step = self.run, self.step
+        # Every turn lets the event loop run (the frontend's Stop, its widgets, a run
+        # started in the background handing back its cell): a provider that answers
+        # without waiting (scripted, a cassette) would otherwise hold it for a whole run.
+        await asyncio.sleep(0)
         run.limits.before_turn(step.name)
         # A copy of references: microseconds, not I/O.
         request = self._request(message, list(self._dialogue), continues=False)
@@ -331,20 +335,10 @@ class AgentSession:
         raise AssertionError("unreachable")
 
     async def _interruptible(self, request: TurnRequest, progress: _Progress) -> bool:
-        """Stream in a child task so Ctrl-C / Stop can cancel just this turn."""
-        run = self.run
-        task = asyncio.create_task(self._stream(request, progress))
-        run._turn_task, run._turn_interrupted = task, False
-        try:
-            await task
-            return False
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if run._turn_interrupted and current is not None and not current.cancelling():
-                return True
-            raise
-        finally:
-            run._turn_task = None
+        """Stream the reply; True when Ctrl-C / Stop cut it short."""
+        with self.run.interruptible() as cut:
+            await self._stream(request, progress)
+        return cut.happened
 
     async def _stream(self, request: TurnRequest, progress: _Progress) -> None:
         run, step = self.run, self.step

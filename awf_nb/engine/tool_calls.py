@@ -57,21 +57,15 @@ async def run_tool_calls(
     cut = False
     started = time.monotonic()
     if allowed:
-        task = asyncio.create_task(_run_all(session, tools, allowed, results))
-        # Ctrl-C / Stop cancels what `_turn_task` names (Runner.interrupt): these calls.
-        run._turn_task, run._turn_interrupted = task, False
         try:
-            await task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            ran = time.monotonic() - started
-            if not (run._turn_interrupted and current is not None and not current.cancelling()):
-                _settle_interrupted(session, allowed, results, ran)
-                raise
+            with run.interruptible() as interruption:  # Ctrl-C / Stop: these calls
+                await _run_all(session, tools, allowed, results)
+        except asyncio.CancelledError:  # the run's cancellation: results first, all the same
+            _settle_interrupted(session, allowed, results, time.monotonic() - started)
+            raise
+        if interruption.happened:
             cut = True
-            _settle_interrupted(session, allowed, results, ran)
-        finally:
-            run._turn_task = None
+            _settle_interrupted(session, allowed, results, time.monotonic() - started)
     messages = [
         Message("tool", results[call.id][0].text, tool_call_id=call.id, name=call.name)
         for call in calls

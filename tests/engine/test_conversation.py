@@ -151,6 +151,40 @@ async def test_interrupt_during_reply_keeps_partial_and_returns_to_prompt(store,
     assert conv.turns[-1].content == "second reply"
 
 
+async def test_two_interrupts_in_a_row_interrupt_the_reply_once(store, workdir):
+    """A second Ctrl-C before the first took effect is the same interrupt, not a cancel."""
+    sink = Collect()
+    reader = ScriptedReader(["go on", ""], delay=0.05)
+    runner = prepare_run(
+        load_text(chat(delay_ms=40)), reader=reader, store=store, cwd=workdir, sink=sink
+    )
+    task = asyncio.create_task(runner.execute())
+    while not sink.text("chat"):
+        await asyncio.sleep(0.01)
+    assert [runner.interrupt(), runner.interrupt()] == ["turn", "turn"]
+    state = await asyncio.wait_for(task, 10)
+    assert state.status == "completed"
+    turns = state.steps["chat"].conversation.turns
+    assert turns[2].interrupted and turns[-1].content == "second reply"
+
+
+async def test_an_interrupt_and_a_cancel_together_cancel_the_run(store, workdir):
+    """Stop of the reply and cancel of the run at once: the cancel is not lost."""
+    sink = Collect()
+    reader = ScriptedReader(["go on", ""], delay=0.05)
+    runner = prepare_run(
+        load_text(chat(delay_ms=40)), reader=reader, store=store, cwd=workdir, sink=sink
+    )
+    task = asyncio.create_task(runner.execute())
+    while not sink.text("chat"):
+        await asyncio.sleep(0.01)
+    assert runner.interrupt() == "turn"
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    assert runner.state.status == "cancelled"
+
+
 async def test_interrupt_at_prompt_cancels_run(store, workdir):
     reader = BlockingReader()
     runner = prepare_run(load_text(chat()), reader=reader, store=store, cwd=workdir)
