@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -131,7 +132,8 @@ async def test_reader_blocked_on_input_is_cancelled_quickly(store, workdir):
     assert [t.content for t in saved.steps["chat"].conversation.turns][-1] == "first reply"
 
 
-async def test_interrupt_during_reply_keeps_partial_and_returns_to_prompt(store, workdir):
+async def _streaming_first_reply(store, workdir) -> tuple[Any, asyncio.Task[Any]]:
+    """A chat run started, its first reply streaming (slowly) now."""
     sink = Collect()
     reader = ScriptedReader(["go on", ""], delay=0.05)
     runner = prepare_run(
@@ -140,6 +142,11 @@ async def test_interrupt_during_reply_keeps_partial_and_returns_to_prompt(store,
     task = asyncio.create_task(runner.execute())
     while not sink.text("chat"):
         await asyncio.sleep(0.01)
+    return runner, task
+
+
+async def test_interrupt_during_reply_keeps_partial_and_returns_to_prompt(store, workdir):
+    runner, task = await _streaming_first_reply(store, workdir)
     assert runner.interrupt() == "turn"
     state = await asyncio.wait_for(task, 10)
     assert state.status == "completed"
@@ -153,14 +160,7 @@ async def test_interrupt_during_reply_keeps_partial_and_returns_to_prompt(store,
 
 async def test_two_interrupts_in_a_row_interrupt_the_reply_once(store, workdir):
     """A second Ctrl-C before the first took effect is the same interrupt, not a cancel."""
-    sink = Collect()
-    reader = ScriptedReader(["go on", ""], delay=0.05)
-    runner = prepare_run(
-        load_text(chat(delay_ms=40)), reader=reader, store=store, cwd=workdir, sink=sink
-    )
-    task = asyncio.create_task(runner.execute())
-    while not sink.text("chat"):
-        await asyncio.sleep(0.01)
+    runner, task = await _streaming_first_reply(store, workdir)
     assert [runner.interrupt(), runner.interrupt()] == ["turn", "turn"]
     state = await asyncio.wait_for(task, 10)
     assert state.status == "completed"
@@ -170,14 +170,7 @@ async def test_two_interrupts_in_a_row_interrupt_the_reply_once(store, workdir):
 
 async def test_an_interrupt_and_a_cancel_together_cancel_the_run(store, workdir):
     """Stop of the reply and cancel of the run at once: the cancel is not lost."""
-    sink = Collect()
-    reader = ScriptedReader(["go on", ""], delay=0.05)
-    runner = prepare_run(
-        load_text(chat(delay_ms=40)), reader=reader, store=store, cwd=workdir, sink=sink
-    )
-    task = asyncio.create_task(runner.execute())
-    while not sink.text("chat"):
-        await asyncio.sleep(0.01)
+    runner, task = await _streaming_first_reply(store, workdir)
     assert runner.interrupt() == "turn"
     runner.cancel()
     with pytest.raises(asyncio.CancelledError):

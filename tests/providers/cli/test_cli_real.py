@@ -364,13 +364,13 @@ def _stderr_of(runs: list[Any]) -> str:
     return "\n".join(f"CLI stderr: {line}" for run in runs for line in run.stderr_lines)
 
 
-@pytest.mark.parametrize("cli", REAL_CLIS, ids=[c.binary for c in REAL_CLIS])
-async def test_a_cli_step_calls_a_command_tool_through_awf_mcp_serve(
-    cli: RealCli, tmp_path: Path, cli_stderr: list[Any]
-) -> None:
-    """The fake model calls the step's `stamp` tool, offered by the CLI from awf's MCP
-    server; the CLI runs it through `awf mcp-serve` and sends the result back."""
-    fake = FakeLlmServer(tool_calls=[ScriptedToolCall("stamp", {"word": "proxied"})]).start()
+async def _stamp_through_the_proxy(
+    cli: RealCli, tmp_path: Path, word: str
+) -> tuple[Session, Any] | None:
+    """A step with the `stamp` command tool run by `cli` (mcp_proxy), the fake model
+    asking for `stamp(word)`: the session and the run's result, which succeeded. None for
+    gemini when not root: it then fails, saying why (checked here)."""
+    fake = FakeLlmServer(tool_calls=[ScriptedToolCall("stamp", {"word": word})]).start()
     try:
         session = _session(_installed(cli), fake, tmp_path)
         result = await _run_proxied(session, {"commands": [STAMP_TOOL]})
@@ -379,8 +379,21 @@ async def test_a_cli_step_calls_a_command_tool_through_awf_mcp_serve(
     if cli.binary == "gemini" and not gemini_module._running_as_root():
         # Gemini reads extra MCP servers only from root-owned settings files.
         assert not result.ok and "owned by root" in (result.error or "")
-        return
+        return None
     assert result.ok, result.error
+    return session, result
+
+
+@pytest.mark.parametrize("cli", REAL_CLIS, ids=[c.binary for c in REAL_CLIS])
+async def test_a_cli_step_calls_a_command_tool_through_awf_mcp_serve(
+    cli: RealCli, tmp_path: Path, cli_stderr: list[Any]
+) -> None:
+    """The fake model calls the step's `stamp` tool, offered by the CLI from awf's MCP
+    server; the CLI runs it through `awf mcp-serve` and sends the result back."""
+    ran = await _stamp_through_the_proxy(cli, tmp_path, "proxied")
+    if ran is None:
+        return
+    session, result = ran
     offered = [[t.name for t in offered_tools(b)] for b in session.model_calls()]
     assert _calls_offering(session, "stamp"), (
         f"the CLI offered awf's stamp tool to the model; it offered {offered}\n"
@@ -420,16 +433,10 @@ async def test_a_slow_starting_awf_server_is_waited_for_before_the_first_model_c
     server takes to start: the fake model asks for `stamp` once, on the first request
     where it can, and answers in text if it cannot — so a CLI that went ahead without
     the tools never runs it."""
-    fake = FakeLlmServer(tool_calls=[ScriptedToolCall("stamp", {"word": "late"})]).start()
-    try:
-        session = _session(_installed(cli), fake, tmp_path)
-        result = await _run_proxied(session, {"commands": [STAMP_TOOL]})
-    finally:
-        fake.stop()
-    if cli.binary == "gemini" and not gemini_module._running_as_root():
-        assert not result.ok and "owned by root" in (result.error or "")
+    ran = await _stamp_through_the_proxy(cli, tmp_path, "late")
+    if ran is None:
         return
-    assert result.ok, result.error
+    session, _ = ran
     offered = [[t.name for t in offered_tools(b)] for b in session.model_calls()]
     assert _carrying(session, "stamped-late"), (
         f"the model could call awf's stamp tool; the requests offered {offered}\n"
