@@ -409,19 +409,29 @@ async def test_a_cli_step_calls_a_command_tool_through_awf_mcp_serve(
 SLOW_START_SECONDS = 3
 
 
-@pytest.fixture
-def slow_awf_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`awf mcp-serve` starts SLOW_START_SECONDS late, as on a busy machine."""
+def _serve_awf_as(
+    monkeypatch: pytest.MonkeyPatch, change: Callable[[McpServerSpec], McpServerSpec]
+) -> None:
+    """The run's `awf mcp-serve` server, as `change` makes it (started late, broken…)."""
     from awf_nb.tools import proxy
 
     make = proxy.McpProxy.__call__
 
-    def slow(self: Any, *args: Any, **kwargs: Any) -> McpServerSpec:
-        spec = make(self, *args, **kwargs)
-        delayed = ("-c", f'sleep {SLOW_START_SECONDS}; exec "$@"', "sh", spec.command, *spec.args)
-        return replace(spec, command="/bin/sh", args=delayed)
+    def changed(self: Any, *args: Any, **kwargs: Any) -> McpServerSpec:
+        return change(make(self, *args, **kwargs))
 
-    monkeypatch.setattr(proxy.McpProxy, "__call__", slow)
+    monkeypatch.setattr(proxy.McpProxy, "__call__", changed)
+
+
+@pytest.fixture
+def slow_awf_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`awf mcp-serve` starts SLOW_START_SECONDS late, as on a busy machine."""
+
+    def delayed(spec: McpServerSpec) -> McpServerSpec:
+        script = f'sleep {SLOW_START_SECONDS}; exec "$@"'
+        return replace(spec, command="/bin/sh", args=("-c", script, "sh", spec.command, *spec.args))
+
+    _serve_awf_as(monkeypatch, delayed)
 
 
 @pytest.mark.parametrize("cli", REAL_CLIS, ids=[c.binary for c in REAL_CLIS])
@@ -449,14 +459,7 @@ async def test_a_codex_step_whose_awf_server_cannot_start_fails_saying_so(
 ) -> None:
     """codex waits for awf's server (`required`): one that exits at once fails the step
     with codex's reason, rather than a turn run without the step's tools."""
-    from awf_nb.tools import proxy
-
-    make = proxy.McpProxy.__call__
-
-    def broken(self: Any, *args: Any, **kwargs: Any) -> McpServerSpec:
-        return replace(make(self, *args, **kwargs), command="/bin/false", args=())
-
-    monkeypatch.setattr(proxy.McpProxy, "__call__", broken)
+    _serve_awf_as(monkeypatch, lambda spec: replace(spec, command="/bin/false", args=()))
     fake = FakeLlmServer().start()
     try:
         session = _session(_installed(REAL_CLIS[2]), fake, tmp_path)
