@@ -143,6 +143,9 @@ class AgentSession:
         self.options = options
         self.conv = conversation
         self.live = step.mode == "conversation"
+        # The live turns began since the last checkpoint: the state file does not point at
+        # them in the transcript yet (see `_finish_turn`).
+        self._live_unsaved = False
         self._inherited_replies = inherited_replies
         # The history sent to history-based providers: every finished exchange, kept
         # incrementally so a turn costs the same at turn 1,000 as at turn 10. A user
@@ -185,6 +188,7 @@ class AgentSession:
         if self.live and line >= 0 and conv.live_from is None:
             conv.live_from = len(conv.turns) - 1
             conv.transcript_line = line
+            self._live_unsaved = True
 
     # --- one turn -----------------------------------------------------------------------------
 
@@ -227,6 +231,17 @@ class AgentSession:
             continues=continues,
             mcp_servers=self.mcp_servers,
         )
+
+    def save_before_asking(self) -> None:
+        """Before the person is asked anything mid-reply (a call to allow, their turn after
+        Ctrl-C): they may take a while, or the run may be killed meanwhile. A conversation's
+        state is saved (its tool rounds are not saved one by one, see `_finish_turn`);
+        otherwise the transcript lines written so far are synced."""
+        if self.live and not self.speaker:
+            self.run.checkpoint()  # the transcript is synced first
+            self._live_unsaved = False
+        else:
+            self.run.sync_transcript()
 
     def record_tool_result(self, turn: Turn) -> None:
         """Record a tool's result (a `tool` turn), as it finishes."""
@@ -304,7 +319,7 @@ class AgentSession:
             said += [Message("assistant", reply.text, tool_calls=tuple(calls)), *results]
             if cut:  # Ctrl-C / Stop during a tool call: the person has the turn
                 reply.interrupted = True
-                run.sync_transcript()  # no checkpoint of a reply follows the results
+                self.save_before_asking()  # no checkpoint of a reply follows the results
                 break
             request = self._request("", [*self._dialogue, *said], continues=True)
         if self.conv is not None:
@@ -485,8 +500,14 @@ class AgentSession:
                 speaker=self.speaker,
             )
         )
-        if self.live and not self.speaker:  # single-mode steps are checkpointed when they end
+        # A conversation is saved with each reply (single-mode steps when they end). Not
+        # with each of a reply's tool rounds: a checkpoint costs fsyncs, and the rounds'
+        # lines are in the transcript as they happen, where a resume reads them back from
+        # the line the state file points at. So the round that starts the live turns is
+        # saved, for that pointer; the others wait for the reply.
+        if self.live and not self.speaker and (not calls or self._live_unsaved):
             run.checkpoint()
+            self._live_unsaved = False
         return Reply(masked, interrupted, tokens_out, duration)
 
 

@@ -85,7 +85,7 @@ async def _decide(session: AgentSession, tools: ToolSet, call: ToolCall) -> str:
     if not isinstance(reader, Confirmer) or run.config.depth > 0:
         return NOBODY_TO_ASK
     arguments = run.masker.mask(call.arguments)
-    run.sync_transcript()  # the person may take a while: what was said is on disk first
+    session.save_before_asking()  # the person may take a while: what was said is on disk
     run.emit(ev.AwaitingConfirmation(run.run_id, session.step.name, call.id, call.name, arguments))
     allowed = await reader.confirm(f"Allow {call.name}({arguments})?")
     return "" if allowed else REFUSED

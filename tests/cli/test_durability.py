@@ -356,3 +356,62 @@ def test_status_shows_the_exchange_with_speakers_turns_tokens_and_time(
     assert re.fullmatch(r"reviewer \[\d+ tokens · [\d.]+s\]: r1 is slow to say", lines[2])
     assert re.fullmatch(r"agent \[turn 4 · .*\]: w4", lines[-1])
     assert "conversation: 4 turns, stopped by max_turns" in status
+
+
+CHAT_WITH_TOOLS = """
+name: tidy
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: tidy up
+    tools: {{builtin: [Bash]}}
+    options:
+      replies:
+        - tool_calls: [{{name: Bash, arguments: {{command: "echo one > one.txt"}}}}]
+        - tool_calls: [{{name: Bash, arguments: {{command: "echo two > two.txt"}}}}]
+        - tool_calls: [{{name: Bash, arguments: {{command: "touch {marker}; sleep 60"}}}}]
+        - "All tidy."
+        - "Anything else?"
+    on_success: done
+  done: {{type: terminal}}
+"""
+
+
+def test_sigkill_during_a_tool_round_keeps_the_rounds_before_it(awf, storage: Path, tmp_path: Path):
+    """A conversation's tool rounds are checkpointed with its reply, not one by one: the
+    rounds before a kill are still in the run (read back from the transcript), and the
+    call that was running gets its "interrupted" result on resume."""
+    marker = tmp_path / "marker"
+    wf = tmp_path / "tidy.yaml"
+    wf.write_text(CHAT_WITH_TOOLS.format(marker=marker))
+    proc = spawn_awf("run", str(wf), storage=storage, cwd=tmp_path)
+    try:
+        wait_until(marker.exists, "the third round's command")
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(10)
+    run_id = only_run_id(storage)
+    state = json.loads(awf("status", run_id, "--json").stdout)
+    conversation = state["steps"]["chat"]["conversation"]
+    assert conversation is not None, "the state file never pointed at the conversation"
+    turns = conversation["turns"]
+    said = [(t["role"], t["tool_call_id"] or [c["id"] for c in t["tool_calls"]]) for t in turns]
+    assert said == [
+        ("user", []),
+        ("assistant", ["call_1"]),
+        ("tool", "call_1"),
+        ("assistant", ["call_1"]),
+        ("tool", "call_1"),
+        ("assistant", ["call_1"]),
+    ]
+    assert (tmp_path / "one.txt").exists() and (tmp_path / "two.txt").exists()
+
+    resumed = awf("resume", run_id, input="\n")
+    assert resumed.returncode == 0, resumed.stderr
+    state = json.loads(awf("status", run_id, "--json").stdout)
+    turns = state["steps"]["chat"]["conversation"]["turns"]
+    assert [t["role"] for t in turns[:7]] == ["user", *["assistant", "tool"] * 3]
+    assert turns[6]["content"].startswith("interrupted")

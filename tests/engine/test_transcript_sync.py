@@ -45,17 +45,25 @@ class Ledger:
         transcripts = {p.stat().st_ino for p in self.root.glob("runs/*/transcript.jsonl")}
         return "sync" if st.st_ino in transcripts else "file"
 
+    def saved_since_written_at(self, kind: str) -> list[bool]:
+        """For each `kind` event: was a state file (or another file) fsynced after the last
+        transcript line written before it?"""
+        return self._flag_at(kind, raised_by="file", lowered_by="append", raised=True)
+
     def unsynced_at(self, kind: str) -> list[bool]:
         """For each `kind` event ("end": the end of the list): were transcript lines
         written and not yet fsynced?"""
-        pending, seen = False, []
+        return self._flag_at(kind, raised_by="append", lowered_by="sync", raised=False)
+
+    def _flag_at(self, kind: str, *, raised_by: str, lowered_by: str, raised: bool) -> list[bool]:
+        seen = []
         for event in [*self.events, "end"]:
-            if event == "append":
-                pending = True
-            elif event == "sync":
-                pending = False
+            if event == raised_by:
+                raised = True
+            elif event == lowered_by:
+                raised = False
             elif event == kind:
-                seen.append(pending)
+                seen.append(raised)
         return seen
 
 
@@ -121,6 +129,44 @@ async def test_tool_rounds_fsync_the_transcript_at_checkpoints_not_per_line(
     assert ledger.unsynced_at("end") == [False]  # the run ends with every line on disk
 
 
+async def test_a_conversation_s_tool_rounds_are_checkpointed_with_its_reply_not_each(
+    workdir: Path, ledger: Ledger
+):
+    """A state checkpoint costs fsyncs: a reply that takes five tool rounds is saved as
+    often as one that takes one (its lines are in the transcript as they are written)."""
+    (workdir / "n.txt").write_text("x")
+    saves = []
+    for rounds in (1, 5):
+        model = ScriptedModel([[("Read", {"file_path": "n.txt"})]] * rounds + ["Done."])
+        reader = AskingReader(ledger, [], [""])
+        ledger.events.clear()
+        text = workflow("{builtin: [Read]}", mode="conversation")
+        state = await run(text, model, workdir, ledger, reader=reader)
+        assert state.status == "completed", state.error
+        assert ledger.events.count("append") == 2 + 2 * rounds  # prompt, reply, calls, results
+        saves.append(ledger.events.count("file"))
+    assert saves[0] == saves[1]
+    assert ledger.unsynced_at("ask") == [False]
+
+
+async def test_a_conversation_is_saved_before_a_tool_confirmation_after_unsaved_rounds(
+    workdir: Path, ledger: Ledger
+):
+    """The rounds of a reply are not saved one by one: when the person is asked to allow a
+    call, the state is saved first (a run killed while it waits keeps those rounds' output
+    and tokens, not only their transcript lines)."""
+    (workdir / "n.txt").write_text("x")
+    read = ("Read", {"file_path": "n.txt"})
+    model = ScriptedModel([[read], [read], [("Write", {"file_path": "o", "content": "y"})], "ok"])
+    reader = AskingReader(ledger, [True], [""])
+    text = workflow("{builtin: [Read, Write], confirm: [Write]}", mode="conversation")
+    state = await run(text, model, workdir, ledger, reader=reader)
+    assert state.status == "completed", state.error
+    assert reader.questions  # the person was asked to allow the Write
+    assert ledger.saved_since_written_at("ask") == [True, True]
+    assert ledger.unsynced_at("ask") == [False, False]
+
+
 async def test_the_transcript_is_synced_before_a_tool_confirmation(workdir: Path, ledger: Ledger):
     model = ScriptedModel([[("Write", {"file_path": "out.txt", "content": "hi"})], "ok"])
     reader = AskingReader(ledger, [True], [])
@@ -147,8 +193,8 @@ async def test_the_transcript_is_synced_before_each_message_is_asked_for(
 async def test_the_transcript_is_synced_before_the_person_speaks_after_ctrl_c_in_a_tool_call(
     workdir: Path, ledger: Ledger
 ):
-    """Ctrl-C during a tool call ends the turn with the results written but no reply (so
-    no checkpoint of the turn): they are synced all the same before the prompt."""
+    """Ctrl-C during a tool call ends the turn with the results written but no reply to
+    checkpoint: the state is saved all the same before the prompt."""
     model = ScriptedModel([[("Bash", {"command": "sleep 60"}), ("Glob", {"pattern": "*"})], "Ok."])
     sink = Collect()
     reader = AskingReader(ledger, [], ["never mind", ""])
@@ -167,3 +213,4 @@ async def test_the_transcript_is_synced_before_the_person_speaks_after_ctrl_c_in
     assert state.status == "completed", state.error
     assert [e.outcome for e in sink.of(ToolCallFinished)] == ["", "interrupted"]
     assert ledger.unsynced_at("ask") == [False, False]
+    assert ledger.saved_since_written_at("ask") == [True, True]  # the state, not just lines
