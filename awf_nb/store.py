@@ -164,6 +164,7 @@ class Store:
         self._sync_lock = threading.Lock()  # a second sync waits for the fsync under way
         self._schema_ready = False
         self._dirs_ready: set[Path] = set()
+        self._step_heads: dict[str, bytes] = {}  # b'{"step":<name>,' by step name
         self._sources_saved: set[str] = set()
 
     def __repr__(self) -> str:
@@ -349,9 +350,17 @@ class Store:
         those fields, with the turn encoded by its model's own serializer: a line is
         written for every message, tool call and tool result, and this is the cheaper way."""
         fields = turn.__pydantic_serializer__.to_json(turn)  # b'{"role":…}', as dumped
-        tail = _json_line({**extra, "ts": datetime.now(UTC).isoformat()})
-        head = b'{"step":' + json.dumps(step, ensure_ascii=False).encode() + b","
-        return self._append_line(run_id, b"".join((head, fields[1:-1], b",", tail[1:])))
+        # A timestamp's ISO text is plain ASCII: it needs no JSON encoder (a line per
+        # message, call and result makes this a hot path).
+        ts = datetime.now(UTC).isoformat().encode()
+        if extra:
+            extra.pop("ts", None)  # the line's own time wins, as in `append_transcript`
+        tail = _json_line(extra)[1:-2] + b"," if extra else b""
+        head = self._step_heads.get(step)
+        if head is None:
+            head = self._step_heads[step] = b'{"step":' + _json_line(step)[:-1] + b","
+        line = (head, fields[1:-1], b",", tail, b'"ts":"', ts, b'"}\n')
+        return self._append_line(run_id, b"".join(line))
 
     def _append_line(self, run_id: str, data: bytes) -> int:
         """Write one whole line (`data`, its newline included); its line number."""
@@ -607,7 +616,7 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
-def _json_line(record: dict[str, Any]) -> bytes:
+def _json_line(record: Any) -> bytes:
     line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
     return (line + "\n").encode()
 

@@ -334,6 +334,19 @@ def test_a_turn_line_holds_the_step_the_turn_extras_and_a_time_in_that_order(
     assert store._turn_from_record(run_id, record) == turn  # what a resume reads back
 
 
+def test_turn_lines_of_a_step_with_a_quoted_name_read_back_with_one_time_each(
+    store: Store,
+) -> None:
+    run_id = store.new_run_id()
+    store.append_turn(run_id, 'é "one"', Turn(role="user", content="hi"))
+    store.append_turn(run_id, 'é "one"', Turn(role="tool", content="x"), ts="ignored")
+    lines = store.transcript_path(run_id).read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["step"] for r in records] == ['é "one"', 'é "one"']
+    assert [list(r) for r in records] == [["step", *Turn.model_fields, "ts"]] * 2
+    assert all(datetime.fromisoformat(r["ts"]).tzinfo is not None for r in records)
+
+
 def test_torn_transcript_line(store: Store) -> None:
     run_id = store.new_run_id()
     store.append_transcript(run_id, {"role": "user", "content": "a"})

@@ -56,7 +56,8 @@ class Exchange:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._lock = threading.Lock()
-        self._room = threading.Condition(self._lock)
+        # Made when the worker first waits for room (rarely: most answers never fill it).
+        self._room: threading.Condition | None = None
         self._pending: list[ProviderEvent] = []
         self._texts: list[str] = []  # text after the last pending event, not joined yet
         self._count = 0  # events and text pieces pending
@@ -104,6 +105,8 @@ class Exchange:
                 if self._loop.is_closed():  # nobody will ever take them
                     self._closed = True
                     break
+                if self._room is None:
+                    self._room = threading.Condition(self._lock)
                 self._room.wait(1.0)
             if self._closed:
                 return
@@ -177,7 +180,8 @@ class Exchange:
                         self._texts.clear()
                     if batch:
                         self._pending, self._count = [], 0
-                        self._room.notify()
+                        if self._room is not None:
+                            self._room.notify()
                         if not complete:  # more to come: let it gather (no wake-ups)
                             self._wake_sent = True
                             self._gather_until = loop.time() + GATHER_SECONDS
@@ -233,7 +237,8 @@ class Exchange:
         """The loop stopped reading: shut the connection down if it is still in use."""
         with self._lock:
             self._closed = True
-            self._room.notify()  # a worker waiting for room sees `_closed`
+            if self._room is not None:
+                self._room.notify()  # a worker waiting for room sees `_closed`
             _shutdown(self._socket)
 
     def _abort(self) -> None:

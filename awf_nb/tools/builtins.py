@@ -162,7 +162,7 @@ class BuiltinTools:
     # --- the tools ---------------------------------------------------------------------------
 
     async def _read(self, args: dict[str, Any]) -> str:
-        path = self.workspace.resolve(args.get("path"))
+        path = self.workspace.real(args.get("path"))
         offset = integer(args, "offset", default=0, minimum=0)
         limit = integer(args, "limit", default=None, minimum=1)
         handle, size = _open_regular(path, self.workspace)
@@ -231,7 +231,7 @@ _HANDLERS: dict[str, _Handler] = {
 # --- file work (in a worker thread, but for small reads: the loop also drives the frontend) ---
 
 
-def _open_regular(path: Path, workspace: Workspace) -> tuple[BinaryIO, int]:
+def _open_regular(path: Path | str, workspace: Workspace) -> tuple[BinaryIO, int]:
     """`path` opened for reading, and its size, if it is a regular file; else `ToolError`.
 
     What is checked is the file opened, not the path: a FIFO or a device (whose read could

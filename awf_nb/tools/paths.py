@@ -24,6 +24,11 @@ class Workspace:
 
     def resolve(self, raw: object, *, what: str = "path") -> Path:
         """The real path `raw` names, if it is inside the workspace; else `ToolError`."""
+        return Path(self.real(raw, what=what))
+
+    def real(self, raw: object, *, what: str = "path") -> str:
+        """`resolve` as a string: for a path only handed to the OS (a `Path` costs a few
+        microseconds to make and to turn back, on every Read)."""
         if not isinstance(raw, str) or not raw.strip():
             raise ToolError(f"{what} must be a non-empty string")
         if "\0" in raw:
@@ -40,17 +45,17 @@ class Workspace:
                 f"{what} {raw} is outside the working directory {self.root}: "
                 "only paths inside it can be used"
             )
-        return Path(real)
+        return real
 
     def contains(self, path: Path | str) -> bool:
         """Whether an already resolved `path` is the workspace or inside it."""
         path = os.fspath(path)
         return path == self._root or path.startswith(self._inside)
 
-    def show(self, path: Path) -> str:
+    def show(self, path: Path | str) -> str:
         """`path` as the model should write it: relative to the workspace."""
         try:
-            relative = path.relative_to(self.root)
+            relative = Path(path).relative_to(self.root)
         except ValueError:
             return str(path)
         return os.fspath(relative) if relative.parts else "."
