@@ -1,23 +1,36 @@
-"""The engine's cost per tool round, against the same HTTP exchange done by a bare client.
+"""The engine's cost per tool round, against the same rounds done by hand.
 
 A fake OpenAI-compatible server on 127.0.0.1 plays a model that asks for one `Read` of a
 small file per reply, ROUNDS times, then answers. awf runs it as a workflow (the
-openai_compatible provider, the tool loop, the built-in Read, a real store on disk). Then a
-bare synchronous httpx client sends the very same request bodies, one after the other, to
-the same server scripted the same way, reading each streamed reply to its end.
+openai_compatible provider, the tool loop, the built-in Read, a real store on disk).
+
+The baseline is the direct call, what a person would write by hand for the same rounds
+(as benchmarks/bare_client.py is for streaming): a synchronous httpx client sends the
+very same request bodies, one after the other, to the same server scripted the same way,
+decodes each streamed event, puts the call's pieces together and runs it (opens and reads
+the file). That is the work no client can skip: it has to read the call to run it. What
+awf does on top is what the figure measures: the event loop and the worker thread, the
+events for the frontend, masking, the transcript lines written as they happen, the
+workspace checks of the path.
+
+For scale the same requests are also sent by a client that reads each reply's lines and
+drops them (the HTTP exchange alone, no call run): awf's ratio to it is printed too.
 
 A round is timed by the server: from one request's arrival to the next one's, which holds
 everything a round costs (the reply streamed and read, the tool run, the transcript lines
 written, the next request built and sent) and nothing a run pays once (loading the
 workflow, the state checkpoints at its start and end with their fsyncs, the history row).
-The ratio of the two per-round times is the figure (target <= 1.2). The whole runs, start
-to end, are printed too: what a run costs once shows there, spread over its rounds.
+The ratio of awf's per-round time to the direct client's is the figure (target <= 1.2).
+The whole runs, start to end, are printed too: what a run costs once shows there, spread
+over its rounds.
 
-The two alternate `--repeat` times (medians shown; each ratio is the median of each pair's
-ratio), each starting from a collected heap, so that neither pays for garbage the other or
-the warm-up left: a shared machine's noise is large next to a few milliseconds.
+The three take turns `--repeat` times (medians shown; each ratio is the median of each
+turn's ratio), each starting from a collected heap, so that none pays for garbage another
+or the warm-up left, and each taking each place in the order as often: a shared machine's
+noise is large next to a few milliseconds, and the run that follows awf's pays for what
+awf's left (caches, the server's threads).
 
-    python benchmarks/tools.py [--rounds 50] [--repeat 5]
+    python benchmarks/tools.py [--rounds 50] [--repeat 21] [--mode conversation]
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from awf_nb.api import prepare_run  # noqa: E402
+from awf_nb.frontends.scripted import ScriptedReader  # noqa: E402
 from awf_nb.store import Store  # noqa: E402
 from awf_nb.workflow.loader import load_text  # noqa: E402
 from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402
@@ -50,6 +65,7 @@ states:
   work:
     type: agent
     provider: openai_compatible
+    mode: {mode}
     prompt: Read the notes again and again.
     options: {{base_url: "{url}", model: bench}}
     tools: {{builtin: [Read], max_rounds: 1000}}
@@ -76,10 +92,14 @@ def rounds_of(server: OpenAIServer, whole: float) -> Timing:
     return Timing(whole, (arrivals[-1] - arrivals[0]) / (len(arrivals) - 1))
 
 
-def engine_run(server: OpenAIServer, rounds: int, root: Path) -> float:
-    script(server, rounds)
+def engine_run(server: OpenAIServer, root: Path, mode: str = "single") -> float:
+    """awf's run of the rounds scripted on `server`. A conversation ends after the reply
+    (the person's input ends: nobody answers)."""
     runner = prepare_run(
-        load_text(WORKFLOW.format(url=server.base_url)), store=Store(root / "runs"), cwd=root
+        load_text(WORKFLOW.format(url=server.base_url, mode=mode)),
+        store=Store(root / "runs"),
+        cwd=root,
+        reader=ScriptedReader([]),
     )
     gc.collect()
     started = time.perf_counter()
@@ -89,12 +109,36 @@ def engine_run(server: OpenAIServer, rounds: int, root: Path) -> float:
     return elapsed
 
 
-def bare_run(server: OpenAIServer, bodies: list[object]) -> float:
-    """The same requests, each streamed to its end, with nothing else done."""
+def direct_run(server: OpenAIServer, bodies: list[object], workdir: Path) -> float:
+    """The same requests, each reply decoded and its calls run, with nothing else done."""
     gc.collect()
     started = time.perf_counter()
     # verify=False: the URL is plain http, and awf's client for it builds no TLS context
     # either (building one, the CA bundle read, costs tens of milliseconds per client).
+    with httpx.Client(timeout=60, verify=False) as client:
+        for body in bodies:
+            calls: dict[int, dict[str, str]] = {}
+            with client.stream("POST", f"{server.base_url}/chat/completions", json=body) as reply:
+                for line in reply.iter_lines():
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    for choice in json.loads(line[6:])["choices"]:
+                        for piece in choice["delta"].get("tool_calls") or ():
+                            call = calls.setdefault(piece["index"], {"name": "", "arguments": ""})
+                            function = piece.get("function") or {}
+                            call["name"] = call["name"] or function.get("name", "")
+                            call["arguments"] += function.get("arguments", "")
+            for call in calls.values():
+                assert call["name"] == "Read"
+                path = workdir / json.loads(call["arguments"])["path"]
+                path.read_text(encoding="utf-8")
+    return time.perf_counter() - started
+
+
+def exchange_run(server: OpenAIServer, bodies: list[object]) -> float:
+    """The same requests, each reply's lines read and dropped: the HTTP exchange alone."""
+    gc.collect()
+    started = time.perf_counter()
     with httpx.Client(timeout=60, verify=False) as client:
         for body in bodies:
             with client.stream("POST", f"{server.base_url}/chat/completions", json=body) as reply:
@@ -106,38 +150,66 @@ def bare_run(server: OpenAIServer, bodies: list[object]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=5, help="alternating runs of each")
+    parser.add_argument(
+        "--mode",
+        choices=["single", "conversation"],
+        default="single",
+        help="the agent step's mode (a conversation step is saved with each reply)",
+    )
+    parser.add_argument("--repeat", type=int, default=21, help="turns each client takes")
     args = parser.parse_args()
     engines: list[Timing] = []
-    bares: list[Timing] = []
+    directs: list[Timing] = []
+    exchanges: list[Timing] = []
     with tempfile.TemporaryDirectory() as tmp, OpenAIServer() as server:
         root = Path(tmp)
         (root / "notes.txt").write_text("water the tomatoes\n" * 20)
-        engine_run(server, 3, root)  # warm up: imports, the first connection
-        for _ in range(max(args.repeat, 1)):
-            server.requests.clear()
-            whole = engine_run(server, args.rounds, root)
-            bodies = [request.body for request in server.requests]
-            engines.append(rounds_of(server, whole))
-            script(server, args.rounds)
-            bares.append(rounds_of(server, bare_run(server, bodies)))
+        script(server, 3)
+        engine_run(server, root, args.mode)  # warm up: imports, the first connection
+        server.requests.clear()
+        script(server, args.rounds)
+        engine_run(server, root, args.mode)  # the requests the two clients send again
+        bodies = [request.body for request in server.requests]
+        server.requests.clear()
+        clients: list[tuple[list[Timing], Callable[[], float]]] = [
+            (engines, lambda: engine_run(server, root, args.mode)),
+            (directs, lambda: direct_run(server, bodies, root)),
+            (exchanges, lambda: exchange_run(server, bodies)),
+        ]
+        for turn in range(max(args.repeat, 1)):
+            # Each takes each place in the order in turn: whoever comes right after awf's
+            # run pays for what that left (caches, the server's threads), not always one.
+            shift = turn % len(clients)
+            for timings, run in clients[shift:] + clients[:shift]:
+                script(server, args.rounds)
+                timings.append(rounds_of(server, run()))
     requests = args.rounds + 1
     runs = f", median of {len(engines)} runs each" if len(engines) > 1 else ""
-    print(f"{args.rounds} tool rounds ({requests} requests), one Read each{runs}")
-    engine = statistics.median(t.round for t in engines) * 1000
-    bare = statistics.median(t.round for t in bares) * 1000
+    print(f"{args.rounds} tool rounds ({requests} requests), one Read each, {args.mode} mode{runs}")
     print("per round, from one request's arrival at the server to the next one's:")
-    print(f"  awf (provider, tool loop, Read, store): {engine:.2f} ms")
-    print(f"  bare httpx client, same requests:       {bare:.2f} ms")
-    print(f"  ratio: {_ratio(engines, bares, 'round'):.2f} (target <= 1.2)")
-    engine = statistics.median(t.whole for t in engines) * 1000 / requests
-    bare = statistics.median(t.whole for t in bares) * 1000 / requests
+    print(f"  awf (provider, tool loop, Read, store):     {_median(engines, 'round'):.2f} ms")
+    print(f"  direct client (decodes the reply, runs it): {_median(directs, 'round'):.2f} ms")
+    print(f"  ratio: {_ratio(engines, directs, 'round'):.2f} (target <= 1.2)")
+    print(
+        f"  for scale, the HTTP exchange alone: {_median(exchanges, 'round'):.2f} ms "
+        f"(awf's ratio to it {_ratio(engines, exchanges, 'round'):.2f})"
+    )
     print("whole runs, start to end (a run's own start and end included), per request:")
-    print(f"  awf {engine:.2f} ms, bare {bare:.2f} ms, ratio {_ratio(engines, bares, 'whole'):.2f}")
+    print(
+        f"  awf {_median(engines, 'whole') / requests:.2f} ms, "
+        f"direct {_median(directs, 'whole') / requests:.2f} ms, "
+        f"ratio {_ratio(engines, directs, 'whole'):.2f}"
+    )
 
 
-def _ratio(engines: list[Timing], bares: list[Timing], field: str) -> float:
-    pairs = zip(engines, bares, strict=True)
+def _median(timings: list[Timing], field: str) -> float:
+    """The median of `field` over `timings`, in milliseconds."""
+    return statistics.median(getattr(t, field) for t in timings) * 1000
+
+
+def _ratio(engines: list[Timing], baselines: list[Timing], field: str) -> float:
+    """The median of each turn's ratio of awf's `field` to the baseline's."""
+    pairs = zip(engines, baselines, strict=True)
     return statistics.median(getattr(e, field) / getattr(b, field) for e, b in pairs)
 
 
