@@ -384,6 +384,12 @@ async def _stamp_through_the_proxy(
     return session, result
 
 
+def _offered(session: Session, cli_stderr: list[Any]) -> str:
+    """What each model request offered, and the CLI's stderr: for a failed assertion."""
+    offered = [[t.name for t in offered_tools(b)] for b in session.model_calls()]
+    return f"the requests offered {offered}\n" + _stderr_of(cli_stderr)
+
+
 @pytest.mark.parametrize("cli", REAL_CLIS, ids=[c.binary for c in REAL_CLIS])
 async def test_a_cli_step_calls_a_command_tool_through_awf_mcp_serve(
     cli: RealCli, tmp_path: Path, cli_stderr: list[Any]
@@ -394,10 +400,8 @@ async def test_a_cli_step_calls_a_command_tool_through_awf_mcp_serve(
     if ran is None:
         return
     session, result = ran
-    offered = [[t.name for t in offered_tools(b)] for b in session.model_calls()]
     assert _calls_offering(session, "stamp"), (
-        f"the CLI offered awf's stamp tool to the model; it offered {offered}\n"
-        + _stderr_of(cli_stderr)
+        "the CLI offered awf's stamp tool to the model; " + _offered(session, cli_stderr)
     )
     answered = _carrying(session, "stamped-proxied")
     assert answered, "the command's output came back to the model in the next request"
@@ -447,10 +451,8 @@ async def test_a_slow_starting_awf_server_is_waited_for_before_the_first_model_c
     if ran is None:
         return
     session, _ = ran
-    offered = [[t.name for t in offered_tools(b)] for b in session.model_calls()]
-    assert _carrying(session, "stamped-late"), (
-        f"the model could call awf's stamp tool; the requests offered {offered}\n"
-        + _stderr_of(cli_stderr)
+    assert _carrying(session, "stamped-late"), "the model could call awf's stamp tool; " + _offered(
+        session, cli_stderr
     )
 
 
