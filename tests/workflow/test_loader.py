@@ -18,6 +18,7 @@ from awf_nb.workflow.loader import (
     load_text,
     load_workflow,
     search_path,
+    yaml_source,
 )
 from awf_nb.workflow.model import AgentStep, CommandStep, TerminalStep
 from tests.support.problems import only, problems_of, yml
@@ -386,6 +387,26 @@ def test_non_string_keys_are_refused() -> None:
 def test_deep_nesting_is_refused_before_the_parser_recurses() -> None:
     text = "name: demo\nx: " + "[" * 100_000 + "]" * 100_000 + "\n"
     [problem] = problems_of(text)
+    assert problem.message == f"nesting deeper than {MAX_DEPTH} levels"
+    assert problem.line == 2
+
+
+def test_the_yaml_parser_s_own_nesting_limit_gives_the_project_s_message() -> None:
+    # PyYAML >= 6.0.4 with libyaml >= 0.2.6 refuses deep flow nesting in its scanner, before
+    # the events past our limit reach us; a person must see the same message either way.
+    # The parser's message is made here, so the test holds on every PyYAML.
+    mark = yaml.Mark("<unicode string>", 0, 1, 1002, None, None)
+    error = yaml.scanner.ScannerError(
+        "while increasing flow level", mark, "exceeded maximum nesting depth", mark
+    )
+
+    def refusing_parse(*args: object, **kwargs: object) -> object:
+        yield yaml.StreamStartEvent()
+        raise error
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(yaml_source.yaml, "parse", refusing_parse)
+        [problem] = problems_of("name: demo\nx: " + "[" * 200 + "]" * 200 + "\n")
     assert problem.message == f"nesting deeper than {MAX_DEPTH} levels"
     assert problem.line == 2
 

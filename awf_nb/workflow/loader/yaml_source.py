@@ -47,7 +47,12 @@ def _parse_yaml(text: str, doc: _Document) -> tuple[bool, Any]:
         doc.problems.append(_at_mark(doc, exc.mark, f"nesting deeper than {MAX_DEPTH} levels"))
         return False, None
     except yaml.MarkedYAMLError as exc:
-        doc.problems.append(_yaml_error_problem(exc, doc))
+        if _is_parser_depth_limit(exc):
+            doc.problems.append(
+                _at_mark(doc, exc.problem_mark, f"nesting deeper than {MAX_DEPTH} levels")
+            )
+        else:
+            doc.problems.append(_yaml_error_problem(exc, doc))
         return False, None
     except yaml.YAMLError as exc:  # ReaderError: a character YAML does not allow
         doc.problems.append(_reader_error_problem(exc, text, doc))
@@ -86,13 +91,29 @@ def _check_nesting(text: str) -> None:
     if bound <= MAX_DEPTH:
         return
     depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise _NestingTooDeep(event.start_mark)
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise _NestingTooDeep(event.start_mark)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.MarkedYAMLError as exc:
+        if _is_parser_depth_limit(exc):
+            raise _NestingTooDeep(exc.problem_mark) from None
+        raise
+
+
+# libyaml >= 0.2.6 (PyYAML >= 6.0.4) has a nesting limit of its own (1000 by default) that
+# its scanner can reach before the parser hands us the event past our limit: its look-ahead
+# runs far into a line of "[[[[...". Its message is translated so the person sees the same
+# error whichever PyYAML they have.
+_PARSER_DEPTH_LIMIT = "maximum nesting depth"
+
+
+def _is_parser_depth_limit(exc: yaml.MarkedYAMLError) -> bool:
+    return _PARSER_DEPTH_LIMIT in (exc.problem or "")
 
 
 def _yaml_error_problem(exc: yaml.MarkedYAMLError, doc: _Document) -> Problem:
