@@ -41,7 +41,7 @@ from awf_nb.errors import ExecutionError, ProviderError
 from awf_nb.workflow.model import AgentStep
 
 if TYPE_CHECKING:
-    from awf_nb.engine.run import Runner
+    from awf_nb.engine.runtime import StepRun
 
 TRANSIENT_ATTEMPTS = 3  # provider-level retries of 429/5xx/connect errors before any token
 MAX_TRANSIENT_DELAY = 30.0
@@ -102,7 +102,7 @@ class AgentSession:
 
     def __init__(
         self,
-        run: Runner,
+        run: StepRun,
         step: AgentStep,
         st: StepState,
         provider_name: str,
@@ -288,7 +288,7 @@ class AgentSession:
         said = [Message("user", masked_message)]  # this turn's messages, for the history
         rounds = 0
         while True:
-            run.emit(ev.TurnStarted(run.run_id, step.name, number, self.speaker))
+            run.send(ev.TurnStarted, step.name, number, self.speaker)
             started = time.monotonic()
             try:
                 progress, interrupted = await self._stream_with_retries(request)
@@ -338,13 +338,9 @@ class AgentSession:
                 if progress.streamed or not exc.retryable or attempt == TRANSIENT_ATTEMPTS:
                     raise
                 delay = min(exc.retry_after or 2.0 ** (attempt - 1), MAX_TRANSIENT_DELAY)
-                run.emit(
-                    ev.RunWarning(
-                        run.run_id,
-                        f"{exc} — retrying in {delay:g}s (attempt {attempt + 1}/"
-                        f"{TRANSIENT_ATTEMPTS})",
-                        self.step.name,
-                    )
+                run.warn(
+                    f"{exc} — retrying in {delay:g}s (attempt {attempt + 1}/{TRANSIENT_ATTEMPTS})",
+                    self.step.name,
                 )
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
@@ -370,7 +366,7 @@ class AgentSession:
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
             if tail := masker.flush():
-                run.emit(ev.AgentText(run.run_id, step.name, tail, self.speaker))
+                run.send(ev.AgentText, step.name, tail, self.speaker)
 
     def _on_event(self, event: object, progress: _Progress, masker: Any) -> None:
         run, name = self.run, self.step.name
@@ -391,7 +387,7 @@ class AgentSession:
                     progress.parts.append(fits)
                     progress.streamed = True
                     if shown := masker.feed(fits):
-                        run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
+                        run.send(ev.AgentText, name, shown, self.speaker)
                 raise ProviderError(
                     self.provider_name,
                     f"the reply is longer than {self.max_reply_bytes} bytes "
@@ -400,7 +396,7 @@ class AgentSession:
             progress.parts.append(text)
             progress.streamed = True
             if shown := masker.feed(text):
-                run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
+                run.send(ev.AgentText, name, shown, self.speaker)
         elif isinstance(event, ToolCall):
             progress.streamed = True  # a retry could ask for other calls: keep these
             if self.tools is not None:
@@ -415,7 +411,7 @@ class AgentSession:
         elif isinstance(event, ToolUse):
             progress.streamed = True  # the agent acted: a retry could repeat its side effects
             argument = run.masker.mask(event.argument)
-            run.emit(ev.AgentToolUse(run.run_id, name, event.name, argument))
+            run.send(ev.AgentToolUse, name, event.name, argument)
             run.append_transcript(
                 {"step": name, "role": "tool", "content": f"{event.name}({argument})"}
             )
@@ -426,9 +422,9 @@ class AgentSession:
         elif isinstance(event, Notice):
             if event.truncated_turns:
                 progress.truncated_turns = event.truncated_turns
-                run.warn_once(f"truncated:{name}", run.masker.mask(event.message), name)
+                run.warn_once(f"truncated:{name}", event.message, name)
             else:
-                run.emit(ev.RunWarning(run.run_id, run.masker.mask(event.message), name))
+                run.warn(event.message, name)
         elif isinstance(event, Final):
             progress.final = valid_unicode(event.text)
 
@@ -487,18 +483,16 @@ class AgentSession:
                 ],
             )
         )
-        run.emit(
-            ev.TurnFinished(
-                run.run_id,
-                self.step.name,
-                number,
-                tokens_in + tokens_out,
-                duration,
-                tokens_estimated=estimated,
-                interrupted=interrupted,
-                text=masked,
-                speaker=self.speaker,
-            )
+        run.send(
+            ev.TurnFinished,
+            self.step.name,
+            number,
+            tokens_in + tokens_out,
+            duration,
+            tokens_estimated=estimated,
+            interrupted=interrupted,
+            text=masked,
+            speaker=self.speaker,
         )
         # A conversation is saved with each reply (single-mode steps when they end). Not
         # with each of a reply's tool rounds: a checkpoint costs fsyncs, and the rounds'

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession
 from awf_nb.engine.context import LoopFrame, command_env, strip_fences
 from awf_nb.engine.ports import McpServerSpec, Provider, ToolSet
@@ -20,11 +19,11 @@ from awf_nb.errors import ExecutionError
 from awf_nb.workflow.model import AgentStep
 
 if TYPE_CHECKING:
-    from awf_nb.engine.run import Runner
+    from awf_nb.engine.runtime import StepRun
 
 
 async def execute_agent(
-    run: Runner, step: AgentStep, st: StepState, loop: LoopFrame | None
+    run: StepRun, step: AgentStep, st: StepState, loop: LoopFrame | None
 ) -> None:
     ctx, name = run.ctx, step.name
     provider_name = ctx.render(step.provider, step=name, what="provider", loop=loop).strip()
@@ -82,7 +81,7 @@ async def execute_agent(
 
 
 async def _tools_for(
-    run: Runner, step: AgentStep, provider_name: str, provider: Provider
+    run: StepRun, step: AgentStep, provider_name: str, provider: Provider
 ) -> ToolSet | None:
     """The step's tools, started (MCP servers running), or None when it has none."""
     if step.tools is None or provider.session_kind == "session_id":
@@ -94,7 +93,7 @@ async def _tools_for(
     return await factory(step.tools, run.config.cwd, env, run.masker)
 
 
-def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[McpServerSpec]:
+def _proxied_tools(run: StepRun, step: AgentStep, provider: Provider) -> list[McpServerSpec]:
     """For an agent CLI with `mcp_proxy: {enable: true}`: the MCP server (`awf mcp-serve`)
     that serves it the step's tools."""
     proxy = step.mcp_proxy
@@ -114,7 +113,7 @@ def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[Mcp
 
 
 def _conversation_for(
-    run: Runner,
+    run: StepRun,
     step: AgentStep,
     provider_name: str,
     provider: Provider,
@@ -143,13 +142,10 @@ def _conversation_for(
                         f'continue_from: step "{source}" has no session ID or conversation '
                         "history to resume"
                     )
-                run.emit(
-                    ev.RunWarning(
-                        run.run_id,
-                        f'step "{source}" has no session id; replaying its '
-                        f"{replies} turns to {provider_name} instead",
-                        step.name,
-                    )
+                run.warn(
+                    f'step "{source}" has no session id; replaying its '
+                    f"{replies} turns to {provider_name} instead",
+                    step.name,
                 )
         elif not replies:
             raise ExecutionError(

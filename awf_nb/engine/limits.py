@@ -1,4 +1,5 @@
-"""The run-level budget of `limits:` (max_agent_turns, max_tokens, timeout).
+"""The run-level budget of `limits:` (max_agent_turns, max_tokens, timeout), and the limits
+given on top of a workflow's by whoever starts the run (`stricter`).
 
 Workflows whose agents talk in cycles (writer → reviewer → writer) need an end that does
 not depend on the agents agreeing. The counts live in the run's state, so a resumed run
@@ -55,3 +56,14 @@ class RunBudget:
     def record_time(self) -> None:
         """Store the time spent running so far (called before each checkpoint)."""
         self.state.active_seconds = self._spent_before + time.monotonic() - self._since
+
+
+def stricter(limits: Limits, extra: Limits | None) -> Limits:
+    """The workflow's `limits:` with `extra` on top: of each limit, the smaller one."""
+    if extra is None or not extra.any:
+        return limits
+    values = {}
+    for name in ("max_agent_turns", "max_tokens", "timeout"):
+        mine, given = getattr(limits, name), getattr(extra, name)
+        values[name] = given if mine is None else mine if given is None else min(mine, given)
+    return limits.model_copy(update=values)

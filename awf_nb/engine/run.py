@@ -15,31 +15,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from awf_nb.engine import events as ev
+from awf_nb.engine.config import ProviderSet, RunConfig
 from awf_nb.engine.context import LoopFrame, RunContext, command_env
-from awf_nb.engine.limits import RunBudget, RunLimitReached
-from awf_nb.engine.ports import (
-    EventSink,
-    InputReader,
-    McpProxyFactory,
-    Provider,
-    ProviderFactory,
-    RunStore,
-    ToolSetFactory,
-)
+from awf_nb.engine.limits import RunBudget, RunLimitReached, stricter
+from awf_nb.engine.ports import Provider
 from awf_nb.engine.process import run_shell
+from awf_nb.engine.runtime import RunEnds, StepOutcome
+from awf_nb.engine.sinks import PrefixSink, mask_event
 from awf_nb.engine.state import RunState, StepState, Turn, new_run_id, now, process_start_time
 from awf_nb.engine.summary import RunSummary
 from awf_nb.errors import AwfError
-from awf_nb.secrets import Masker, is_secret_input
+from awf_nb.secrets import is_secret_input
 from awf_nb.workflow.model import (
     AnyStep,
     CommandStep,
@@ -49,82 +45,10 @@ from awf_nb.workflow.model import (
     Workflow,
 )
 
-if TYPE_CHECKING:
-    from awf_nb.engine.partner import SimulatedUser
+log = logging.getLogger(__name__)
 
 # A runaway transitions cycle must end somewhere; loops have their own max_iterations.
 MAX_STEP_EXECUTIONS = 100_000
-MAX_CALL_DEPTH = 10
-
-
-class NullSink:
-    def emit(self, event: ev.RunEvent) -> None:
-        pass
-
-
-class ProviderSet:
-    """The providers of one run, the single owner of their lifetime: one instance per name,
-    shared with the workflows the run calls, closed once when the top-level run ends."""
-
-    def __init__(self, factory: ProviderFactory) -> None:
-        self._factory = factory
-        self._instances: dict[str, Provider] = {}
-
-    def get(self, name: str) -> Provider:
-        if name not in self._instances:
-            self._instances[name] = self._factory(name)
-        return self._instances[name]
-
-    async def aclose(self) -> None:
-        """Close every provider once (aliases may share an instance); never raises."""
-        instances, self._instances = self._instances, {}
-        unique = {id(provider): provider for provider in instances.values()}
-        for provider in unique.values():
-            with contextlib.suppress(Exception):
-                await provider.aclose()
-
-
-@dataclass
-class RunConfig:
-    """Everything a run needs from outside the workflow file."""
-
-    providers: ProviderFactory
-    sink: EventSink = field(default_factory=NullSink)
-    reader: InputReader | None = None  # None: headless, conversations end after turn 1
-    store: RunStore | None = None
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    cwd: Path = field(default_factory=Path.cwd)
-    masker: Masker = field(default_factory=Masker)
-    # call_workflow nesting
-    depth: int = 0
-    call_stack: tuple[str, ...] = ()
-    parent_run_id: str = ""
-    load_child: Callable[[str, Path], Workflow] | None = None
-    # The run's providers: made by the top-level run, passed on to called workflows.
-    provider_set: ProviderSet | None = None
-    # An agent playing the person in conversations (`--simulate-user`), or None.
-    simulated_user: SimulatedUser | None = None
-    # Builds (and starts) the tool set of an agent step with `tools:` (awf_nb.tools).
-    toolsets: ToolSetFactory | None = None
-    # `--yes`: tool calls that need confirmation run without asking.
-    yes: bool = False
-    # Serves a CLI agent step's tools through `awf mcp-serve` (`mcp_proxy`).
-    mcp_proxy: McpProxyFactory | None = None
-
-
-class _RunEnds(Exception):
-    """Raised inside the loop when the run must end here (inline failure, fatal route)."""
-
-    def __init__(self, message: str, exit_code: int = 3) -> None:
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-
-
-@dataclass
-class StepOutcome:
-    state: StepState
-    jump: str | None = None  # a loop body routed out of its loop to this step
 
 
 class TurnInterruption:
@@ -173,7 +97,10 @@ class Runner:
         *,
         state: RunState | None = None,
         start_step: str | None = None,
+        warnings: Sequence[str] = (),
     ) -> None:
+        """`warnings`: what to tell the person once the run has started (inputs that
+        were defaulted oddly, a resume after a crash)."""
         self.workflow = workflow
         self.config = config
         self.masker = config.masker
@@ -182,7 +109,7 @@ class Runner:
             if isinstance(value, str) and is_secret_input(item.name, item.secret):
                 self.masker.add(value)
         self.resumed = state is not None
-        self.startup_warnings: list[str] = []  # shown once the run has started
+        self.startup_warnings = tuple(warnings)  # shown once the run has started
         self._error_codes: dict[str, int] = {}  # step -> exit code of its last error
         store = config.store
         self.state = state or RunState(
@@ -206,17 +133,17 @@ class Runner:
             cwd=config.cwd,
             base_dir=workflow.base_dir,
         )
-        if config.provider_set is None:  # the top-level run: it owns the providers
-            config.provider_set = ProviderSet(config.providers)
-            self._owns_providers = True
-        else:
-            self._owns_providers = False
+        # The top-level run makes (and closes) the providers; the runs it calls share them.
+        self._owns_providers = config.provider_set is None
+        self.provider_set = config.provider_set or ProviderSet(config.providers)
         self._task: asyncio.Task[Any] | None = None
         self._turn_task: asyncio.Task[Any] | None = None
         self._turn_interrupted = False
         self._executions = 0
         self._warned: set[str] = set()
-        self.limits = RunBudget(workflow.limits, self.state)
+        self.limits = RunBudget(stricter(workflow.limits, config.limits), self.state)
+        self._sink = config.sink
+        self._sink_failures = 0
         self._visits: dict[str, StepState] = {}  # each step's state from its previous visit
 
     # --- public control ---------------------------------------------------------------------
@@ -265,7 +192,7 @@ class Runner:
         if self.resumed and same_host:  # a group id means nothing on another machine
             self._stop_leftover_commands()
         for warning in self.startup_warnings:
-            self.emit(ev.RunWarning(self.run_id, self.masker.mask(warning), ""))
+            self.warn(warning)
         self.checkpoint(history=True)
         try:
             await self._hooks(self.workflow.hooks.workflow_start, step="")
@@ -273,7 +200,7 @@ class Runner:
                 async with asyncio.timeout(self.limits.remaining_time()):
                     await self._drive(self.start_step)
             except TimeoutError:
-                raise _RunEnds(self.limits.timeout_message()) from None
+                raise RunEnds(self.limits.timeout_message()) from None
             if state.status == "completed":
                 await self._hooks(self.workflow.hooks.workflow_end, step="")
         except asyncio.CancelledError:
@@ -284,9 +211,9 @@ class Runner:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.shield(self._hooks(self.workflow.hooks.workflow_cancel, step=""))
             raise
-        except (_RunEnds, AwfError) as exc:
+        except (RunEnds, AwfError) as exc:
             state.status = "failed"
-            state.error = self.masker.mask(exc.message if isinstance(exc, _RunEnds) else str(exc))
+            state.error = self.masker.mask(exc.message if isinstance(exc, RunEnds) else str(exc))
             state.exit_code = exc.exit_code
             await self._error_hooks()
         finally:
@@ -303,13 +230,10 @@ class Runner:
         for st in self.state.steps.values():
             if st.process_group:
                 if kill_leftover_group(st.process_group):
-                    self.emit(
-                        ev.RunWarning(
-                            self.run_id,
-                            f"step {st.name}: its command was still running from the "
-                            f"interrupted run (process group {st.process_group}); stopped it",
-                            st.name,
-                        )
+                    self.warn(
+                        f"step {st.name}: its command was still running from the "
+                        f"interrupted run (process group {st.process_group}); stopped it",
+                        st.name,
                     )
                 st.process_group = 0
 
@@ -340,7 +264,7 @@ class Runner:
         self.ctx.refresh(st)
         state.message = message
         if step.status == "failure":
-            raise _RunEnds(message or f"workflow ended in failure state {step.name}")
+            raise RunEnds(message or f"workflow ended in failure state {step.name}")
         state.status = "completed"
         state.exit_code = 0
 
@@ -348,16 +272,16 @@ class Runner:
         try:
             return self.workflow.steps[name]
         except KeyError:
-            raise _RunEnds(f'unknown step "{name}"') from None
+            raise RunEnds(f'unknown step "{name}"') from None
 
     def route(self, step: AnyStep, st: StepState, loop: LoopFrame | None = None) -> str:
-        """The name of the next step, or raise `_RunEnds` when the run must fail here."""
+        """The name of the next step, or raise `RunEnds` when the run must fail here."""
         if st.status == "completed":
             target = self._transition(step, st, loop)
             target = target or getattr(step, "on_complete", None) or step.on_success
             if target:
                 return target
-            raise _RunEnds(
+            raise RunEnds(
                 f"step {step.name}: no next step (add on_success or transitions)",
             )
         if isinstance(step, CommandStep) and step.transitions:
@@ -372,10 +296,10 @@ class Runner:
             message = self.ctx.render(
                 step.on_failure.message, step=step.name, what="on_failure.message", loop=loop
             )
-            raise _RunEnds(self.masker.mask(message or st.error), step.on_failure.status)
+            raise RunEnds(self.masker.mask(message or st.error), step.on_failure.status)
         # A failure nobody routes ends the run with its error's exit code: a missing agent
         # CLI is the user's to fix (1), a bad option the workflow's (2), the rest 3.
-        raise _RunEnds(f"step {step.name}: {st.error}", self._error_codes.get(step.name, 3))
+        raise RunEnds(f"step {step.name}: {st.error}", self._error_codes.get(step.name, 3))
 
     def _transition(self, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
         for transition in step.transitions:
@@ -393,7 +317,7 @@ class Runner:
 
         self._executions += 1
         if self._executions > MAX_STEP_EXECUTIONS:
-            raise _RunEnds(f"stopped after {MAX_STEP_EXECUTIONS} step executions (a cycle?)")
+            raise RunEnds(f"stopped after {MAX_STEP_EXECUTIONS} step executions (a cycle?)")
         state = self.state
         state.current_step = step.name
         previous = state.steps.get(step.name)
@@ -446,14 +370,14 @@ class Runner:
                 st.completed_at = now()
                 self._step_finished(st, time.monotonic() - t0)
                 raise
-            except _RunEnds:
+            except RunEnds:
                 raise
             except RunLimitReached as exc:
                 st.status, st.error, st.completed_at = "failed", exc.message, now()
                 self.ctx.refresh(st)
                 self._step_finished(st, time.monotonic() - t0)
                 self.checkpoint()
-                raise _RunEnds(exc.message, exc.exit_code) from None
+                raise RunEnds(exc.message, exc.exit_code) from None
             except AwfError as exc:
                 st.status = "failed"
                 st.error = self.masker.mask(str(exc).removeprefix(f"step {step.name}: "))
@@ -500,24 +424,76 @@ class Runner:
     # --- providers, events, persistence ---------------------------------------------------------
 
     def provider(self, name: str) -> Provider:
-        assert self.config.provider_set is not None
-        return self.config.provider_set.get(name)
+        return self.provider_set.get(name)
 
     async def _close_providers(self) -> None:
-        if self._owns_providers and self.config.provider_set is not None:
-            await self.config.provider_set.aclose()
+        if self._owns_providers:
+            await self.provider_set.aclose()
 
     def emit(self, event: ev.RunEvent) -> None:
+        """Show `event` to the frontend, every secret in it masked (`sinks.mask_event`).
+
+        A frontend that raises must not end the run: the first failure is logged as a
+        warning (the traceback at debug level), the run goes on, and the frontend keeps
+        getting the events after it (it may fail on one kind of event only).
+        """
+        masker = self.masker
+        if masker:  # a Masker without secrets is false: nothing to mask
+            event = mask_event(event, masker)
         # try/except rather than contextlib.suppress: this runs once per streamed token.
-        try:  # noqa: SIM105
-            self.config.sink.emit(event)
-        except Exception:  # a broken frontend must not kill the run
-            pass
+        try:
+            self._sink.emit(event)
+        except Exception as exc:
+            self._sink_failed(exc, event)
+
+    def _sink_failed(self, exc: Exception, event: ev.RunEvent) -> None:
+        self._sink_failures += 1
+        if self._sink_failures > 1:
+            return
+        name = type(self._sink).__name__
+        what = self.masker.mask(f"{type(exc).__name__}: {exc}")
+        log.warning(
+            "run %s: the frontend (%s) failed to show an event (%s: %s); the run goes on "
+            "(later failures are not reported)",
+            self.run_id, name, type(event).__name__, what,
+        )  # fmt: skip
+        if log.isEnabledFor(logging.DEBUG):
+            trace = "".join(traceback.format_exception(exc))
+            log.debug("run %s: the frontend's error:\n%s", self.run_id, self.masker.mask(trace))
+
+    def send(self, kind: type[ev.RunEvent], *fields: Any, **named: Any) -> None:
+        """`emit(kind(run_id, *fields, **named))`: an event of this run (masked)."""
+        self.emit(kind(self.run_id, *fields, **named))  # type: ignore[call-arg]
+
+    def warn(self, message: str, step: str = "") -> None:
+        self.emit(ev.RunWarning(self.run_id, message, step))
 
     def warn_once(self, key: str, message: str, step: str = "") -> None:
         if key not in self._warned:
             self._warned.add(key)
-            self.emit(ev.RunWarning(self.run_id, message, step))
+            self.warn(message, step)
+
+    async def call_workflow(
+        self, workflow: Workflow, inputs: Mapping[str, Any], *, step: str, stack: tuple[str, ...]
+    ) -> RunState:
+        """Run `workflow` as a child of this run and return its final state.
+
+        Everything this run was given (providers, reader, store, tools, `--yes`, …) goes on
+        to the child; only where it reports (this run's frontend, its steps named
+        `step.child_step`) and its place in the call stack differ. Its own `limits:` apply
+        to it; the ones given on top of this run's are this run's alone.
+        """
+        child_config = dataclasses.replace(
+            self.config,
+            sink=PrefixSink(self, step),
+            masker=self.masker,
+            depth=self.config.depth + 1,
+            call_stack=stack,
+            parent_run_id=self.run_id,
+            provider_set=self.provider_set,
+            limits=None,
+        )
+        return await Runner(workflow, inputs, child_config).execute()
 
     def earlier_visit(self, step: str) -> StepState | None:
         """The step's state from its previous visit in this run (a cycle came back)."""
@@ -568,7 +544,7 @@ class Runner:
             where = f"hook of {step}" if step else "workflow hook"
             if action.log is not None:
                 text = self.ctx.render(action.log, step=step or "hooks", what=where, error=error)
-                self.emit(ev.LogMessage(self.run_id, self.masker.mask(text), step))
+                self.send(ev.LogMessage, text, step)
                 continue
             command = self.ctx.render(
                 action.command or "", step=step or "hooks", what=where, loop=loop, error=error
@@ -580,17 +556,11 @@ class Runner:
                 timeout=300,
             )
             if result.stdout.strip():
-                self.emit(
-                    ev.LogMessage(self.run_id, self.masker.mask(result.stdout.rstrip()), step)
-                )
+                self.send(ev.LogMessage, result.stdout.rstrip(), step)
             if result.exit_code != 0:
-                self.emit(
-                    ev.RunWarning(
-                        self.run_id,
-                        f"{where} exited with code {result.exit_code}: "
-                        + self.masker.mask(result.stderr.strip()[-500:]),
-                        step,
-                    )
+                self.warn(
+                    f"{where} exited with code {result.exit_code}: {result.stderr.strip()[-500:]}",
+                    step,
                 )
 
     async def _error_hooks(self) -> None:
@@ -617,19 +587,3 @@ def _retry_delay(step: AnyStep, attempt: int) -> float:
     if policy.jitter:
         delay *= 1 + random.uniform(-policy.jitter, policy.jitter)
     return max(delay, 0.0)
-
-
-class PrefixSink:
-    """Forwards a child workflow's events with its steps named `call_step.child_step`."""
-
-    def __init__(self, sink: EventSink, prefix: str) -> None:
-        self._sink = sink
-        self._prefix = prefix
-
-    def emit(self, event: ev.RunEvent) -> None:
-        if isinstance(event, ev.RunStarted | ev.RunFinished):
-            return
-        step = getattr(event, "step", None)
-        if step is not None:
-            event = replace(event, step=f"{self._prefix}.{step}" if step else self._prefix)  # type: ignore[arg-type]
-        self._sink.emit(event)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from awf_nb.api import prepare_run
+from awf_nb.runs import prepare_run
 from awf_nb.workflow.loader import load_text
 from tests.engine.test_tool_loop import Confirming
 
@@ -47,8 +47,12 @@ async def test_an_agent_in_a_called_workflow_has_its_tools_but_never_asks_the_pe
     (workdir / "child.yaml").write_text(CHILD_WITH_TOOLS)
     reader = Confirming([True])  # would allow, if it were asked
     runner = prepare_run(
-        load_text(textwrap.dedent(PARENT), base_dir=workdir), cwd=workdir, reader=reader, yes=yes
-    )
+        load_text(textwrap.dedent(PARENT), base_dir=workdir),
+        cwd=workdir,
+        reader=reader,
+        yes=yes,
+        storage=False,
+    ).runner
     state = await asyncio.wait_for(runner.execute(), 60)
     assert state.status == "completed", state.error
     assert reader.questions == []
@@ -83,7 +87,7 @@ async def test_confirmations_are_recorded_in_a_cassette_and_replayed(tmp_path: P
     ):
         workdir = tmp_path / folder
         workdir.mkdir()
-        runner = prepare_run(load_text(WRITER), cwd=workdir, **kwargs)
+        runner = prepare_run(load_text(WRITER), cwd=workdir, storage=False, **kwargs).runner
         state = await asyncio.wait_for(runner.execute(), 60)
         assert state.status == "completed", state.error
         assert (workdir / "out.txt").read_text() == "hi", folder

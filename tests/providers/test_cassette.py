@@ -14,7 +14,6 @@ import pytest
 from awf_nb.api import RunResult, arun
 from awf_nb.engine.ports import Final, ProviderEvent, SessionId, TextDelta, TurnRequest
 from awf_nb.errors import UserError
-from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.providers.cassette import (
     CassetteError,
     CassetteMismatch,
@@ -24,6 +23,7 @@ from awf_nb.providers.cassette import (
 )
 from awf_nb.providers.cassette import record as record_module
 from awf_nb.providers.cassette import replay as replay_module
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.secrets import Masker
 from awf_nb.store import Store
 from tests.support.events import Collect, with_providers

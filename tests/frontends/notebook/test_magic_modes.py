@@ -349,14 +349,15 @@ def test_headless_panel_runs_show_the_summary(
 
 
 async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveShell) -> None:
-    from awf_nb.api import prepare_run
     from awf_nb.frontends.notebook.panel import RunPanel
     from awf_nb.frontends.notebook.reader import WidgetReader
+    from awf_nb.runs import prepare_run
 
     workflow = load(CHAT)
     panel = RunPanel(workflow.name, interactive=True)
-    runner = prepare_run(workflow, {}, reader=WidgetReader(), sink=panel, store=None)
-    handle = magic.RunHandle(runner, panel=panel, name="chat")
+    reader = WidgetReader()
+    runner = prepare_run(workflow, reader=reader, sink=panel, storage=False).runner
+    handle = magic.RunHandle(runner, panel=panel, reader=reader, name="chat")
     magics = magic.AwfMagics(shell)
     cell_task = asyncio.create_task(magics._run_async(handle, "await"))
     async with asyncio.timeout(WAIT_SECONDS):

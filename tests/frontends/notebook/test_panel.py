@@ -9,13 +9,14 @@ from typing import Any
 import ipywidgets as widgets
 import pytest
 
-from awf_nb.api import load, prepare_run
+from awf_nb.api import load
 from awf_nb.engine import events as ev
 from awf_nb.frontends.notebook.handle import AwfCellError, RunHandle
 from awf_nb.frontends.notebook.panel import RunPanel
 from awf_nb.frontends.notebook.panel_items import clean_output, render_markdown
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.frontends.notebook.stream_view import StreamHTML
+from awf_nb.runs import prepare_run
 from tests.support.waiting import until
 
 CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
@@ -61,8 +62,8 @@ def start(yaml_text: str, *, interactive: bool = True) -> tuple[RunPanel, RunHan
     workflow = load(yaml_text)
     panel = RunPanel(workflow.name, interactive=interactive)
     reader = WidgetReader() if interactive else None
-    runner = prepare_run(workflow, {}, reader=reader, sink=panel, store=None)
-    handle = RunHandle(runner, panel=panel, name="chat")
+    runner = prepare_run(workflow, reader=reader, sink=panel, storage=False).runner
+    handle = RunHandle(runner, panel=panel, reader=reader, name="chat")
     handle.start()
     return panel, handle
 

@@ -1,0 +1,16 @@
+"""The `awf` commands, shared by the `awf` program and the notebook's `%awf` (see
+`table.py`). Importing the package registers every command."""
+
+from __future__ import annotations
+
+from awf_nb.frontends.commands.table import COMMANDS, Command, command
+
+# isort: off
+# Imported in the order `awf --help` lists the commands (each module registers its own).
+from awf_nb.frontends.commands import workflows
+from awf_nb.frontends.commands import runs
+from awf_nb.frontends.commands import serve
+
+# isort: on
+
+__all__ = ["COMMANDS", "Command", "command", "runs", "serve", "workflows"]

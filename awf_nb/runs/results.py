@@ -1,0 +1,86 @@
+"""What a finished run produced: `RunResult` (`awf_nb.run` returns one; so does the set-up's
+`PreparedRun.execute`, and a notebook run handle when awaited).
+
+It lives below the frontends so that they, the Python API and evaluations can all hand
+one back.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from awf_nb.engine.state import RunState, StepState
+
+__all__ = ["RunResult"]
+
+
+@dataclass
+class RunResult:
+    """What a finished run produced. `steps["chat"].conversation.turns` etc."""
+
+    state: RunState
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def status(self) -> str:
+        return self.state.status
+
+    @property
+    def ok(self) -> bool:
+        return self.state.status == "completed"
+
+    @property
+    def error(self) -> str:
+        return self.state.error
+
+    @property
+    def message(self) -> str:
+        return self.state.message
+
+    @property
+    def exit_code(self) -> int:
+        return self.state.exit_code
+
+    @property
+    def steps(self) -> dict[str, StepState]:
+        return self.state.steps
+
+    @property
+    def outputs(self) -> dict[str, str]:
+        """Each executed step's `Output`."""
+        return {name: step.output for name, step in self.state.steps.items()}
+
+    @property
+    def tokens(self) -> int:
+        return self.state.total_tokens
+
+    @property
+    def duration(self) -> float:
+        return self.state.duration
+
+    def raise_for_status(self) -> RunResult:
+        if not self.ok:
+            from awf_nb.errors import ExecutionError
+
+            raise ExecutionError(f"workflow {self.state.workflow_name} {self.status}: {self.error}")
+        return self
+
+    def summary(self) -> str:
+        """What the run did, as text: outcome, figures, each step, how to continue."""
+        from awf_nb.engine.summary import RunSummary
+
+        return RunSummary.from_state(self.state).to_text()
+
+    def __repr__(self) -> str:
+        return f"<RunResult {self.state.workflow_name} {self.status} run={self.run_id}>"
+
+    def to_json(self) -> str:
+        return self.state.to_json()
+
+    def as_dict(self) -> dict[str, Any]:
+        return json.loads(self.state.to_json())
