@@ -20,9 +20,10 @@ from typing import Any
 from awf_nb.engine.partner import SimulatedUser
 from awf_nb.errors import AwfError
 from awf_nb.frontends.connect import FrontendChoice, Show, pick_frontend
+from awf_nb.runs import setup
 from awf_nb.runs.options import RunOptions
 from awf_nb.runs.results import RunResult
-from awf_nb.runs.setup import load, prepare_run
+from awf_nb.runs.setup import load
 from awf_nb.workflow.model import Workflow
 
 __all__ = ["RunResult", "SimulatedUser", "arun", "load", "run"]
@@ -75,7 +76,7 @@ async def arun(
         given = dataclasses.replace(
             given, frontend=frontend, interactive=given.interactive and types
         )
-    prepared = prepare_run(workflow, given)
+    prepared = setup.prepare_run(workflow, given)
     view = prepared.frontend.view
     if isinstance(frontend, FrontendChoice) and frontend.kind == "notebook":
         from awf_nb.frontends.notebook.panel import display_panel

@@ -370,3 +370,24 @@ async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveS
 
     assert handle.state.status == "cancelled"
     assert "cancelled" in panel.status.value
+
+
+def test_a_recorded_notebook_conversation_keeps_what_the_person_typed(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With --record, the panel's text box is read through the cassette's recorder: the
+    typed messages reach the run, and the cassette holds them for the replay."""
+    as_kernel(monkeypatch, (7, 4, 0))
+    person = person_in_another_thread(ip, ["Typed in the panel"])
+
+    outcome = cell(ip, "%%awf --out chat --record chat.cassette.jsonl\n" + CHAT)
+    person.join(timeout=WAIT_SECONDS)
+
+    assert not person.errors, person.errors  # type: ignore[attr-defined]
+    assert outcome.success, outcome.error_in_exec
+    recorded = (tmp_path / "chat.cassette.jsonl").read_text()
+    assert '"text": "Typed in the panel"' in recorded.replace('":"', '": "')
+    outcome = cell(ip, "%%awf --out chat --replay chat.cassette.jsonl\n" + CHAT)
+    assert outcome.success, outcome.error_in_exec
+    turns = ip.user_ns["chat"].result().steps["talk"].conversation.turns
+    assert "Typed in the panel" in [t.content for t in turns]
