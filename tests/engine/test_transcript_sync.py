@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from awf_nb import store as store_module
 from awf_nb.engine.events import ToolCallFinished
 from awf_nb.engine.state import Turn
 from awf_nb.runs import prepare_run
@@ -37,7 +36,7 @@ class Ledger:
             self.events.append(self._kind(os.fstat(fd)))
             real(fd)
 
-        monkeypatch.setattr(store_module.os, "fsync", fsync)
+        monkeypatch.setattr(os, "fsync", fsync)
 
     def _kind(self, st: os.stat_result) -> str:
         if stat.S_ISDIR(st.st_mode):
