@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -152,3 +153,44 @@ def test_importing_the_engine_loads_no_provider_frontend_notebook_or_http_module
                 "awf_nb.runs", "IPython", "ipywidgets", "httpx", "httpcore")  # fmt: skip
     found = [m for m in loaded if any(m == u or m.startswith(u + ".") for u in unwanted)]
     assert found == [], f"import awf_nb.engine loads {found}"
+
+
+# --- the map ----------------------------------------------------------------------------------
+
+MAP_PAGES = [ROOT / "docs" / "architecture.md", ROOT / "CONTRIBUTING.md"]
+
+
+def paths_named(page: Path) -> list[str]:
+    """Repository paths a page names: its relative links, and `awf_nb/…`, `tests/…`,
+    `benchmarks/…`, `docs/…` written in backticks (a `NAME` placeholder is not a path)."""
+    text = page.read_text()
+    named = []
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" not in target:
+            named.append(os.path.normpath(page.parent.relative_to(ROOT) / target))
+    for quoted in re.findall(r"`((?:awf_nb|tests|benchmarks|docs|notebooks|\.ci)/[^`\s]*)`", text):
+        named.append(quoted.rstrip("/"))
+    return named
+
+
+@pytest.mark.parametrize("page", MAP_PAGES, ids=[p.name for p in MAP_PAGES])
+def test_every_path_the_map_names_exists(page: Path) -> None:
+    named = paths_named(page)
+    assert len(named) > 5, "no path found: the pattern no longer matches the page"
+    missing = [path for path in named if not (ROOT / path).exists()]
+    assert missing == [], f"{page.name} names paths that do not exist: {missing}"
+
+
+def test_the_map_names_every_top_level_module() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    modules = sorted(
+        p.name for p in PACKAGE.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()
+    )
+    unnamed = [
+        m
+        for m in modules
+        if m != "__init__.py"
+        and f"awf_nb/{m}" not in text
+        and f"awf_nb.{m.removesuffix('.py')}" not in text
+    ]
+    assert unnamed == [], f"docs/architecture.md does not place: {unnamed}"

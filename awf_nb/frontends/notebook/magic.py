@@ -341,7 +341,16 @@ def _remove_ctrl_c() -> None:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register `%%awf` / `%awf` and the cell transformer that makes `%%awf` cells await."""
+    """Register `%%awf` / `%awf` and the cell transformer that makes `%%awf` cells await.
+    `AWF_LOG` (debug, info, warning, error) shows awf's log messages in the cells."""
+    import sys
+
+    from awf_nb import logs
+
+    try:
+        logs.configure_from_env()
+    except AwfError as exc:  # a bad AWF_LOG must not keep the magics away
+        print(f"awf: {exc}", file=sys.stderr)
     ipython.register_magics(AwfMagics)
     remove_transformers(ipython)
     ipython.input_transformer_manager.cleanup_transforms.append(make_transformer(ipython))
