@@ -70,7 +70,7 @@ PROBES = [
     ("awf_nb/engine/agent.py", "from awf_nb.providers.history import estimate_tokens", "layers"),
     ("awf_nb/engine/run.py", "def f():\n    from awf_nb.store import Store", "layers"),
     ("awf_nb/workflow/checks.py", "from awf_nb.engine import run", "layers"),
-    ("awf_nb/store.py", "from awf_nb.frontends import connect", "layers"),
+    ("awf_nb/store/history.py", "from awf_nb.frontends import connect", "layers"),
     ("awf_nb/errors.py", "import awf_nb.api", "layers"),
     ("awf_nb/secrets.py", TYPE_CHECKING_PROBE, "layers"),
     ("awf_nb/providers/local.py", "from ..frontends import terminal", "layers"),
@@ -79,7 +79,7 @@ PROBES = [
     ("awf_nb/frontends/terminal.py", "from awf_nb.tools import builtins", "frontends-through-runs"),
     ("awf_nb/frontends/terminal.py", "import awf_nb.providers.local", "frontends-through-runs"),
     ("awf_nb/engine/run.py", "import ipywidgets", "notebook-only"),
-    ("awf_nb/store.py", "import httpx", "no-http-in-the-core"),
+    ("awf_nb/store/history.py", "import httpx", "no-http-in-the-core"),
 ]
 
 

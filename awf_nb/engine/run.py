@@ -31,7 +31,7 @@ from awf_nb.engine.limits import RunBudget, RunLimitReached, stricter
 from awf_nb.engine.ports import Provider
 from awf_nb.engine.process import run_shell
 from awf_nb.engine.runtime import RunEnds, StepOutcome
-from awf_nb.engine.sinks import PrefixSink, mask_event
+from awf_nb.engine.sinks import EventMasker, PrefixSink
 from awf_nb.engine.state import RunState, StepState, Turn, new_run_id, now, process_start_time
 from awf_nb.engine.summary import RunSummary
 from awf_nb.errors import AwfError
@@ -144,6 +144,7 @@ class Runner:
         self.limits = RunBudget(stricter(workflow.limits, config.limits), self.state)
         self._sink = config.sink
         self._sink_failures = 0
+        self._mask_event = EventMasker(self.masker)
         self._visits: dict[str, StepState] = {}  # each step's state from its previous visit
 
     # --- public control ---------------------------------------------------------------------
@@ -431,15 +432,13 @@ class Runner:
             await self.provider_set.aclose()
 
     def emit(self, event: ev.RunEvent) -> None:
-        """Show `event` to the frontend, every secret in it masked (`sinks.mask_event`).
+        """Show `event` to the frontend, every secret in it masked (`sinks.EventMasker`).
 
         A frontend that raises must not end the run: the first failure is logged as a
         warning (the traceback at debug level), the run goes on, and the frontend keeps
         getting the events after it (it may fail on one kind of event only).
         """
-        masker = self.masker
-        if masker:  # a Masker without secrets is false: nothing to mask
-            event = mask_event(event, masker)
+        event = self._mask_event(event)
         # try/except rather than contextlib.suppress: this runs once per streamed token.
         try:
             self._sink.emit(event)
