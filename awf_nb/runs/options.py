@@ -107,11 +107,6 @@ class RunOptions:
             object.__setattr__(self, "limits", _limits(self.limits))
 
     @property
-    def cassette(self) -> PathLike | None:
-        """The cassette this run records to or replays from, if any."""
-        return self.record or self.replay or self.record_missing
-
-    @property
     def working_dir(self) -> Path:
         return Path(self.cwd if self.cwd is not None else Path.cwd()).resolve()
 

@@ -131,7 +131,7 @@ def prepare_run(
         reader = cassette.reader(reader)  # the person's messages are recorded / replayed too
     config = RunConfig(
         providers=providers,
-        sink=options.sink or io.sink or NullSink(),
+        sink=_first(options.sink, io.sink) or NullSink(),
         reader=reader,
         store=store,
         env=env,
@@ -172,12 +172,17 @@ def _answers(
     from awf_nb.runs.replies import ScriptedReader
 
     scripted = ScriptedReader(options.replies) if options.replies is not None else None
-    own = scripted or options.reader
+    own = _first(scripted, options.reader)
     io = FrontendIO()
     if options.frontend is not None:
         asks = options.interactive and own is None
         io = options.frontend.open(FrontendRequest(workflow, store, asks, replayed))
-    return io, own or io.reader
+    return io, _first(own, io.reader)
+
+
+def _first(*given: Any) -> Any:
+    """The first of `given` that is not None (a sink or reader may be falsy: `__len__`)."""
+    return next((item for item in given if item is not None), None)
 
 
 # --- providers and cassettes -------------------------------------------------------------------

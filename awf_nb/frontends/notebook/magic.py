@@ -12,8 +12,9 @@
 
 The pieces: `parsers.py` (the command lines), `run_mode.py` (whether a cell waits for its
 run), `transformer.py` (rewriting a `%%awf` cell to `await` its run), `handle.py`
-(`RunHandle`, `AwfCellError`); the frontend itself is picked and connected by
-`frontends/connect.py`: the widget panel in a kernel, the terminal in a terminal IPython.
+(`RunHandle`, `AwfCellError`). The run is prepared like every other run
+(`awf_nb.runs.prepare_run`), with the frontend `frontends/connect.py` picks: the widget
+panel in a kernel, the terminal in a terminal IPython.
 """
 
 from __future__ import annotations
