@@ -215,7 +215,7 @@ def prepare_run(
         if problems := provider_problems(workflow):
             raise DefinitionError(problems)
         _check_simulated_user(user)
-    warnings: list[str] = []
+    warnings = _check_roles_and_skills(workflow, cwd, env)
     resolved = resolve_inputs(workflow, inputs or {}, ask=ask, cwd=cwd, warnings=warnings)
     masker = Masker.for_run(workflow, resolved, env)
     config = _run_config(
@@ -227,6 +227,17 @@ def prepare_run(
     runner.state.defaulted_inputs = [name for name in resolved if name not in (inputs or {})]
     runner.startup_warnings.extend(warnings)
     return runner
+
+
+def _check_roles_and_skills(workflow: Workflow, cwd: Path, env: Mapping[str, str]) -> list[str]:
+    """Every role and skill the workflow names must be there before anything runs (errors);
+    what `awf validate` would warn about is returned, to show once the run starts."""
+    from awf_nb.workflow.roles_skills import agent_file_problems
+
+    problems = agent_file_problems(workflow, cwd=cwd, env=env)
+    if any(p.severity == "error" for p in problems):
+        raise DefinitionError(problems)
+    return [f"{p.path}: {p.message}" for p in problems]
 
 
 def _check_simulated_user(user: SimulatedUser | None) -> None:

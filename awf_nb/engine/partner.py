@@ -236,12 +236,16 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
             scripted = ScriptedPartner(run, step, conv, replies, partner.name)
             return Exchange(scripted, config.until, config.max_turns)
         assert partner.provider is not None
+        from awf_nb.engine.agent_step import with_role
+
         system = partner.system_prompt
+        system = render(system, "conversation.with.system_prompt") if system else None
+        what = "conversation.with.role"
         agent = _agent_partner(
             session,
             label=partner.name,
             provider=render(partner.provider, "conversation.with.provider").strip(),
-            system=render(system, "conversation.with.system_prompt") if system else None,
+            system=with_role(run, step.name, partner.role, system, what=what, loop=loop),
             options=ctx.render_value(
                 partner.options, step=step.name, what="conversation.with.options", loop=loop
             ),

@@ -304,11 +304,11 @@ class _Checker:
             yield from strict(step.dir, "dir")
             yield from strict(step.script_file, "script_file")
         elif isinstance(step, AgentStep):
-            for key in ("provider", "prompt", "prompt_file", "system_prompt", "options"):
+            for key in ("provider", "prompt", "prompt_file", "system_prompt", "options", "role"):
                 yield from lenient(getattr(step, key), key)
             partner = step.conversation.partner if step.conversation else None
             if partner is not None:
-                for key in ("provider", "prompt", "system_prompt", "options", "replies"):
+                for key in ("provider", "prompt", "system_prompt", "options", "replies", "role"):
                     key = f"conversation.with.{key}"
                     for sub_path, text in _strings(
                         getattr(partner, key.rsplit(".", 1)[1]), join_path(path, key)

@@ -270,6 +270,8 @@ class Partner(_Model):
     provider: str | None = None
     system_prompt: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+    # A role (AGENTS.md) put before the partner's system prompt, as a step's `role:`.
+    role: str | None = None
     # What the partner is sent each time; by default the agent's reply verbatim.
     prompt: str | None = None
     replies: list[str] | None = None
@@ -351,6 +353,38 @@ class ConversationConfig(_Model):
         return self
 
 
+class SkillPath(_Model):
+    """`skills: [{path: ./dir}]`: a skill by its folder rather than by name."""
+
+    path: str
+
+
+def _skill_refs(value: Any) -> Any:
+    """AWF's checks of a `skills:` list (its messages): names, or maps with a `path`."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ValueError("skills must be a list of skill names or {path: ...} maps")
+    refs: list[Any] = []
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            if not item.strip():
+                raise ValueError(f"skill[{i}]: empty skill name")
+            refs.append(item)
+        elif isinstance(item, dict):
+            if "path" not in item:
+                raise ValueError(f"skill[{i}]: map must have 'path' key")
+            if not isinstance(item["path"], str) or not item["path"].strip():
+                raise ValueError(f"skill[{i}]: path must be a non-empty string")
+            if len(item) > 1:
+                others = ", ".join(sorted(str(k) for k in item if k != "path"))
+                raise ValueError(f"skill[{i}]: unknown key(s) {others}; a map takes only 'path'")
+            refs.append(SkillPath(path=item["path"]))
+        else:
+            raise ValueError(f"skill[{i}]: invalid type")
+    return refs
+
+
 class AgentStep(_StepBase):
     type: Literal["agent"] = "agent"
     provider: str
@@ -358,6 +392,10 @@ class AgentStep(_StepBase):
     prompt: str | None = None
     prompt_file: str | None = None
     system_prompt: str | None = None
+    # A persona (an AGENTS.md found by name or path; a template) put before system_prompt.
+    role: str | None = None
+    # Knowledge (SKILL.md files) put before the prompt, in `<skill_content>` blocks.
+    skills: list[str | SkillPath] | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     output_format: str = ""
     conversation: ConversationConfig | None = None
@@ -375,6 +413,11 @@ class AgentStep(_StepBase):
         if isinstance(value, str) and value.strip().lower() in ("single", "conversation"):
             return value.strip().lower()
         raise ValueError("mode must be 'single' or 'conversation'")
+
+    @field_validator("skills", mode="before")
+    @classmethod
+    def _skills(cls, value: Any) -> Any:
+        return _skill_refs(value)
 
     @field_validator("output_format", mode="before")
     @classmethod
