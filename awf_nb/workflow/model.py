@@ -54,6 +54,8 @@ STATE_PROPERTIES = (
     "TokensOutput",
     "TokensEstimated",
     "Conversation",
+    "Visit",
+    "Visits",
 )
 
 
@@ -261,11 +263,15 @@ class CommandStep(_StepBase):
 MAX_PARTNER_TURNS = 1000
 
 
+MAX_PARTNER_OUTPUT_BYTES = 1 << 20
+
+
 class Partner(_Model):
     """`conversation.with`: who answers the step's agent — the person (the default), another
-    agent (`provider`, its own system prompt, options and session), or scripted `replies`."""
+    agent (`provider`, its own system prompt, options and session), scripted `replies`, or
+    a `command` (a script given the exchange as JSON on stdin; its stdout is the answer)."""
 
-    kind: Literal["person", "agent", "replies"] = "person"
+    kind: Literal["person", "agent", "replies", "command"] = "person"
     name: str = "partner"  # the label in frontends and transcripts
     provider: str | None = None
     system_prompt: str | None = None
@@ -275,6 +281,11 @@ class Partner(_Model):
     # What the partner is sent each time; by default the agent's reply verbatim.
     prompt: str | None = None
     replies: list[str] | None = None
+    command: str | None = None  # a shell command (a template)
+    # For a command: how long one answer may take (default: the step's timeout), and how
+    # much it may print (stdout and stderr together) before it is stopped.
+    timeout: Duration = None
+    max_output_bytes: int = Field(default=MAX_PARTNER_OUTPUT_BYTES, ge=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -289,15 +300,30 @@ class Partner(_Model):
         if not isinstance(value, dict):
             return value
         value = {k: v for k, v in value.items() if k != "kind"}
-        has_provider, has_replies = "provider" in value, "replies" in value
-        if has_provider and has_replies:
-            raise ValueError("conversation.with takes provider or replies, not both")
-        if not has_provider and not has_replies:
+        given = [key for key in ("provider", "replies", "command") if key in value]
+        if len(given) > 1:
             raise ValueError(
-                "conversation.with needs provider (another agent answers) or replies "
-                "(scripted messages); `with: person` is the person at the keyboard"
+                "conversation.with takes one of provider, replies or command, not "
+                + " and ".join(given)
             )
-        value["kind"] = "agent" if has_provider else "replies"
+        if not given:
+            raise ValueError(
+                "conversation.with needs provider (another agent answers), replies "
+                "(scripted messages) or command (a script answers); `with: person` is the "
+                "person at the keyboard"
+            )
+        agent_only = [k for k in ("system_prompt", "options", "prompt", "role") if k in value]
+        if given[0] != "provider" and agent_only:
+            raise ValueError(
+                f"conversation.with: {', '.join(agent_only)} only apply to an agent partner "
+                "(provider)"
+            )
+        command_only = [k for k in ("timeout", "max_output_bytes") if k in value]
+        if given[0] != "command" and command_only:
+            raise ValueError(
+                f"conversation.with: {', '.join(command_only)} only apply to a command partner"
+            )
+        value["kind"] = {"provider": "agent", "replies": "replies", "command": "command"}[given[0]]
         return value
 
     @field_validator("name")
@@ -564,16 +590,34 @@ else:
 # --- the workflow --------------------------------------------------------------------------
 
 
+DEFAULT_VISITS_KEPT = 100
+
+
 class Limits(_Model):
-    """`limits:` — a run-level budget for workflows whose agents talk in cycles."""
+    """`limits:` — a run-level budget for workflows whose agents talk in cycles.
+
+    `max_visits: {step: N}` caps how many times a step may run (a visit: each time it
+    starts; its retries are part of it); `visits_kept` how many finished visits of each
+    step `{{.states.NAME.Visits}}` keeps (the most recent)."""
 
     max_agent_turns: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
     timeout: Duration = None
+    max_visits: dict[str, int] = Field(default_factory=dict)
+    visits_kept: int = Field(default=DEFAULT_VISITS_KEPT, ge=1, le=10_000)
+
+    @field_validator("max_visits")
+    @classmethod
+    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
+        for step, limit in value.items():
+            if limit < 1:
+                raise ValueError(f"limits.max_visits.{step} must be >= 1, got {limit}")
+        return value
 
     @property
     def any(self) -> bool:
-        return any(v is not None for v in (self.max_agent_turns, self.max_tokens, self.timeout))
+        bounds = (self.max_agent_turns, self.max_tokens, self.timeout)
+        return any(v is not None for v in bounds) or bool(self.max_visits)
 
 
 class Workflow(_Model):
