@@ -389,3 +389,43 @@ async def test_awf_status_json_includes_the_exchange(run_yaml, store, workdir: P
         "step", "turn", "speaker", "role", "text", "tokens", "started_at", "duration",
         "interrupted",
     }  # fmt: skip
+
+
+async def test_visits_and_their_counts_survive_a_resume(store, workdir: Path):
+    """A run that failed on the third visit of `gate`, resumed there: `review`'s earlier
+    visits are still listed, and its cap counts the visits made before the resume (it is
+    reached at once: no fourth review)."""
+    from awf_nb.api import prepare_resume
+
+    text = """
+name: resumable
+limits: {max_visits: {review: 3}}
+states:
+  initial: review
+  review:
+    type: agent
+    provider: scripted
+    prompt: review
+    options: {replies: [r1, r2, r3, r4]}
+    on_success: gate
+    on_failure: report
+  gate:
+    type: step
+    command: 'if [ -e block ]; then exit 1; fi; n=$(cat n 2>/dev/null || echo 0); echo $((n+1)) > n; if [ $n = 1 ]; then touch block; fi'
+    on_success: review
+  report:
+    type: step
+    command: "echo '{{range .states.review.Visits}}{{.Output}} {{end}}'"
+    on_success: done
+  done: {type: terminal}
+"""
+    first = await prepare_run(load_text(text), store=store, cwd=workdir).execute()
+    assert first.status == "failed" and first.current_step == "gate"
+    assert first.visits == {"review": 3, "gate": 3}
+    (workdir / "block").unlink()
+    resumed = await prepare_resume(first.run_id, store=store, cwd=workdir).execute()
+    assert resumed.status == "completed", resumed.error
+    assert resumed.visits == {"review": 3, "gate": 3, "report": 1}  # the resumed visit is not new
+    assert resumed.steps["report"].output == "r1 r2 r3 "
+    assert resumed.completion_reason == "terminal"
+    assert resumed.steps["gate"].visit == 3
