@@ -429,3 +429,18 @@ states:
     assert resumed.steps["report"].output == "r1 r2 r3 "
     assert resumed.completion_reason == "terminal"
     assert resumed.steps["gate"].visit == 3
+
+
+def test_the_json_schema_knows_max_visits_and_command_partners() -> None:
+    import jsonschema
+    import yaml
+
+    from awf_nb.workflow.loader import json_schema
+
+    schema = json_schema()
+    document = yaml.safe_load(_judged("python3 judge.py", extra=", timeout: 30s"))
+    document["limits"] = {"max_visits": {"draft": 2}, "visits_kept": 10}
+    jsonschema.validate(document, schema)
+    document["limits"]["max_visits"] = {"draft": "many"}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(document, schema)

@@ -362,3 +362,19 @@ def test_awf_validate_reports_roles_and_skills(places: dict[str, Path], monkeypa
         timeout=60,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "fixture", ["role-combined.yaml", "role-conversation.yaml", "skills-mixed.yaml"]
+)
+def test_the_json_schema_knows_roles_and_skills(fixture: str) -> None:
+    import jsonschema
+    import yaml
+
+    from awf_nb.workflow.loader import json_schema
+
+    jsonschema.validate(yaml.safe_load((FIXTURES / fixture).read_text()), json_schema())
+    bad = yaml.safe_load((FIXTURES / "skills-mixed.yaml").read_text())
+    bad["states"]["analyze"]["skills"] = [{"name": "x"}]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, json_schema())
