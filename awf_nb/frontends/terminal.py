@@ -157,14 +157,14 @@ class TerminalSink:
             case ev.RunStarted(run_id=run_id, workflow=name, resumed=resumed):
                 if not silent:
                     verb = "resuming" if resumed else "running"
-                    self._note(s.dim(f"{verb} {name} (run {run_id})"))
+                    self._note(s.dim(f"{verb} {safe(name)} (run {run_id})"))
             case ev.StepStarted(step=step, kind=kind, attempt=attempt, mode=mode, detail=detail):
                 if not silent:
                     what = kind if not mode or mode == "single" else f"{kind}, {mode}"
                     if detail:
                         what += f", {detail}"
                     retry = f" (attempt {attempt})" if attempt > 1 else ""
-                    self._note(s.bold(f"▶ {step}") + s.dim(f" [{what}]{retry}"))
+                    self._note(s.bold(f"▶ {safe(step)}") + s.dim(f" [{safe(what)}]{retry}"))
             case ev.StepOutput(text=text, stream=stream):
                 if not silent:
                     if stream == "stdout":
@@ -226,7 +226,7 @@ class TerminalSink:
                     figures = f"{_tokens(tokens, est)} · {duration:.1f}s{flag}"
                     self._note(s.dim(f"  ({who}turn {turn} · {figures})"))
             case ev.StepFinished(
-                step=step,
+                step=unsafe_step,
                 status=status,
                 duration=duration,
                 tokens=tokens,
@@ -235,6 +235,7 @@ class TerminalSink:
             ):
                 if silent:
                     return
+                step = safe(unsafe_step)
                 extra = f" · {_tokens(tokens, est)}" if tokens else ""
                 if status == "completed":
                     self._note(s.green("✓ ") + step + s.dim(f" {duration:.2f}s{extra}"))

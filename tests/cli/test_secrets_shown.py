@@ -4,6 +4,7 @@ the private workflow copy holds it. Run data is private to the user (0600 / 0700
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -183,10 +184,8 @@ def strings_in(text: str) -> list[str]:
     found: list[str] = []
     pending: list[object] = [text]
     for line in text.splitlines():
-        try:
+        with contextlib.suppress(ValueError):
             pending.append(json.loads(line))
-        except ValueError:
-            pass
     while pending:
         value = pending.pop()
         if isinstance(value, dict):
@@ -196,22 +195,18 @@ def strings_in(text: str) -> list[str]:
         elif isinstance(value, str):
             found.append(value)
             if value[:1] in "{[":
-                try:
+                with contextlib.suppress(ValueError):
                     pending.append(json.loads(value))
-                except ValueError:
-                    pass
     return found
 
 
-def test_a_secret_in_json_escaped_tool_arguments_is_masked_shown_and_stored(
-    awf, storage, tmp_path
-):
+def test_a_secret_in_json_escaped_tool_arguments_is_masked_shown_and_stored(awf, storage, tmp_path):
     """The model writes the secret with JSON escapes (`\\u0073k-…`, a password holding `"`
     and `\\`): decoded, the terminal would show it, and the state, the transcript and the
     cassette would hold it recoverably. Each holds `***` instead."""
     escaped = "\\u0073k-live-5511"
     password = json.dumps(QUOTED_PASSWORD)[1:-1]  # pa\"ss\\word-77
-    arguments = json.dumps(f"{{\"command\": \"echo {escaped} '{password}' >/dev/null; echo done\"}}")
+    arguments = json.dumps(f'{{"command": "echo {escaped} \'{password}\' >/dev/null; echo done"}}')
     workflow = tmp_path / "wf.yaml"
     workflow.write_text(
         f"""
