@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 
 from awf_nb.api import prepare_run
+from awf_nb.engine.events import RunWarning
 from awf_nb.engine.state import RunState
 from awf_nb.workflow.loader import load_text
 from tests.engine.test_tool_loop import Confirming
+from tests.support.events import Collect
 
 CHILD_WITH_TOOLS = """
 name: child
@@ -143,11 +145,13 @@ async def test_a_replay_asks_the_person_again_where_the_recording_allowed_a_call
 async def test_a_replay_with_yes_allows_the_recorded_call_without_asking(tmp_path: Path):
     cassette = await record_writer(tmp_path, allowed=True)
     workdir = tmp_path / "replayed"
+    sink = Collect()
 
-    state = await run_writer(workdir, replay=cassette, yes=True)
+    state = await run_writer(workdir, replay=cassette, yes=True, sink=sink)
 
     assert state.status == "completed", state.error
     assert (workdir / "out.txt").read_text() == "hi"
+    assert sink.of(RunWarning) == []  # the answer nobody needed is no sign of another path
 
 
 async def test_a_recorded_refusal_of_the_same_call_is_replayed_without_asking(tmp_path: Path):

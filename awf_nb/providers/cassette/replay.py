@@ -16,9 +16,9 @@ refusal of the very same call (tool and arguments) is replayed, as refusing is a
 safe; anything else is asked of the person (the run's own reader), and a run with nobody
 to ask fails with a clear error unless it was started with `--yes`.
 
-When the run ends, `Replayer.unused` says what the replay did not use (turns, messages,
-answers): a replay that took another way than the recording. A completed run warns about
-it (`end_warnings`), and an evaluation counts it as a mismatch.
+When the run ends, `Replayer.unused` says what the replay did not use (turns, messages;
+answers too, for information): a replay that took another way than the recording. A
+completed run warns about it (`end_warnings`), and an evaluation counts it as a mismatch.
 """
 
 from __future__ import annotations
@@ -289,8 +289,9 @@ class ReplayConfirmingReader(ReplayReader):
 @dataclass(frozen=True, slots=True)
 class Unused:
     """What of a cassette a replay did not use: provider turns (of `of_turns`, with where
-    they are), person messages (of `of_inputs`) and answers to tool-call confirmations.
-    False when the replay used everything."""
+    they are), person messages (of `of_inputs`), and answers to tool-call confirmations.
+    False when the replay used every turn and message: answers are left unused by a replay
+    with `--yes`, which asks nobody, and say nothing about the run's path."""
 
     turns: int = 0
     of_turns: int = 0
@@ -300,7 +301,7 @@ class Unused:
     where: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.turns or self.inputs or self.answers)
+        return bool(self.turns or self.inputs)
 
     def describe(self) -> str:
         """`2 of 3 recorded turns (step chat: turns 2–3), 1 of 2 recorded messages`."""
@@ -311,8 +312,6 @@ class Unused:
             )
         if self.inputs:
             parts.append(f"{self.inputs} of {self.of_inputs} recorded messages")
-        if self.answers:
-            parts.append(f"{self.answers} recorded answers to tool-call confirmations")
         return ", ".join(parts)
 
 
