@@ -316,8 +316,9 @@ class Unused:
 
 
 def _numbers(word: str, numbers: list[int]) -> str:
-    """`turn 2`, `turns 2–4`, `turns 1, 3–4`: numbers with consecutive runs joined."""
-    numbers = sorted(numbers)
+    """`turn 2`, `turns 2–4`, `turns 1, 3–4`: numbers with consecutive runs joined (a
+    reply's tool rounds share its turn number: each number once)."""
+    numbers = sorted(set(numbers))
     runs: list[list[int]] = []
     for number in numbers:
         if runs and number == runs[-1][-1] + 1:
