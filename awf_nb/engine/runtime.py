@@ -33,12 +33,15 @@ MAX_CALL_DEPTH = 10
 
 
 class RunEnds(Exception):
-    """Raised inside the loop when the run must end here (inline failure, fatal route)."""
+    """Raised inside the loop when the run must end here (inline failure, fatal route).
 
-    def __init__(self, message: str, exit_code: int = 3) -> None:
+    `reason` becomes the run's `completion_reason`."""
+
+    def __init__(self, message: str, exit_code: int = 3, reason: str = "step_failed") -> None:
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code
+        self.reason = reason
 
 
 @dataclass

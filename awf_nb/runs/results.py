@@ -8,19 +8,25 @@ one back.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from awf_nb.engine.exchange import ExchangeTurn, run_exchange
 from awf_nb.engine.state import RunState, StepState
 
-__all__ = ["RunResult"]
+if TYPE_CHECKING:
+    from awf_nb.store import Store
+
+__all__ = ["RunResult", "status_json"]
 
 
 @dataclass
 class RunResult:
-    """What a finished run produced. `steps["chat"].conversation.turns` etc."""
+    """What a finished run produced. `steps["chat"].conversation.turns` etc.; the whole
+    conversation in order as `exchange`, and why the run ended as `completion_reason`."""
 
     state: RunState
+    store: Store | None = field(default=None, repr=False)  # where its transcript is
 
     @property
     def run_id(self) -> str:
@@ -60,6 +66,17 @@ class RunResult:
         return self.state.total_tokens
 
     @property
+    def completion_reason(self) -> str:
+        """`terminal`, `failure_terminal`, `step_failed`, `limit` or `cancelled`."""
+        return self.state.completion_reason
+
+    @property
+    def exchange(self) -> list[ExchangeTurn]:
+        """Every message of the run in order: speaker, step, turn, text, tokens, start
+        time, duration (engine/exchange.py)."""
+        return run_exchange(self.state, _transcript(self.store, self.state.run_id))
+
+    @property
     def duration(self) -> float:
         return self.state.duration
 
@@ -84,3 +101,17 @@ class RunResult:
 
     def as_dict(self) -> dict[str, Any]:
         return json.loads(self.state.to_json())
+
+
+def _transcript(store: Any, run_id: str) -> list[dict[str, Any]] | None:
+    """The run's transcript records, or None when the run is not stored."""
+    reader = getattr(store, "read_transcript", None)
+    return reader(run_id) if reader is not None else None
+
+
+def status_json(state: RunState, store: Any) -> str:
+    """`awf status --json`: the run's state, with its conversation in order (`exchange`)."""
+    data = json.loads(state.to_json())
+    records = _transcript(store, state.run_id)
+    data["exchange"] = [turn.as_dict() for turn in run_exchange(state, records)]
+    return json.dumps(data, indent=2)

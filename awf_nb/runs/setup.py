@@ -80,7 +80,7 @@ class PreparedRun:
     async def execute(self) -> RunResult:
         """Run to the end on the running event loop (a cancellation is recorded in the
         run's state, then re-raised)."""
-        return RunResult(await self.runner.execute())
+        return RunResult(await self.runner.execute(), self.runner.config.store)  # type: ignore[arg-type]
 
 
 def prepare_run(
@@ -120,6 +120,7 @@ def prepare_run(
         # A caller's own provider factory may know names the registry does not.
         if options.providers is None and (problems := provider_problems(wf)):
             raise DefinitionError(problems)
+        warnings = _check_roles_and_skills(wf, cwd, env)
         given = options.inputs
         values = resolve_inputs(wf, given, ask=options.ask, cwd=cwd, warnings=warnings)
     if options.providers is None:
@@ -143,6 +144,8 @@ def prepare_run(
         mcp_proxy=_mcp_proxy(),
         yes=options.yes,
         limits=options.limits,  # type: ignore[arg-type]  # made a Limits by RunOptions
+        # A replay that leaves part of its cassette unused says so when the run ends.
+        end_warnings=(cassette.end_warnings,) if replays else (),
     )
     runner = Runner(wf, values, config, state=state, start_step=start_step, warnings=warnings)
     if state is None:
@@ -286,6 +289,17 @@ def _mcp_proxy() -> McpProxyFactory:
         return proxy(*args)
 
     return serve
+
+
+def _check_roles_and_skills(workflow: Workflow, cwd: Path, env: Mapping[str, str]) -> list[str]:
+    """Every role and skill the workflow names must be there before anything runs (errors);
+    what `awf validate` would warn about is returned, to show once the run starts."""
+    from awf_nb.workflow.roles_skills import agent_file_problems
+
+    problems = agent_file_problems(workflow, cwd=cwd, env=env)
+    if any(p.severity == "error" for p in problems):
+        raise DefinitionError(problems)
+    return [f"{p.path}: {p.message}" for p in problems]
 
 
 def _check_env(workflow: Workflow, env: Mapping[str, str]) -> None:

@@ -137,8 +137,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     from awf_nb.frontends.terminal_text import describe_state
     from awf_nb.store import Store
 
-    state = Store(args.storage).load_state(args.run_id)
-    print(state.to_json() if args.json else describe_state(state))
+    store = Store(args.storage)
+    state = store.load_state(args.run_id)
+    if args.json:
+        from awf_nb.runs.results import status_json
+
+        print(status_json(state, store))
+    else:
+        print(describe_state(state))
     return 0
 
 

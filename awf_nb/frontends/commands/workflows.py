@@ -78,14 +78,14 @@ def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     from awf_nb.errors import DefinitionError
     from awf_nb.runs.setup import provider_problems
     from awf_nb.workflow.loader import load_workflow
+    from awf_nb.workflow.roles_skills import agent_file_problems
 
     result = _Validation(workflow)
     try:
         loaded = load_workflow(workflow)
         result.path = _relative(loaded.source_path) if loaded.source_path else None
-        problems = sorted(
-            [*loaded.warnings, *provider_problems(loaded)], key=lambda p: (p.line, p.column)
-        )
+        found = [*loaded.warnings, *provider_problems(loaded), *agent_file_problems(loaded)]
+        problems = sorted(found, key=lambda p: (p.line, p.column))
     except DefinitionError as err:
         problems = err.problems
         result.path = problems[0].file if problems else None
