@@ -26,10 +26,10 @@ from typing import Any
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.config import ProviderSet, RunConfig
-from awf_nb.engine.context import LoopFrame, RunContext, command_env
+from awf_nb.engine.context import LoopFrame, RunContext
+from awf_nb.engine.hooks import run_error_hooks, run_hooks
 from awf_nb.engine.limits import RunBudget, RunLimitReached, stricter
 from awf_nb.engine.ports import Provider
-from awf_nb.engine.process import run_shell
 from awf_nb.engine.runtime import RunEnds, StepOutcome
 from awf_nb.engine.sinks import EventMasker, PrefixSink
 from awf_nb.engine.state import RunState, StepState, Turn, new_run_id, now, process_start_time
@@ -39,7 +39,6 @@ from awf_nb.secrets import is_secret_input
 from awf_nb.workflow.model import (
     AnyStep,
     CommandStep,
-    HookAction,
     InlineFailure,
     TerminalStep,
     Workflow,
@@ -197,14 +196,14 @@ class Runner:
             self.warn(warning)
         self.checkpoint(history=True)
         try:
-            await self._hooks(self.workflow.hooks.workflow_start, step="")
+            await run_hooks(self, self.workflow.hooks.workflow_start, step="")
             try:
                 async with asyncio.timeout(self.limits.remaining_time()):
                     await self._drive(self.start_step)
             except TimeoutError:
                 raise RunEnds(self.limits.timeout_message(), reason="limit") from None
             if state.status == "completed":
-                await self._hooks(self.workflow.hooks.workflow_end, step="")
+                await run_hooks(self, self.workflow.hooks.workflow_end, step="")
         except asyncio.CancelledError:
             state.status = "cancelled"
             state.completion_reason = "cancelled"
@@ -212,14 +211,14 @@ class Runner:
             state.exit_code = 130
             self._finish()
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.shield(self._hooks(self.workflow.hooks.workflow_cancel, step=""))
+                await asyncio.shield(run_hooks(self, self.workflow.hooks.workflow_cancel, step=""))
             raise
         except (RunEnds, AwfError) as exc:
             state.status = "failed"
             state.error = self.masker.mask(exc.message if isinstance(exc, RunEnds) else str(exc))
             state.exit_code = exc.exit_code
             state.completion_reason = exc.reason if isinstance(exc, RunEnds) else "step_failed"
-            await self._error_hooks()
+            await run_error_hooks(self)
         finally:
             if state.status in ("completed", "failed"):
                 self._finish()
@@ -360,7 +359,7 @@ class Runner:
         state.steps[step.name] = st
         state.executed.append(step.name)
         self.checkpoint()
-        await self._hooks(step.hooks.pre, step=step.name, loop=loop)
+        await run_hooks(self, step.hooks.pre, step=step.name, loop=loop)
         jump: str | None = None
         attempts = (
             step.retry.max_attempts
@@ -418,7 +417,7 @@ class Runner:
                 )
             )
             await asyncio.sleep(delay)
-        await self._hooks(step.hooks.post, step=step.name, loop=loop)
+        await run_hooks(self, step.hooks.post, step=step.name, loop=loop)
         self.checkpoint()
         return StepOutcome(st, jump)
 
@@ -571,50 +570,6 @@ class Runner:
             store.sync_transcript(self.run_id)
 
     # --- hooks --------------------------------------------------------------------------------
-
-    async def _hooks(
-        self,
-        actions: list[HookAction],
-        *,
-        step: str,
-        loop: LoopFrame | None = None,
-        error: Mapping[str, Any] | None = None,
-    ) -> None:
-        for action in actions:
-            where = f"hook of {step}" if step else "workflow hook"
-            if action.log is not None:
-                text = self.ctx.render(action.log, step=step or "hooks", what=where, error=error)
-                self.send(ev.LogMessage, text, step)
-                continue
-            command = self.ctx.render(
-                action.command or "", step=step or "hooks", what=where, loop=loop, error=error
-            )
-            result = await run_shell(
-                command,
-                cwd=self.config.cwd,
-                env=command_env(self.config.env, self.ctx.inputs, AWF_RUN_ID=self.run_id),
-                timeout=300,
-            )
-            if result.stdout.strip():
-                self.send(ev.LogMessage, result.stdout.rstrip(), step)
-            if result.exit_code != 0:
-                self.warn(
-                    f"{where} exited with code {result.exit_code}: {result.stderr.strip()[-500:]}",
-                    step,
-                )
-
-    async def _error_hooks(self) -> None:
-        if not self.workflow.hooks.workflow_error:
-            return
-        failed = self.state.steps.get(self.state.current_step)
-        error = {
-            "Message": self.state.error,
-            "State": self.state.current_step,
-            "ExitCode": failed.exit_code if failed and failed.exit_code is not None else 0,
-            "Type": "execution",
-        }
-        with contextlib.suppress(AwfError):
-            await self._hooks(self.workflow.hooks.workflow_error, step="", error=error)
 
 
 def _retry_delay(step: AnyStep, attempt: int) -> float:
