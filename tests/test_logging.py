@@ -169,3 +169,39 @@ async def test_a_stopped_local_turn_whose_thread_then_fails_is_logged(
         "model's context was freed under it" in m
         for m in messages
     ), messages
+
+
+def test_loading_the_notebook_extension_reads_awf_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`%load_ext awf_nb` in a notebook started with AWF_LOG=debug shows debug messages;
+    a bad value is said once and keeps nothing from loading."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from awf_nb.frontends.notebook.magic import load_ipython_extension
+
+    logger = logging.getLogger("awf_nb")
+    level, handlers = logger.level, list(logger.handlers)
+    shell = InteractiveShell.instance()
+    try:
+        monkeypatch.setenv("AWF_LOG", "debug")
+        load_ipython_extension(shell)
+        assert logger.level == logging.DEBUG
+        assert len(logger.handlers) == len(handlers) + 1
+        load_ipython_extension(shell)  # loaded again: still one handler
+        assert len(logger.handlers) == len(handlers) + 1
+    finally:
+        logger.setLevel(level)
+        logger.handlers[:] = handlers
+
+
+def test_a_bad_awf_log_does_not_keep_the_magics_away(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from awf_nb.frontends.notebook.magic import load_ipython_extension
+
+    monkeypatch.setenv("AWF_LOG", "loud")
+    shell = InteractiveShell.instance()
+    load_ipython_extension(shell)
+    assert "awf" in shell.magics_manager.magics["cell"]
+    assert "AWF_LOG=loud: not a log level" in capsys.readouterr().err
