@@ -194,3 +194,46 @@ def test_the_map_names_every_top_level_module() -> None:
         and f"awf_nb.{m.removesuffix('.py')}" not in text
     ]
     assert unnamed == [], f"docs/architecture.md does not place: {unnamed}"
+
+
+STEP_MODULES = ("steps", "agent_step", "agent", "conversation", "partner", "tool_calls", "hooks")
+
+
+def run_time_imports_of(source: str, target: str) -> list[int]:
+    """Lines importing `target` anywhere but under `if TYPE_CHECKING:` (a function-level
+    import is a run-time import too)."""
+    tree = ast.parse(source)
+    typing_only = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            typing_only |= {id(inner) for inner in ast.walk(node)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            imported = [node.module]
+        elif isinstance(node, ast.Import):
+            imported = [alias.name for alias in node.names]
+        else:
+            continue
+        if target in imported:
+            found.append(node.lineno)
+    return found
+
+
+@pytest.mark.parametrize("name", STEP_MODULES)
+def test_a_step_module_never_imports_the_run_loop(name: str) -> None:
+    """Steps see the run through `engine/runtime.StepRun`; `engine/run.py` (the Runner) is
+    imported by none of them at run time, only for type hints."""
+    source = (PACKAGE / "engine" / f"{name}.py").read_text()
+    assert run_time_imports_of(source, "awf_nb.engine.run") == []
+
+
+def test_the_check_sees_a_function_level_import_of_the_run_loop() -> None:
+    source = "def f():\n    from awf_nb.engine.run import RunEnds\n"
+    typed = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from awf_nb.engine.run import X\n"
+    )
+    assert run_time_imports_of(source, "awf_nb.engine.run") == [2]
+    assert run_time_imports_of(typed, "awf_nb.engine.run") == []
