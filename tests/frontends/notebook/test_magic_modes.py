@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+from IPython.core.interactiveshell import InteractiveShell
 
 from awf_nb.api import load
 from awf_nb.frontends import connect
@@ -26,6 +25,7 @@ from awf_nb.frontends.notebook.run_mode import (
     workflow_needs_input,
 )
 from awf_nb.frontends.notebook.transformer import make_transformer
+from tests.support.notebook import cell
 from tests.support.waiting import wait_until
 
 CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
@@ -168,32 +168,9 @@ def test_no_rewrite_without_asyncio_autoawait() -> None:
 # --- through a shell --------------------------------------------------------------------------
 
 
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.extension_manager.load_extension("awf_nb")
-    yield ip
-
-
-@pytest.fixture
-def ip(
-    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[InteractiveShell]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("AWF_STORAGE", str(tmp_path / "storage"))
-    monkeypatch.delenv("AWF_NO_INTERACTIVE", raising=False)
-    for name in ("_awf", "chat", "result"):
-        shell.user_ns.pop(name, None)
-    yield shell
-    shell.autoawait = True
-
-
 def as_kernel(monkeypatch: pytest.MonkeyPatch, version: tuple[int, ...]) -> None:
     monkeypatch.setattr(connect, "in_kernel", lambda shell=None: True)
     monkeypatch.setattr(magic, "kernel_version", lambda shell: version)
-
-
-def cell(ip: InteractiveShell, text: str) -> ExecutionResult:
-    return ip.run_cell(text, store_history=False)
 
 
 def give_up(ip: InteractiveShell) -> None:
