@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import only_run_id, spawn_awf
+from tests.support.cli import only_run_id, spawn_awf
 from tests.support.waiting import wait_until
 
 MULTI_STEP = """

@@ -11,7 +11,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.cli.conftest import only_run_id
+from tests.support.cli import only_run_id
 
 pytestmark = pytest.mark.pty
 

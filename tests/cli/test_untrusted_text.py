@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from awf_nb.engine import events as ev
 from awf_nb.frontends.terminal import TerminalSink
 from awf_nb.frontends.terminal_text import terminal_safe
-from tests.cli.conftest import only_run_id
+from tests.support.cli import only_run_id
 
 ATTACKS = {
     "clear screen": "\x1b[2J\x1b[H",
