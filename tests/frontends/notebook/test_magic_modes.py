@@ -26,9 +26,9 @@ from awf_nb.frontends.notebook.run_mode import (
 )
 from awf_nb.frontends.notebook.transformer import make_transformer
 from tests.support.notebook import cell
+from tests.support.panel_widgets import click
 from tests.support.waiting import wait_until
 
-CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
 WAIT_SECONDS = 20.0
 
 CHAT = """\
@@ -193,11 +193,11 @@ def person_in_another_thread(ip: InteractiveShell, messages: list[str]) -> threa
             for message in messages:
                 wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
                 panel.input.text.value = message
-                panel.input.send_button._handle_msg(CLICK)
+                click(panel.input.send_button)
                 shown = lambda m=message: any(c.value == m for c in section.body.children)  # noqa: E731
                 wait_until(shown, "the message in the chat")
             wait_until(lambda: not panel.input.end_button.disabled, "the last prompt")
-            panel.input.end_button._handle_msg(CLICK)
+            click(panel.input.end_button)
         except BaseException as exc:  # reported by the test
             errors.append(exc)
             give_up(ip)
@@ -285,7 +285,7 @@ def test_stop_at_the_prompt_cancels_an_awaiting_run(
             wait_until(lambda: "chat" in ip.user_ns, "the handle")
             panel = ip.user_ns["chat"].panel
             wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
-            panel.input.stop_button._handle_msg(CLICK)
+            click(panel.input.stop_button)
         except AssertionError:
             give_up(ip)  # the assertions below then report what went wrong
 
