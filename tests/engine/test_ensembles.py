@@ -21,6 +21,7 @@ from awf_nb.engine.state import RunState
 from awf_nb.errors import DefinitionError
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
+from tests.support.processes import process_alive
 from tests.support.waiting import until
 
 CYCLE = """
@@ -306,18 +307,10 @@ async def test_ctrl_c_kills_the_command(store, workdir: Path):
     pid = int(pid_file.read_text())
     assert runner.interrupt() == "turn"
     state = await asyncio.wait_for(task, 30)
-    await until(lambda: not _alive(pid), "the judge was killed")
+    await until(lambda: not process_alive(pid), "the judge was killed")
     # headless: the judge was asked again, and this time it ended the exchange
     assert state.status == "completed", state.error
     assert state.steps["draft"].conversation.stopped_by == "user_exit"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] not in ("Z", "X")
 
 
 def test_a_command_partner_takes_no_agent_fields() -> None:

@@ -13,9 +13,10 @@ import pytest
 from awf_nb.engine.ports import ToolResult
 from awf_nb.errors import ExecutionError
 from awf_nb.tools import StepToolSet
+from tests.support.mcp_peer import SECRET, notes_server
 from tests.support.peers import FILESYSTEM_SERVER, NPM_BIN
+from tests.support.processes import process_alive
 from tests.support.waiting import until
-from tests.tools.conftest import SECRET, notes_server, process_alive
 
 Make = Callable[..., StepToolSet]
 

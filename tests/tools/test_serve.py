@@ -18,8 +18,9 @@ from mcp.client.stdio import stdio_client
 
 from awf_nb.errors import UserError
 from awf_nb.tools.serve import load_serve_config, run_server
+from tests.support.mcp_peer import SECRET, notes_server
+from tests.support.processes import process_alive
 from tests.support.waiting import until, wait_until
-from tests.tools.conftest import SECRET, notes_server, process_alive
 
 REPO = Path(__file__).resolve().parents[2]
 
