@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -20,6 +19,7 @@ from awf_nb.engine.events import RunWarning, UserMessage
 from awf_nb.engine.state import RunState
 from awf_nb.errors import DefinitionError
 from awf_nb.workflow.loader import load_text
+from tests.support.cli import run_awf
 from tests.support.events import Collect
 from tests.support.processes import process_alive
 from tests.support.waiting import until
@@ -366,11 +366,7 @@ async def test_without_storage_the_exchange_comes_from_the_conversations(workdir
 async def test_awf_status_json_includes_the_exchange(run_yaml, store, workdir: Path):
     result = await run_yaml(_cycle(1))
     assert result.completion_reason == "limit"
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "status", result.run_id, "--json",
-         "--storage", str(store.root)],
-        capture_output=True, text=True, timeout=60, cwd=workdir,
-    )  # fmt: skip
+    done = run_awf("status", result.run_id, "--json", "--storage", str(store.root), cwd=workdir)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["completion_reason"] == "limit"
