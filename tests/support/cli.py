@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-AWF = [sys.executable, "-m", "awf_nb.cli"]
+AWF: list[str | bytes] = [sys.executable, "-m", "awf_nb.cli"]
 DEFAULT_TIMEOUT = 60.0
 
 
@@ -47,7 +47,7 @@ def awf_environment(
 
 
 def run_awf(
-    *args: str,
+    *args: str | bytes,
     cwd: Path,
     env: Mapping[str, str | None] | None = None,
     inherit_env: bool = True,
@@ -57,6 +57,7 @@ def run_awf(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> subprocess.CompletedProcess[Any]:
     """`awf ARGS` run in `cwd` to its end, its output captured (as text unless `text=False`).
+    An argument may be bytes, for arguments that are not valid UTF-8.
 
     `input` is what the command reads on stdin ("" by default: an empty stdin, so a command
     that asks a person gets end-of-input at once; None leaves the test's stdin). `env`,
