@@ -174,7 +174,8 @@ class EvalFolder:
         """Mark the eval as running in this process (refused if another one runs it)."""
         from awf_nb.engine.state import process_start_time
 
-        if manifest.shown_status() == "running" and manifest.pid != os.getpid():
+        alive = manifest.pid and manifest.pid != os.getpid()
+        if alive and manifest.shown_status() == "running":
             raise UserError(
                 f"eval {self.eval_id} is still running (process {manifest.pid}); "
                 "stop it first, or wait for it to finish"
