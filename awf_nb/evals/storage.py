@@ -82,8 +82,10 @@ class Manifest:
 
     def shown_status(self) -> str:
         """"running" whose process is gone (kill -9, a crash) shows as "interrupted"."""
-        if self.status != "running" or not self.pid:
+        if self.status != "running":
             return self.status
+        if not self.pid:  # it stopped before it ever ran
+            return "interrupted"
         from awf_nb.engine.state import process_start_time
 
         if self.host and self.host != socket.gethostname():
