@@ -185,9 +185,8 @@ def _configure_show(parser: argparse.ArgumentParser) -> None:
 def cmd_eval_show(args: argparse.Namespace) -> int:
     """Show a past eval: its summary and rows (failed first), one case's runs with their
     conversations (--case), or which cases flipped against another eval (--vs)."""
-    from rich.console import Console
-
     from awf_nb.evals.api import open_eval
+    from awf_nb.frontends.eval_terminal import console as make_console
     from awf_nb.frontends.eval_terminal import print_rows, print_summary
     from awf_nb.store import Store
 
@@ -213,7 +212,7 @@ def cmd_eval_show(args: argparse.Namespace) -> int:
         data["rows"] = [row.as_dict() for row in rows]
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return 0
-    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    console = make_console(sys.stdout)
     if args.case is not None:
         _show_case(rows, store, console)
         return 0

@@ -37,14 +37,15 @@ if TYPE_CHECKING:
 
 _STYLES = {"pass": "green", "fail": "red", "error": "grey50"}
 ERROR_CHARS = 160
+PIPE_WIDTH = 200
 
 
 class TerminalEvalProgress:
     """The terminal's view of an eval (see the module docstring)."""
 
     def __init__(self, *, err: TextIO | None = None, out: TextIO | None = None) -> None:
-        self.err = Console(file=err or sys.stderr, highlight=False, soft_wrap=True)
-        self.out = Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
+        self.err = console(err or sys.stderr)
+        self.out = console(out or sys.stdout)
         self.progress: Progress | None = None
         self.task: Any = None
         self.counts = {"pass": 0, "fail": 0, "error": 0}
@@ -105,6 +106,20 @@ class TerminalEvalProgress:
         print_summary(result, self.out)
 
 
+def console(stream: TextIO) -> Console:
+    """A console on `stream`; one that is not a terminal (a pipe, a file) is wide, so
+    tables are not folded to 80 columns."""
+    wide = None if _isatty(stream) else PIPE_WIDTH
+    return Console(file=stream, highlight=False, soft_wrap=True, width=wide)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def failure_line(row: EvalRow) -> Text:
     """One line for a run that did not pass: outcome, case, epoch, run id, why."""
     style = _STYLES[row.outcome]
@@ -151,7 +166,8 @@ def print_rows(result: EvalResult, rows: Sequence[EvalRow], console: Console) ->
     table = Table(title=f"eval {result.eval_id} — {terminal_safe(result.workflow)}",
                   title_justify="left")  # fmt: skip
     for header in [*table_header(result.scorers), "run"]:
-        table.add_column(header, overflow="fold")
+        wraps = header == "error"
+        table.add_column(header, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis")
     for row in ordered_rows(rows):
         cells = [*row_cells(row, result.scorers), row.run_id]
         cells[-2] = _short(cells[-2])
