@@ -197,6 +197,11 @@ async def run_item(
     if item.setup_error:
         row.error, row.error_kind = item.setup_error, "setup"
         return RunOutcome(row)
+    # The run's commands (and templates, as `.env`) know which case and epoch they serve.
+    env = run_setup.environment(plan.env)
+    env.update(AWF_EVAL_CASE=item.case.id, AWF_EVAL_EPOCH=str(item.epoch))
+    if item.seed is not None:
+        env["AWF_EVAL_SEED"] = str(item.seed)
     try:
         runner = run_setup.prepare_case_run(
             plan.workflow,
@@ -208,7 +213,7 @@ async def run_item(
             seed=item.seed,
             yes=plan.yes,
             cwd=plan.cwd,
-            env=plan.env,
+            env=env,
         )
     except AwfError as exc:
         row.error = exc.message
