@@ -73,8 +73,10 @@ def spec_from_arguments(
         "dataset": os.fspath(dataset) if dataset_path else "<rows>",
         "inputs": dict(inputs or {}),
         "user": _user(user),
-        "scorers": [s if isinstance(s, Mapping) else s.model_dump(by_alias=True,
-                    exclude_none=True) for s in scorers],  # fmt: skip
+        "scorers": [
+            s if isinstance(s, Mapping) else s.model_dump(by_alias=True, exclude_none=True)
+            for s in scorers
+        ],
         "epochs": epochs,
         "concurrency": concurrency if concurrency is not None else DEFAULT_CONCURRENCY,
         "limits": dict(limits or {}),
@@ -86,7 +88,9 @@ def spec_from_arguments(
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "eval"
-        raise UserError(f"evaluate(): {where}: {first['msg'].removeprefix('Value error, ')}") from None
+        raise UserError(
+            f"evaluate(): {where}: {first['msg'].removeprefix('Value error, ')}"
+        ) from None
     if dataset_path:
         path = Path(dataset)
         cases = load_dataset(path if path.is_absolute() else base / path, label=os.fspath(dataset))

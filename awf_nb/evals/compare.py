@@ -26,7 +26,7 @@ class CaseComparison:
 
     @property
     def direction(self) -> str:
-        """"better", "worse" or "changed" (mixed on one side)."""
+        """ "better", "worse" or "changed" (mixed on one side)."""
         rank = {"fail": 0, "mixed": 1, "pass": 2}
         if not self.flipped:
             return ""
@@ -51,8 +51,13 @@ def compare(before: EvalResult, after: EvalResult) -> list[CaseComparison]:
     a, b = verdicts(before), verdicts(after)
     cases = sorted(set(a) | set(b))
     found = [
-        CaseComparison(case, a.get(case, ("", ""))[0], b.get(case, ("", ""))[0],
-                       a.get(case, ("", "-"))[1], b.get(case, ("", "-"))[1])  # fmt: skip
+        CaseComparison(
+            case,
+            a.get(case, ("", ""))[0],
+            b.get(case, ("", ""))[0],
+            a.get(case, ("", "-"))[1],
+            b.get(case, ("", "-"))[1],
+        )
         for case in cases
     ]
     return sorted(found, key=lambda c: (not c.flipped, c.case))

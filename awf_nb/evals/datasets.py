@@ -119,7 +119,11 @@ class _Rows:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             self.error(
                 f"{where}: replies must be a list of messages (text)"
-                + (' (in a CSV, a JSON array: ["hi", "exit"])' if self.label.endswith(".csv") else ""),
+                + (
+                    ' (in a CSV, a JSON array: ["hi", "exit"])'
+                    if self.label.endswith(".csv")
+                    else ""
+                ),
                 line,
             )
             return None
@@ -204,8 +208,13 @@ def _read_bounded(path: Path, shown: str, max_bytes: int) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise DefinitionError(
-            [Problem(f"the file is not valid UTF-8 (byte 0x{data[exc.start]:02x})", file=shown,
-                     line=line)]  # fmt: skip
+            [
+                Problem(
+                    f"the file is not valid UTF-8 (byte 0x{data[exc.start]:02x})",
+                    file=shown,
+                    line=line,
+                )
+            ]
         ) from None
 
 
@@ -255,9 +264,7 @@ def _csv(text: str, rows: _Rows) -> None:
             continue
         number += 1
         if len(values) != len(names):
-            rows.error(
-                f"line {start}: {len(values)} values for {len(names)} columns", start
-            )
+            rows.error(f"line {start}: {len(values)} values for {len(names)} columns", start)
             continue
         if not rows.add(dict(zip(names, values, strict=True)), number, start, f"line {start}"):
             return

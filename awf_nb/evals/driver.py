@@ -302,7 +302,9 @@ def start_eval(
     _check_range("--epochs", epochs, 1, 100)
     _check_range("--concurrency", concurrency, 1, 1000)
     if (options.cassette_mode is None) != (options.cassette_dir is None):
-        raise UserError("a cassette mode needs its folder (--record / --replay / --record-missing DIR)")
+        raise UserError(
+            "a cassette mode needs its folder (--record / --replay / --record-missing DIR)"
+        )
     executor = make_executor(options.executor, store)
     cases = spec.cases[: options.limit] if options.limit else list(spec.cases)
     seed = options.seed if options.seed is not None else file.seed
@@ -330,9 +332,7 @@ def start_eval(
     resolved.update(epochs=epochs, concurrency=concurrency, seed=seed)
     resolved["workflow"] = str(spec.workflow.source_path or spec.file.workflow)
     folder.write_start(manifest, resolved, spec.workflow.source_text, cases)
-    return EvalRun(
-        spec, folder, manifest, cases, [], cwd=_cwd(cwd), env=env, executor=executor
-    )
+    return EvalRun(spec, folder, manifest, cases, [], cwd=_cwd(cwd), env=env, executor=executor)
 
 
 def resume_eval(
@@ -398,8 +398,11 @@ def cassette_options(
     """The cassette mode and folder `--record` / `--replay` / `--record-missing` ask for."""
     given: Sequence[tuple[CassetteMode, Any]] = [
         (mode, value)
-        for mode, value in (("record", record), ("replay", replay),
-                            ("record-missing", record_missing))  # fmt: skip
+        for mode, value in (
+            ("record", record),
+            ("replay", replay),
+            ("record-missing", record_missing),
+        )
         if value is not None
     ]
     if len(given) > 1:

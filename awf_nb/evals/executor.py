@@ -185,9 +185,7 @@ class LocalExecutor:
                 await done
 
 
-async def run_item(
-    plan: EvalPlan, item: WorkItem, store: Store | None, started: Any
-) -> RunOutcome:
+async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started: Any) -> RunOutcome:
     """Run one work item to its scored row. Errors of the run, its set-up or its scorers
     are the row's; only cancellation propagates."""
     from awf_nb.evals import run_setup

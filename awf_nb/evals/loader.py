@@ -83,8 +83,13 @@ def load_eval(source: str | os.PathLike[str], *, cwd: Path | None = None) -> Eva
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise DefinitionError(
-            [Problem(f"the file is not valid UTF-8 (byte 0x{data[exc.start]:02x})", file=label,
-                     line=line)]  # fmt: skip
+            [
+                Problem(
+                    f"the file is not valid UTF-8 (byte 0x{data[exc.start]:02x})",
+                    file=label,
+                    line=line,
+                )
+            ]
         ) from None
     return load_eval_text(text, file=label, base_dir=path.parent, path=path)
 

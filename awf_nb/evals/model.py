@@ -193,7 +193,6 @@ class EvalFile(_Model):
         return {"path": value} if isinstance(value, str) else value
 
 
-
 def duplicate_scorer_names(scorers: list[ScorerSpec]) -> list[tuple[int, str]]:
     """(index, name) of each scorer whose name an earlier one already has."""
     seen: set[str] = set()

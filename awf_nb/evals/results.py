@@ -241,12 +241,24 @@ class EvalSummary:
         lines = [header]
         for s in self.scorers.values():
             lines.append(
-                [s.name, s.kind, percent(s.pass_rate), *[percent(s.pass_hat.get(k)) for k in ks],
-                 number(s.mean_score), str(s.errors)]  # fmt: skip
+                [
+                    s.name,
+                    s.kind,
+                    percent(s.pass_rate),
+                    *[percent(s.pass_hat.get(k)) for k in ks],
+                    number(s.mean_score),
+                    str(s.errors),
+                ]
             )
         lines.append(
-            ["passed", "all", percent(self.pass_rate), *[percent(self.pass_hat.get(k)) for k in ks],
-             "", str(self.errors)]  # fmt: skip
+            [
+                "passed",
+                "all",
+                percent(self.pass_rate),
+                *[percent(self.pass_hat.get(k)) for k in ks],
+                "",
+                str(self.errors),
+            ]
         )
         return lines
 
@@ -254,13 +266,12 @@ class EvalSummary:
         parts = [
             f"{self.rows} runs of {self.cases} cases",
             f"{self.passed} passed, {self.failed} failed, {self.errors} errors",
-            f"{self.tokens} tokens" + (f" (+{self.judge_tokens} judging)" if self.judge_tokens else ""),
+            f"{self.tokens} tokens"
+            + (f" (+{self.judge_tokens} judging)" if self.judge_tokens else ""),
             f"{self.seconds:.1f}s of runs",
         ]
         if self.errors_by_kind:
-            parts.append(
-                "errors: " + ", ".join(f"{k} {v}" for k, v in self.errors_by_kind.items())
-            )
+            parts.append("errors: " + ", ".join(f"{k} {v}" for k, v in self.errors_by_kind.items()))
         return "; ".join(parts)
 
     def to_text(self) -> str:

@@ -103,9 +103,7 @@ class FinishedRun:
 
     @property
     def turns(self) -> int:
-        return sum(
-            s.conversation.total_turns for s in self.state.steps.values() if s.conversation
-        )
+        return sum(s.conversation.total_turns for s in self.state.steps.values() if s.conversation)
 
     def data(self) -> dict[str, Any]:
         """The names conditions, judge prompts and commands see."""
@@ -143,8 +141,12 @@ def conversation_messages(state: RunState) -> list[dict[str, str]]:
             if turn.role not in ("user", "assistant") or not turn.content:
                 continue
             messages.append(
-                {"step": name, "role": turn.role, "speaker": turn.speaker,
-                 "content": turn.content}  # fmt: skip
+                {
+                    "step": name,
+                    "role": turn.role,
+                    "speaker": turn.speaker,
+                    "content": turn.content,
+                }
             )
     return messages
 

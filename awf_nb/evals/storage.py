@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import socket
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,7 +80,7 @@ class Manifest:
         return cls(**known)
 
     def shown_status(self) -> str:
-        """"running" whose process is gone (kill -9, a crash) shows as "interrupted"."""
+        """ "running" whose process is gone (kill -9, a crash) shows as "interrupted"."""
         if self.status != "running":
             return self.status
         if not self.pid:  # it stopped before it ever ran
@@ -238,8 +237,12 @@ class EvalFolder:
 
     def cases(self) -> list[Case]:
         return [
-            Case(str(r["id"]), dict(r["row"]), tuple(r["replies"]) if r.get("replies") is not None
-                 else None, int(r.get("line", 0)))  # fmt: skip
+            Case(
+                str(r["id"]),
+                dict(r["row"]),
+                tuple(r["replies"]) if r.get("replies") is not None else None,
+                int(r.get("line", 0)),
+            )
             for r in _records(self.path / CASES)
         ]
 
@@ -282,12 +285,20 @@ def list_eval_ids(store: Store) -> list[str]:
         raise _system_error("cannot list evals in", root, exc) from None
 
 
-def list_evals(store: Store, limit: int | None = None) -> Iterator[EvalResult]:
-    """Past evals, newest first (an unreadable folder is skipped, not fatal)."""
-    ids = list_eval_ids(store)[::-1]
-    for eval_id in ids[:limit] if limit else ids:
+def list_evals(store: Store, limit: int | None = None) -> list[EvalResult]:
+    """Past evals, newest first (by when they were created; an unreadable folder is
+    skipped, not fatal)."""
+    found: list[tuple[str, str, EvalFolder]] = []
+    for eval_id in list_eval_ids(store):
+        folder = EvalFolder(store, eval_id)
         with contextlib.suppress(UserError):
-            yield EvalFolder(store, eval_id).result()
+            found.append((folder.manifest().created_at, eval_id, folder))
+    found.sort(reverse=True)
+    results = []
+    for _, _, folder in found[:limit] if limit else found:
+        with contextlib.suppress(UserError):
+            results.append(folder.result())
+    return results
 
 
 def _case_record(case: Case) -> dict[str, Any]:
@@ -304,7 +315,9 @@ def _json(data: Any, indent: int | None = None) -> bytes:
 
 
 def _line(record: dict[str, Any]) -> bytes:
-    return (json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n").encode()
+    return (
+        json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+    ).encode()
 
 
 def _read_json(path: Path, eval_id: str) -> dict[str, Any]:

@@ -6,8 +6,6 @@ Also: an erroring judge server is an error in that cell."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import awf_nb.providers
@@ -72,7 +70,9 @@ def served(project: Project, monkeypatch: pytest.MonkeyPatch):
     with OpenAIServer(default_reply=Reply.text("I give it 3 stars")) as server:
         monkeypatch.setenv("SERVER", server.base_url)
         project.write("wf2.yaml", WORKFLOW)
-        project.rows("cases.jsonl", [{"id": "bread", "topic": "bread"}, {"id": "jam", "topic": "jam"}])
+        project.rows(
+            "cases.jsonl", [{"id": "bread", "topic": "bread"}, {"id": "jam", "topic": "jam"}]
+        )
         yield server
 
 
@@ -112,7 +112,9 @@ async def test_a_missing_cassette_is_an_error_naming_the_case_and_record_missing
     await evaluate(project, text, record="cassettes")
     (project.root / "cassettes" / "jam-2.cassette.jsonl").unlink()
     before = sorted(project.store.list_run_ids())
-    with pytest.raises(UserError, match=r'no cassette for case "jam" epoch 2: .*jam-2.cassette.jsonl is missing'):
+    with pytest.raises(
+        UserError, match=r'no cassette for case "jam" epoch 2: .*jam-2.cassette.jsonl is missing'
+    ):
         await evaluate(project, text, replay="cassettes")
     assert sorted(project.store.list_run_ids()) == before  # nothing ran
     requests = len(served.requests)

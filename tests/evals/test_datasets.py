@@ -19,7 +19,10 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 @pytest.mark.parametrize(
     ("name", "text"),
     [
-        ("d.jsonl", '{"id": "a", "goal": "bread"}\n\n{"goal": "yeast", "replies": ["hi", "exit"]}\n'),
+        (
+            "d.jsonl",
+            '{"id": "a", "goal": "bread"}\n\n{"goal": "yeast", "replies": ["hi", "exit"]}\n',
+        ),
         ("d.csv", 'id,goal,replies\na,bread,\n,yeast,"[""hi"", ""exit""]"\n'),
         ("d.json", '[{"id": "a", "goal": "bread"}, {"goal": "yeast", "replies": ["hi", "exit"]}]'),
         ("d.yaml", "- {id: a, goal: bread}\n- goal: yeast\n  replies: [hi, exit]\n"),
@@ -73,7 +76,7 @@ def test_the_bounds_are_errors_that_name_the_setting(tmp_path: Path) -> None:
 def test_unknown_format_missing_file_and_empty_dataset(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"unknown format \.txt"):
         load_dataset(write(tmp_path, "d.txt", "x"))
-    with pytest.raises(UserError, match="dataset .* not found"):
+    with pytest.raises(UserError, match=r"dataset .* not found"):
         load_dataset(tmp_path / "none.jsonl")
     with pytest.raises(DefinitionError, match="the dataset has no rows"):
         load_dataset(write(tmp_path, "e.jsonl", "\n"))

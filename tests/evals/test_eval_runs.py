@@ -33,7 +33,10 @@ def by_key(result: EvalResult) -> dict[tuple[str, int], object]:
 async def test_every_scorer_kind_with_known_outcomes(project: Project) -> None:
     project.rows(
         "cases.jsonl",
-        [{"id": "a", "topic": "bread", "replies": ["more please", "exit"]}, {"id": "b", "topic": "yeast"}],
+        [
+            {"id": "a", "topic": "bread", "replies": ["more please", "exit"]},
+            {"id": "b", "topic": "yeast"},
+        ],
     )
     project.write("grade.py", GRADER)
     path = project.write_eval(
@@ -74,12 +77,20 @@ async def test_every_scorer_kind_with_known_outcomes(project: Project) -> None:
     b_turns = project.store.load_state(b1.run_id).steps["chat"].conversation.turns
     assert [t.speaker for t in b_turns if t.role == "user"][1] == "user (simulated)"
     assert {k: v.passed for k, v in a1.scores.items()} == {
-        "ended": True, "yeast": False, "judge": True, "grader": True
+        "ended": True,
+        "yeast": False,
+        "judge": True,
+        "grader": True,
     }
     assert {k: v.passed for k, v in b1.scores.items()} == {
-        "ended": True, "yeast": True, "judge": True, "grader": False
+        "ended": True,
+        "yeast": True,
+        "judge": True,
+        "grader": False,
     }
-    assert a1.scores["judge"].score == 4.0 and a1.scores["judge"].detail == '"I would say 4 out of 5"'
+    assert (
+        a1.scores["judge"].score == 4.0 and a1.scores["judge"].detail == '"I would say 4 out of 5"'
+    )
     assert a1.scores["grader"].score == 4.0  # the first line of its output
     assert a1.judge_tokens > 0
     assert [r.passed for r in result.rows] == [False] * 4
@@ -204,7 +215,9 @@ async def test_an_input_template_that_does_not_render_is_a_setup_error_of_that_r
     assert rows[("1", 1)].status == "completed" and rows[("1", 1)].passed is True
     bad = rows[("2", 1)]
     assert bad.error_kind == "setup" and bad.run_id == "" and bad.passed is None
-    assert bad.error.startswith('inputs.topic: template "inputs.topic": can\'t evaluate field "name"')
+    assert bad.error.startswith(
+        'inputs.topic: template "inputs.topic": can\'t evaluate field "name"'
+    )
 
 
 async def test_confirm_tools_are_refused_unless_the_eval_says_yes(project: Project) -> None:
@@ -237,7 +250,9 @@ async def test_confirm_tools_are_refused_unless_the_eval_says_yes(project: Proje
     assert not (project.root / "out.txt").exists()
     allowed = await run_eval(
         project,
-        project.write_eval(f"workflow: tools.yaml\ndataset: cases.jsonl\nyes: true\n{scorer}", "y.eval.yaml"),
+        project.write_eval(
+            f"workflow: tools.yaml\ndataset: cases.jsonl\nyes: true\n{scorer}", "y.eval.yaml"
+        ),
     )
     assert allowed.rows[0].status == "completed"
     assert (project.root / "out.txt").read_text() == "hi"

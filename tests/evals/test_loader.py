@@ -40,7 +40,9 @@ def test_a_valid_eval_file_loads_with_its_workflow_and_cases(project: Project) -
     assert spec.workflow.name == "chatty"
     assert [c.id for c in spec.cases] == ["a", "2"]  # the id column, else the row number
     assert [s.kind for s in spec.file.scorers] == ["condition", "judge", "command"]
-    assert spec.file.scorers[1].judge.pass_.passes(4) and not spec.file.scorers[1].judge.pass_.passes(3.9)
+    assert spec.file.scorers[1].judge.pass_.passes(4) and not spec.file.scorers[
+        1
+    ].judge.pass_.passes(3.9)
     assert spec.file.scorers[2].command_timeout == 5
 
 
@@ -61,7 +63,8 @@ def test_unknown_keys_are_located_errors_with_a_did_you_mean(project: Project) -
     )
     assert 't.eval.yaml:4:1: error: scorer: unknown key "scorer" (did you mean "scorers"?)' in found
     assert any(
-        p.startswith("t.eval.yaml:8:5: error: scorers[0].condtion") and 'did you mean "condition"' in p
+        p.startswith("t.eval.yaml:8:5: error: scorers[0].condtion")
+        and 'did you mean "condition"' in p
         for p in found
     ), found
 
@@ -89,8 +92,14 @@ def test_checks_that_need_the_model_report_every_mistake_where_it_is(project: Pr
         """,
     )
     text = "\n".join(found)
-    assert 't.eval.yaml:5:3: error: inputs.topc: workflow chatty has no input "topc" (did you mean "topic"?)' in text
-    assert "t.eval.yaml:8:5: error: scorers[0].condition: condition: unexpected end of expression" in text
+    assert (
+        't.eval.yaml:5:3: error: inputs.topc: workflow chatty has no input "topc" (did you mean "topic"?)'
+        in text
+    )
+    assert (
+        "t.eval.yaml:8:5: error: scorers[0].condition: condition: unexpected end of expression"
+        in text
+    )
     assert 't.eval.yaml:9:5: error: scorers[1].name: scorer name "ended" is used twice' in text
     assert 't.eval.yaml:13:7: error: scorers[2].judge.provider: unknown provider "scriptd"' in text
     assert 'did you mean "scripted"' in text
@@ -111,7 +120,8 @@ def test_checks_that_need_the_model_report_every_mistake_where_it_is(project: Pr
 def test_bad_scorers(project: Project, scorer: str, message: str) -> None:
     project.rows("cases.jsonl", [{"topic": "bread"}])
     found = problems(
-        project, f"workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {{topic: x}}\nscorers: [{scorer}]\n"
+        project,
+        f"workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {{topic: x}}\nscorers: [{scorer}]\n",
     )
     assert any(message in p and p.startswith("t.eval.yaml:4:") for p in found), found
 
@@ -122,11 +132,13 @@ def test_a_required_workflow_input_must_be_given(project: Project) -> None:
     assert any('needs input "topic": give it under inputs:' in p for p in found), found
 
 
-def test_a_missing_workflow_and_a_bad_dataset_are_reported_with_their_lines(project: Project) -> None:
+def test_a_missing_workflow_and_a_bad_dataset_are_reported_with_their_lines(
+    project: Project,
+) -> None:
     project.write("cases.jsonl", '{"topic": "a"}\nnot json\n{"id": "x"}\n{"id": "x"}\n')
     found = problems(project, "workflow: nope.yaml\ndataset: cases.jsonl\n")
     text = "\n".join(found)
-    assert "t.eval.yaml:1:1: error: workflow nope.yaml: workflow \"nope.yaml\" not found" in text
+    assert 't.eval.yaml:1:1: error: workflow nope.yaml: workflow "nope.yaml" not found' in text
     assert "cases.jsonl:2: error: line 2: not JSON" in text
     assert 'cases.jsonl:4: error: line 4: case id "x" is used twice (first at line 3)' in text
 
@@ -135,12 +147,15 @@ def test_an_invalid_workflow_shows_its_own_located_problems(project: Project) ->
     project.write("bad.yaml", "name: bad\nstates:\n  initial: nowhere\n")
     project.rows("cases.jsonl", [{"topic": "bread"}])
     found = problems(project, "workflow: bad.yaml\ndataset: cases.jsonl\n")
-    assert any(p.startswith("t.eval.yaml:1:1: error: workflow bad.yaml is invalid (its problems follow)") for p in found)
+    assert any(
+        p.startswith("t.eval.yaml:1:1: error: workflow bad.yaml is invalid (its problems follow)")
+        for p in found
+    )
     assert any(p.startswith("bad.yaml:") for p in found), found
 
 
 def test_a_missing_eval_file_is_a_user_error(project: Project) -> None:
-    with pytest.raises(UserError, match="eval file nowhere.eval.yaml not found"):
+    with pytest.raises(UserError, match=r"eval file nowhere\.eval\.yaml not found"):
         load_eval("nowhere.eval.yaml", cwd=project.root)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from hypothesis import given
@@ -26,14 +27,21 @@ def test_pass_hat_k_never_grows_with_k_and_starts_at_the_pass_rate(runs: list[li
     n = min(len(r) for r in runs)
     values = [pass_hat_k({c: r[:n] for c, r in trials.items()}, k) for k in range(1, n + 1)]
     assert math.isclose(values[0], sum(sum(r[:n]) / n for r in runs) / len(runs))
-    assert all(a >= b - 1e-12 for a, b in zip(values, values[1:], strict=False))
+    assert all(a >= b - 1e-12 for a, b in itertools.pairwise(values))
 
 
 def test_summary_counts_errors_apart_and_as_not_passing_in_pass_k() -> None:
     def row(case: str, epoch: int, passed: bool | None, score: float | None = None) -> EvalRow:
         value = ScoreValue(passed, score, error="" if passed is not None else "boom")
-        return EvalRow(case, epoch, tokens=10, seconds=1.0, scores={"j": value}, passed=passed,
-                       error_kind="" if passed is not None else "scorer")
+        return EvalRow(
+            case,
+            epoch,
+            tokens=10,
+            seconds=1.0,
+            scores={"j": value},
+            passed=passed,
+            error_kind="" if passed is not None else "scorer",
+        )
 
     rows = [row("a", 1, True, 5), row("a", 2, None), row("b", 1, False, 1), row("b", 2, False, 2)]
     summary = EvalSummary.of(rows, [("j", "judge")], epochs=2)
