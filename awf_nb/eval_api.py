@@ -72,7 +72,8 @@ async def aevaluate(
             raise AwfError("evaluate() needs an eval file, or workflow= and dataset=")
         spec = spec_from_arguments(
             workflow=workflow, dataset=dataset, inputs=inputs, user=user, scorers=scorers,
-            epochs=1 if epochs is None else epochs, concurrency=concurrency, limits=limits, yes=yes, seed=seed,
+            epochs=1 if epochs is None else epochs, concurrency=concurrency, limits=limits,
+            yes=yes, seed=seed,
             cwd=base,
         )  # fmt: skip
         file_overrides = {"epochs": None, "concurrency": None, "seed": None}
