@@ -27,6 +27,7 @@ import ipywidgets as widgets
 import traitlets
 
 from awf_nb.evals.results import row_cells, table_header
+from awf_nb.frontends.notebook.panel_items import PanelBox
 
 if TYPE_CHECKING:
     from awf_nb.engine.state import RunState
@@ -57,8 +58,9 @@ class EvalTable:
         self.stop_button.on_click(lambda _: self.stop())
         self.view = EvalTableView()
         self.detail = widgets.VBox(_dom_classes=("awf-eval-detail",))
-        self.widget = widgets.VBox(
-            [widgets.HBox([self.progress, self.stop_button]), self.view, self.detail],
+        self.widget = PanelBox(
+            "eval",
+            children=[widgets.HBox([self.progress, self.stop_button]), self.view, self.detail],
             _dom_classes=("awf-eval",),
         )
         self.view.observe(self._selected, names="selected")
