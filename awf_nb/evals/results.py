@@ -319,6 +319,16 @@ class EvalResult:
     def complete(self) -> bool:
         return len(self.rows) >= self.total
 
+    def run(self, case: str, epoch: int = 1) -> Any:
+        """The stored run (`RunState`) of one (case, epoch): its steps, its conversation."""
+        from awf_nb.errors import UserError
+        from awf_nb.store import Store
+
+        for row in self.rows:
+            if row.key == (str(case), epoch) and row.run_id:
+                return Store(self.storage or None).load_state(row.run_id)
+        raise UserError(f'eval {self.eval_id} has no run of case "{case}" epoch {epoch}')
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "eval_id": self.eval_id,
