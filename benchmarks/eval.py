@@ -9,7 +9,11 @@ paced like a model: `--token-ms` per token, `--tokens` per reply. Prints, from o
    the one-process executor comes to keeping `--concurrency` conversations streaming;
 2. awf's CPU time per conversation (this process: the engine, the store, the scorers);
 3. peak memory (max RSS) and its growth over the eval, per conversation in flight;
-4. peak threads of this process.
+4. peak threads of this process;
+5. the same conversations made by a bare `httpx.AsyncClient` (no engine, no store, no
+   simulated user's prompt building): its wall time ÷ the ideal too. On a busy machine
+   both ratios grow; awf's ratio ÷ the bare client's is the engine's own share;
+6. the fake server's CPU time, to see when it is the bottleneck.
 
     python benchmarks/eval.py [--cases 200] [--concurrency 50] [--turns 3]
                               [--tokens 40] [--token-ms 20]
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import socket
 import subprocess
@@ -84,9 +89,13 @@ def serve(port: int, tokens: int, token_ms: float) -> None:
         await request.body()
 
         async def stream():  # type: ignore[no-untyped-def]
+            # Paced against the clock, not by sleeping token_ms after each token: a busy
+            # machine's late wake-ups must not make the "model" slower than it is.
+            loop = asyncio.get_running_loop()
+            start = loop.time()
             yield chunk({"role": "assistant", "content": ""})
             for index in range(tokens):
-                await asyncio.sleep(token_ms / 1000)
+                await asyncio.sleep(max(0.0, start + (index + 1) * token_ms / 1000 - loop.time()))
                 yield chunk({"content": f" w{index}"})
             yield chunk({}, "stop")
             usage = {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": tokens + 10}
@@ -186,6 +195,42 @@ async def measure(args: argparse.Namespace, base: str, folder: Path) -> dict[str
     }
 
 
+async def bare_client(args: argparse.Namespace, base: str) -> float:
+    """The same requests (replies per conversation in sequence, `--concurrency` at once)
+    with a bare httpx client: the wall time ÷ the ideal."""
+    import httpx
+
+    replies = args.turns + (args.turns - 1)
+    gate = asyncio.Semaphore(args.concurrency)
+    limits = httpx.Limits(
+        max_connections=args.concurrency * 2, max_keepalive_connections=args.concurrency * 2
+    )
+    body = {"model": "fake", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    async with httpx.AsyncClient(limits=limits, timeout=120) as client:
+
+        async def conversation() -> None:
+            async with gate:
+                for _ in range(replies):
+                    async with client.stream(
+                        "POST", f"{base}/chat/completions", json=body
+                    ) as response:
+                        async for _line in response.aiter_lines():
+                            pass
+
+        started = time.perf_counter()
+        await asyncio.gather(*(conversation() for _ in range(args.cases)))
+        wall = time.perf_counter() - started
+    ideal = replies * args.tokens * args.token_ms / 1000 * args.cases / args.concurrency
+    return wall / ideal
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -209,8 +254,11 @@ def main() -> None:
     try:
         base = f"http://127.0.0.1:{port}/v1"
         wait_ready(f"{base}/models", server)
+        server_cpu = process_cpu(server.pid)
         with tempfile.TemporaryDirectory(prefix="awf-eval-bench-") as tmp:
             figures = asyncio.run(measure(args, base, Path(tmp)))
+        figures["server_cpu"] = process_cpu(server.pid) - server_cpu
+        figures["bare_ratio"] = asyncio.run(bare_client(args, base))
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -224,6 +272,9 @@ def main() -> None:
     print(f"peak memory      {figures['peak_rss_mib']:.0f} MiB max RSS; "
           f"{growth:.0f} KiB of growth per conversation in flight")  # fmt: skip
     print(f"peak threads     {figures['peak_threads']}")
+    print(f"fake server      {figures['server_cpu']:.1f}s of CPU during the eval")
+    print(f"bare httpx       ratio {figures['bare_ratio']:.3f} on the same server; awf ÷ bare "
+          f"{figures['ratio'] / figures['bare_ratio']:.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -236,7 +236,9 @@ class EvalRun:
                     if progress is not None:
                         progress.run_started(event.case, event.epoch, event.run_id)
                     continue
-                self._finished(event, writer, progress)
+                # the row's fsync off the loop: the runs in flight go on meanwhile
+                await asyncio.to_thread(self._store_outcome, event, writer)
+                self._finished(event.row, progress)
             status = "completed"
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "cancelled"
@@ -249,14 +251,13 @@ class EvalRun:
                 progress.eval_finished(self.result())
         return self.result()
 
-    def _finished(
-        self, outcome: RunOutcome, writer: ArtifactWriter, progress: EvalProgress | None
-    ) -> None:
+    def _store_outcome(self, outcome: RunOutcome, writer: ArtifactWriter) -> None:
         if outcome.artifacts is not None:
             writer.write(outcome.artifacts)
-        row = outcome.row
+        self.folder.append_result(outcome.row)
+
+    def _finished(self, row: EvalRow, progress: EvalProgress | None) -> None:
         self.in_flight.pop(row.key, None)
-        self.folder.append_result(row)
         self.rows.append(row)
         if progress is not None:
             progress.run_finished(row)

@@ -152,7 +152,12 @@ def collect_artifacts(store: Store, run_id: str) -> RunArtifacts:
 
 
 class LocalExecutor:
-    """`concurrency` runs in flight on the running event loop, written to `store`."""
+    """`concurrency` runs in flight on the running event loop, written to `store`.
+
+    The runs go to an `EvalRunStore` on the same storage root: their checkpoints are
+    written by a thread of its own, not on the event loop every conversation shares (see
+    run_store.py). Each run is settled (its files on the disk) before its row is reported.
+    """
 
     name = "local"
 
@@ -160,12 +165,15 @@ class LocalExecutor:
         self.store = store
 
     async def run(self, plan: EvalPlan) -> AsyncIterator[RunStarted | RunOutcome]:
+        from awf_nb.evals.run_store import EvalRunStore
+
         events: asyncio.Queue[RunStarted | RunOutcome | None] = asyncio.Queue()
         items: Iterator[WorkItem] = iter(plan.items)
+        store = EvalRunStore(self.store.root) if self.store is not None else None
 
         async def worker() -> None:
             for item in items:  # shared: each worker takes the next item left
-                outcome = await run_item(plan, item, self.store, events.put_nowait)
+                outcome = await run_item(plan, item, store, events.put_nowait)
                 events.put_nowait(outcome)
 
         workers = [
@@ -177,12 +185,15 @@ class LocalExecutor:
         try:
             while (event := await events.get()) is not None:
                 yield event
-            await done  # a worker's own failure (a bug) surfaces here
+            await done  # a worker's own failure (a bug, a store that cannot write) is raised
         finally:
             for task in workers:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await done
+            if store is not None:
+                # what the cancelled runs saved last is written before the eval says so
+                await asyncio.shield(asyncio.to_thread(store.close))
 
 
 async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started: Any) -> RunOutcome:
@@ -240,6 +251,8 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
             row.judge_tokens += value.tokens
     finally:
         await providers.aclose()
+    if store is not None:
+        await _settle(store, runner.run_id)
     row.seconds = time.monotonic() - began
     unused = run_setup.unused_recorded_turns(runner)
     if unused:
@@ -265,6 +278,16 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     if row.error_kind == "cassette":
         row.passed = None
     return RunOutcome(row)
+
+
+async def _settle(store: Store, run_id: str) -> None:
+    """The run's files on the disk before its row is reported."""
+    from awf_nb.evals.run_store import EvalRunStore
+
+    if isinstance(store, EvalRunStore):
+        await store.asettle(run_id)
+    else:
+        await asyncio.to_thread(store.settle, run_id)
 
 
 def _run_error_kind(error: str) -> str:

@@ -194,12 +194,15 @@ class EvalFolder:
         self.write_manifest(manifest)
 
     def append_run(self, case: str, epoch: int, run_id: str) -> None:
-        self._append(RUNS, {"case": case, "epoch": epoch, "run_id": run_id})
+        """Which run serves a (case, epoch): for people and tools (the run is in the store
+        either way), so written without an fsync."""
+        self._append(RUNS, {"case": case, "epoch": epoch, "run_id": run_id}, sync=False)
 
     def append_result(self, row: EvalRow) -> None:
+        """A finished run's row, on the disk before this returns (resume relies on it)."""
         self._append(RESULTS, row.as_dict())
 
-    def _append(self, name: str, record: dict[str, Any]) -> None:
+    def _append(self, name: str, record: dict[str, Any], *, sync: bool = True) -> None:
         path = self.path / name
         data = _line(record)
         try:
@@ -209,7 +212,8 @@ class EvalFolder:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fsync(fd)
+                if sync:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
         except OSError as exc:
