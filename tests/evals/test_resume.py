@@ -97,3 +97,26 @@ def test_resume_refuses_options_that_would_change_the_eval(project: Project) -> 
     )  # fmt: skip
     assert done.returncode == 1
     assert "--resume continues an eval as it was started: --epochs cannot change it" in done.stderr
+
+
+def test_ctrl_c_cancels_the_runs_in_flight_and_says_how_to_resume(project: Project) -> None:
+    project.write("gated.yaml", GATED)
+    project.rows("cases.jsonl", [{"id": f"c{i}"} for i in range(1, 4)])
+    project.write_eval("workflow: gated.yaml\ndataset: cases.jsonl\nconcurrency: 2\n")
+    (project.root / "gate-c1").touch()
+    process = awf(project, "eval", "t.eval.yaml")
+    evals = project.store.root / "evals"
+    wait_until(lambda: evals.is_dir() and any(evals.iterdir()), "the eval's folder")
+    folder = next(evals.iterdir())
+    wait_until(lambda: len(lines(folder / "results.jsonl")) == 1, "the first run finished")
+    wait_until(lambda: len(lines(folder / "runs.jsonl")) == 3, "two runs in flight")
+    process.send_signal(signal.SIGINT)
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert f"finish it with: awf eval --resume {folder.name}" in err
+    in_flight = [r["run_id"] for r in lines(folder / "runs.jsonl") if r["case"] != "c1"]
+    for run_id in in_flight:
+        state = json.loads((project.store.root / "runs" / run_id / "state.json").read_text())
+        assert state["status"] == "cancelled"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "cancelled"
