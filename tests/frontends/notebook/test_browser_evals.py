@@ -47,7 +47,9 @@ scorers:
 
 def test_the_live_table_fills_in_opens_a_run_and_stops(page: Any, lab: JupyterLabServer) -> None:
     (lab.root / "gated.yaml").write_text(WORKFLOW)
-    (lab.root / "cases.jsonl").write_text("".join(json.dumps({"id": f"c{i}"}) + "\n" for i in range(3)))
+    (lab.root / "cases.jsonl").write_text(
+        "".join(json.dumps({"id": f"c{i}"}) + "\n" for i in range(3))
+    )
     write_notebook(lab.root / "eval.ipynb", ["%load_ext awf_nb", EVAL])
     page.goto(lab.notebook_url("eval.ipynb", workspace="eval"))
     notebook = page.locator(".jp-NotebookPanel:visible")
@@ -81,7 +83,9 @@ def test_the_live_table_fills_in_opens_a_run_and_stops(page: Any, lab: JupyterLa
 
     passed.click()
     detail = notebook.locator(".awf-eval-detail")
-    detail.locator(".awf-assistant").filter(has_text="a reply for you").first.wait_for(timeout=WAIT_MS)
+    detail.locator(".awf-assistant").filter(has_text="a reply for you").first.wait_for(
+        timeout=WAIT_MS
+    )
     assert "hello from c0" in detail.inner_text()
 
     notebook.get_by_role("button", name="Stop").click()
