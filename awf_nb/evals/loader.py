@@ -138,9 +138,11 @@ def load_eval_text(
 
 def check_spec(spec: EvalSpec) -> None:
     """The checks of an eval built in Python (no YAML): located by their path only."""
+    from awf_nb.evals.run_setup import workflow_provider_problems
     from awf_nb.workflow.loader.document import _Document
 
     doc = _Document(file=spec.label)
+    doc.problems.extend(workflow_provider_problems(spec.workflow))
     _check_model(spec.file, doc)
     _check_inputs(spec.file, spec.workflow, doc)
     errors = [p for p in doc.problems if p.severity == "error"]

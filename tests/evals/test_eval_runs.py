@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from awf_nb.evals.api import open_eval, prepare_eval
 from awf_nb.evals.results import EvalResult
 from tests.evals.conftest import Project
@@ -268,3 +270,41 @@ async def test_limit_and_epoch_overrides_and_the_json_of_a_result(project: Proje
     data = json.loads(result.to_json())
     assert data["summary"]["rows"] == 2 and data["total"] == 2
     assert all(row["outcome"] == "pass" for row in data["rows"])
+
+
+async def test_secrets_are_masked_in_everything_a_row_shows(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SECRET_TOKEN", "hunter2-very-secret")
+    project.write(
+        "leaky.yaml",
+        """\
+        name: leaky
+        env: [SECRET_TOKEN]
+        states:
+          initial: say
+          say: {type: step, command: 'echo "token is $SECRET_TOKEN"', on_success: done}
+          done: {type: terminal}
+        """,
+    )
+    project.rows("cases.jsonl", [{"id": "x"}])
+    path = project.write_eval(
+        """\
+        workflow: leaky.yaml
+        dataset: cases.jsonl
+        scorers:
+          - name: grader
+            command: 'cat >&2; echo " and $SECRET_TOKEN" >&2; exit 1'
+          - name: judge
+            judge:
+              provider: scripted    # no replies: it echoes the prompt it is sent
+              prompt: 'what the run said: {{.states.say.Output}}'
+              pass: ">= 1"
+        """
+    )
+    result = await run_eval(project, path)
+    shown = json.dumps(result.rows[0].as_dict())
+    assert "hunter2-very-secret" not in shown
+    assert result.rows[0].scores["grader"].detail.endswith(" and ***")
+    assert "token is ***" in project.store.load_state(result.rows[0].run_id).steps["say"].output
+    assert result.rows[0].scores["judge"].detail == '"what the run said: token is ***"'
