@@ -175,11 +175,13 @@ def use_cassette_input(runner: Runner) -> None:
     """
     if "awf_nb.providers.cassette" not in sys.modules:
         return  # no cassette can exist before its module is loaded: not worth importing it
-    from awf_nb.providers.cassette import cassette_of
+    from awf_nb.providers.cassette import Replayer, cassette_of
 
     cassette = cassette_of(runner.config.providers)
     if cassette is not None:
         runner.config.reader = cassette.reader(runner.config.reader)
+    if isinstance(cassette, Replayer) and cassette.end_warnings not in runner.config.end_warnings:
+        runner.config.end_warnings.append(cassette.end_warnings)
 
 
 def prepare_run(

@@ -101,8 +101,11 @@ class ProcessGroup:
         """Start `argv` (no shell) with piped stdout/stderr (and stdin if asked).
 
         `limit` bounds one line read with `readline()`; `eof_grace` and `kill_grace` are
-        the module's two grace periods for this group. Raises `OSError` when it cannot start.
+        the module's two grace periods for this group. Raises `OSError` when it cannot start
+        (an argument or a variable holding a NUL byte included).
         """
+        if problem := _unstartable(argv, env):
+            raise OSError(problem)
         loop = asyncio.get_running_loop()
         pipe = asyncio.subprocess.PIPE
         spawn = asyncio.ensure_future(
@@ -272,6 +275,25 @@ async def _pump(
                 on_chunk(text)
         if not chunk:
             return
+
+
+def _unstartable(argv: Sequence[str], env: Mapping[str, str]) -> str:
+    """Why no system could start `argv` with `env` ("" when it can). A NUL byte ends a C
+    string: an argument or a variable holding one (a model's reply, a file or an input put
+    into a command by a template) cannot be passed, and Python would raise a bare
+    ValueError deep in the start."""
+    if any("\0" in arg for arg in argv):
+        return (
+            "its command line holds a NUL byte, which no command can be given (a text put "
+            "into it, such as a reply or a file, had one)"
+        )
+    for name, value in env.items():
+        if "\0" in name or "\0" in value:
+            shown = name.replace("\0", "\\0")
+            return (
+                f"the environment variable {shown} holds a NUL byte, which no command can be given"
+            )
+    return ""
 
 
 def signal_group(pgid: int, signum: signal.Signals) -> None:

@@ -110,6 +110,9 @@ class RunConfig:
     yes: bool = False
     # Serves a CLI agent step's tools through `awf mcp-serve` (`mcp_proxy`).
     mcp_proxy: McpProxyFactory | None = None
+    # Asked when the top-level run ends, before its summary: warnings to show (a replay
+    # that left part of its cassette unused).
+    end_warnings: list[Callable[[RunState], list[str]]] = field(default_factory=list)
 
 
 class _RunEnds(Exception):
@@ -316,6 +319,10 @@ class Runner:
     def _finish(self) -> None:
         state = self.state
         state.completed_at = now()
+        if self._owns_providers:
+            for check in self.config.end_warnings:
+                for warning in check(state):
+                    self.emit(ev.RunWarning(self.run_id, self.masker.mask(warning), ""))
         self.checkpoint(history=True)
         self.emit(ev.RunFinished(self.run_id, RunSummary.from_state(state)))
 
