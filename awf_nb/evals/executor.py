@@ -254,11 +254,11 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     if store is not None:
         await _settle(store, runner.run_id)
     row.seconds = time.monotonic() - began
-    unused = run_setup.unused_recorded_turns(runner)
+    unused = run_setup.unused_recording(runner)
     if unused:
         row.error = (
-            f"the replay used fewer recorded turns than the cassette holds ({unused} not "
-            "used): the run no longer goes the way it was recorded; record it again"
+            f"the replay used fewer recorded turns than the cassette holds (not used: "
+            f"{unused}): the run no longer goes the way it was recorded; record it again"
         )
         row.error_kind = "cassette"
         row.passed = None

@@ -208,17 +208,17 @@ def scoring_providers(runner: Runner, seed: int | None) -> ScoringProviders:
     return ScoringProviders(fresh)
 
 
-def unused_recorded_turns(runner: Runner) -> int:
-    """How many provider turns and person messages of a replayed run's cassette were not
-    used (0 when the run was not replayed): a replay that stopped early is a mismatch."""
+def unused_recording(runner: Runner) -> str:
+    """What of a replayed run's cassette the replay (judges included) did not use, in
+    words ("" when it used every turn and message, or was not replayed): a replay that
+    went another way than the recording, which an eval counts as a mismatch."""
     from awf_nb.providers.cassette import Replayer, cassette_of
 
     cassette = cassette_of(runner.config.providers)
     if not isinstance(cassette, Replayer):
-        return 0
-    # The replayer keeps what it served; counted here until it reports the count itself.
-    served = len(cassette._served)
-    return (len(cassette.cassette.turns) - served) + len(cassette._inputs)
+        return ""
+    unused = cassette.unused
+    return unused.describe() if unused else ""
 
 
 def environment(env: Mapping[str, str] | None) -> dict[str, str]:

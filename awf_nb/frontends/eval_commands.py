@@ -134,7 +134,7 @@ def _configure_evals(parser: argparse.ArgumentParser) -> None:
 def cmd_evals(args: argparse.Namespace) -> int:
     """List past evals, newest first: id, workflow, status, runs done, pass rate."""
     from awf_nb.evals.api import list_evals
-    from awf_nb.frontends.terminal_text import terminal_safe
+    from awf_nb.safe_text import terminal_safe
     from awf_nb.store import Store
 
     if args.n < 1:
@@ -226,7 +226,7 @@ def _show_case(rows: list[Any], store: Any, console: Any) -> None:
 
     from awf_nb.evals.scorers import conversation_messages
     from awf_nb.frontends.eval_terminal import failure_line
-    from awf_nb.frontends.terminal_text import terminal_safe
+    from awf_nb.safe_text import terminal_safe
 
     for row in sorted(rows, key=lambda r: r.epoch):
         console.print(Text(f"── case {terminal_safe(row.case)} epoch {row.epoch}: {row.outcome}",
@@ -257,7 +257,7 @@ def _show_case(rows: list[Any], store: Any, console: Any) -> None:
 def _show_comparison(before: Any, after: Any, json_only: bool) -> int:
     from awf_nb.evals.compare import compare
     from awf_nb.evals.results import percent
-    from awf_nb.frontends.terminal_text import terminal_safe
+    from awf_nb.safe_text import terminal_safe
 
     found = compare(before, after)
     if json_only:

@@ -29,7 +29,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from awf_nb.frontends.terminal_text import terminal_safe
+from awf_nb.safe_text import terminal_safe
 
 if TYPE_CHECKING:
     from awf_nb.evals.driver import EvalRun
