@@ -189,6 +189,10 @@ class LocalExecutor:
         finally:
             for task in workers:
                 task.cancel()
+            if workers:
+                # every run's own clean-up (its cancelled state saved, its commands
+                # stopped) ends before the store is closed: not just the first to finish
+                await asyncio.wait(workers)
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await done
             if store is not None:

@@ -122,7 +122,8 @@ def workflow_provider_problems(workflow: Workflow) -> list[Problem]:
 
 
 def with_limits(workflow: Workflow, limits: Limits) -> Workflow:
-    """`workflow` with the eval's `limits` on top of its own: the smaller of each."""
+    """`workflow` with the eval's `limits` on top of its own: the smaller of each (per
+    step for `max_visits`); how many visits are kept stays the workflow's."""
     if not limits.any:
         return workflow
     own = workflow.limits
@@ -130,10 +131,16 @@ def with_limits(workflow: Workflow, limits: Limits) -> Workflow:
     def smaller(a: Any, b: Any) -> Any:
         return b if a is None else a if b is None else min(a, b)
 
-    merged = Limits(
-        max_agent_turns=smaller(own.max_agent_turns, limits.max_agent_turns),
-        max_tokens=smaller(own.max_tokens, limits.max_tokens),
-        timeout=smaller(own.timeout, limits.timeout),
+    visits = dict(own.max_visits)
+    for step, limit in limits.max_visits.items():
+        visits[step] = smaller(visits.get(step), limit)
+    merged = own.model_copy(
+        update={
+            "max_agent_turns": smaller(own.max_agent_turns, limits.max_agent_turns),
+            "max_tokens": smaller(own.max_tokens, limits.max_tokens),
+            "timeout": smaller(own.timeout, limits.timeout),
+            "max_visits": visits,
+        }
     )
     return workflow.model_copy(update={"limits": merged})
 

@@ -37,6 +37,7 @@ class EvalRunStore(Store):
         super().__init__(root, durable=False)
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._failure: BaseException | None = None
+        self._closed = False
         self._writer = threading.Thread(target=self._work, name="awf-eval-store", daemon=True)
         self._writer.start()
 
@@ -58,7 +59,7 @@ class EvalRunStore(Store):
             _atomic_write(path, data, fsync=False)
 
         self._to_settle.add(state.run_id)
-        self._jobs.put(write)
+        self._submit(write)
 
     def record_run(self, state: RunState) -> None:
         # What the history row needs, as it is now (the run goes on changing its state).
@@ -74,7 +75,7 @@ class EvalRunStore(Store):
             earlier_tokens=state.total_tokens,
             steps={},
         )
-        self._jobs.put(lambda: Store.record_run(self, snapshot))
+        self._submit(lambda: Store.record_run(self, snapshot))
 
     # -- the end of a run, and of the eval ----------------------------------------------------
 
@@ -104,9 +105,17 @@ class EvalRunStore(Store):
         await done
 
     def close(self) -> None:
-        """Write what is queued, then end the writer thread."""
+        """Write what is queued, then end the writer thread; later writes are made at once
+        (a run still saving its state after the eval ended loses nothing)."""
         self._jobs.put(_STOP)
         self._writer.join()
+        self._closed = True
+
+    def _submit(self, job: Callable[[], None]) -> None:
+        if self._closed:
+            job()
+        else:
+            self._jobs.put(job)
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not _STOP:

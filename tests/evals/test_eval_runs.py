@@ -308,3 +308,22 @@ async def test_secrets_are_masked_in_everything_a_row_shows(
     assert result.rows[0].scores["grader"].detail.endswith(" and ***")
     assert "token is ***" in project.store.load_state(result.rows[0].run_id).steps["say"].output
     assert result.rows[0].scores["judge"].detail == '"what the run said: token is ***"'
+
+
+def test_the_eval_s_limits_go_on_top_of_the_workflow_s_own() -> None:
+    from awf_nb.evals.run_setup import with_limits
+    from awf_nb.workflow.loader import load_text
+    from awf_nb.workflow.model import Limits
+
+    workflow = load_text(
+        "name: w\nlimits: {max_tokens: 500, timeout: 60, max_visits: {a: 3, b: 2}}\n"
+        "states:\n  initial: a\n  a: {type: step, command: 'true', on_success: b}\n"
+        "  b: {type: step, command: 'true', on_success: d}\n  d: {type: terminal}\n"
+    )
+    merged = with_limits(
+        workflow, Limits(max_agent_turns=4, max_tokens=900, timeout=30, max_visits={"a": 1})
+    ).limits
+    assert (merged.max_agent_turns, merged.max_tokens, merged.timeout) == (4, 500, 30)
+    assert merged.max_visits == {"a": 1, "b": 2}
+    assert workflow.limits.max_tokens == 500 and workflow.limits.max_visits == {"a": 3, "b": 2}
+    assert with_limits(workflow, Limits()) is workflow
