@@ -237,8 +237,11 @@ class ToolResult:
 McpProxyFactory = Callable[[Any, Any, Path, Mapping[str, str], bool], McpServerSpec]
 
 # Builds the started tool set of a step's `tools:` block: (config, working directory,
-# command environment, the run's masker) -> ToolSet. MCP servers are running when it returns.
-ToolSetFactory = Callable[[Any, Path, Mapping[str, str], Any], Awaitable["ToolSet"]]
+# command environment, the run's masker, where warnings about its tools go) -> ToolSet.
+# MCP servers are running when it returns.
+ToolSetFactory = Callable[
+    [Any, Path, Mapping[str, str], Any, Callable[[str], None]], Awaitable["ToolSet"]
+]
 
 
 @runtime_checkable

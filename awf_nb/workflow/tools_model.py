@@ -18,8 +18,9 @@ tools:
 
 The models check one block on its own: known built-in names (with a did-you-mean), tool
 names a model API accepts, no two tools with one name, `confirm` naming only tools of this
-block, `max_rounds` between 1 and 1000, `max_parallel` between 1 and 64. Like the other workflow models they allow extra
-keys, so the loader can warn about unknown ones with a suggestion (AWF ignores them).
+block, `max_rounds` between 1 and 1000, `max_parallel` between 1 and 64. Like the other
+workflow models they allow extra keys, so the loader can warn about unknown ones with a
+suggestion (AWF ignores them).
 Building the tools themselves is `awf_nb.tools.build_toolset`.
 """
 
