@@ -142,7 +142,11 @@ def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[Mcp
     if factory is None:
         raise ExecutionError(f"step {step.name}: this run cannot serve tools", step=step.name)
     env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
-    return [factory(step.tools, proxy, run.config.cwd, env, run.config.yes)]
+    # Its config file holds the environment: it goes in the run's private folder, where a
+    # crash leaves it private (and the next run of the step, a resume, cleans it up).
+    store = run.config.store
+    private = store.run_dir(run.run_id) if store is not None else None
+    return [factory(step.tools, proxy, run.config.cwd, env, run.config.yes, private)]
 
 
 def _conversation_for(
