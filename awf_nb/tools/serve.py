@@ -266,7 +266,8 @@ class _BoundedLines:
                 piece = chunk[start:end]
                 start = end + 1
                 if skipping or size + len(piece) > self.limit:
-                    if replacement := self._oversized(head or piece[:4096]):
+                    beginning = head or (b"".join(pending) + piece[:4096])[:4096]
+                    if replacement := self._oversized(beginning):
                         yield replacement
                 else:
                     yield (b"".join(pending) + piece).decode("utf-8", errors="replace")
