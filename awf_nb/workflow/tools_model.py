@@ -90,7 +90,7 @@ class CommandTool(_Model):
     parameters: dict[str, ToolParameter] = Field(default_factory=dict)
     command: str
     # None: the block's `timeout`, else DEFAULT_COMMAND_TIMEOUT.
-    timeout: Duration | None = None
+    timeout: Duration = None
 
     @field_validator("name")
     @classmethod
@@ -147,7 +147,7 @@ class McpServer(_Model):
     startup_timeout: Duration = DEFAULT_MCP_STARTUP_TIMEOUT
     # The time bound of each call of its tools (None: the block's `timeout`, else
     # DEFAULT_MCP_CALL_TIMEOUT).
-    timeout: Duration | None = None
+    timeout: Duration = None
     max_message_bytes: int = Field(DEFAULT_MCP_MESSAGE_BYTES, ge=1024)
 
     @field_validator("name")
@@ -171,7 +171,7 @@ class ToolsConfig(_Model):
     confirm: list[str] = Field(default_factory=list)
     max_rounds: int = DEFAULT_MAX_ROUNDS
     # The time bound of every tool call; None: each tool's default (see docs/tools.md).
-    timeout: Duration | None = None
+    timeout: Duration = None
     max_parallel: int = DEFAULT_MAX_PARALLEL
 
     @field_validator("max_rounds")
