@@ -39,7 +39,7 @@ from awf_nb.workflow.tools_model import BUILTIN_TOOLS, McpProxyConfig, ToolsConf
 
 SERVER_NAME = "awf"
 PROXY_DIR = "mcp-proxy"  # in the run's folder
-_TOOLS_KEYS = ("builtin", "commands", "mcp", "confirm")
+_TOOLS_KEYS = ("builtin", "commands", "mcp", "confirm", "timeout", "max_parallel")
 
 
 def serve_config(
