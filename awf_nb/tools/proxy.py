@@ -61,6 +61,10 @@ def serve_config(
         # about by the loader) that mcp-serve would refuse.
         dumped = tools.model_dump(mode="json", include=set(_TOOLS_KEYS))
         config = {key: dumped[key] for key in _TOOLS_KEYS if dumped.get(key)}
+        # The limits only when the step sets them: mcp-serve has the same defaults.
+        for key in ("timeout", "max_parallel"):
+            if key not in tools.model_fields_set:
+                config.pop(key, None)
     if proxy.intercept_builtins and "builtin" not in config:
         config["builtin"] = list(BUILTIN_TOOLS)
     if not any(config.get(key) for key in ("builtin", "commands", "mcp")):

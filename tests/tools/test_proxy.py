@@ -166,5 +166,6 @@ def test_the_config_file_lives_in_the_runs_private_folder(work: Path, tmp_path: 
 
 def test_the_steps_limits_reach_the_server(work: Path) -> None:
     tools = _tools(builtin=["Bash"], timeout="30s", max_parallel=2)
-    _, config = _config_of(McpProxy()(tools, McpProxyConfig(enable=True), work, {}, False))
+    proxy = McpProxy()  # its files live as long as it does
+    _, config = _config_of(proxy(tools, McpProxyConfig(enable=True), work, {}, False))
     assert (config["timeout"], config["max_parallel"]) == (30.0, 2)
