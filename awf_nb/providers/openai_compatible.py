@@ -7,10 +7,11 @@ they arrive, so the frontend shows the answer while it is written.
 
 The exchange runs on the run's event loop with the loop's shared `httpx.AsyncClient`
 (http_client.py): hundreds of conversations in flight cost no thread each, and share
-their connections. Each network read's events are streamed as they come (openai_stream.py
-turns bytes into events; openai_request.py builds what is sent). Cancelling the turn
-(Ctrl-C, a timeout, closing the stream) closes the connection at once, so the server sees
-the client go away and stops generating.
+their connections. openai_request.py builds what is sent; openai_stream.py turns the bytes
+read into events, within the reply's bounds; batched_reads.py hands them over as they come,
+one batch per network read. Cancelling the turn (Ctrl-C, a timeout, closing the stream)
+closes the connection at once, before or after the answer started, so the server sees the
+client go away and stops generating.
 
 Tools (chat mode): when the turn has tools they are sent as OpenAI `tools` (function
 format), with `tool_choice` when `options.tool_choice` is set; the history's tool calls and
@@ -37,6 +38,7 @@ from pydantic import Field
 
 from awf_nb.engine.ports import Final, Message, ProviderEvent, TurnRequest
 from awf_nb.errors import ProviderError
+from awf_nb.providers.batched_reads import BatchedReads
 from awf_nb.providers.history import (
     build_messages,
     estimate_message_tokens,
@@ -116,10 +118,9 @@ class OpenAICompatibleProvider:
         response = await self._send(settings, body, read_timeout)
         self._responses.add(response)
         try:
-            async with contextlib.aclosing(_answer(response, reader, read_timeout)) as answer:
-                async for events in answer:
-                    for event in events:
-                        yield event
+            async for events in BatchedReads(_answer(response, reader, read_timeout)).batches():
+                for event in events:
+                    yield event
         finally:
             self._responses.discard(response)
             # An unfinished response closes its connection (the server stops generating);

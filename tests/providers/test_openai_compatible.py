@@ -31,6 +31,7 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.errors import ProviderError
+from awf_nb.providers.batched_reads import BatchedReads
 from awf_nb.providers.http_client import ClientLease, loop_clients, tls_context
 from awf_nb.providers.openai_compatible import OpenAICompatibleProvider
 from awf_nb.providers.openai_errors import connect_reason, transport_error
@@ -1063,3 +1064,49 @@ def test_a_forked_process_streams_too(openai_server: OpenAIServer) -> None:
         await provider.aclose()
 
     asyncio.run(parent())
+
+
+# --- reads handed over in batches ----------------------------------------------------------
+
+
+async def test_pieces_read_while_the_turn_is_busy_come_as_one_delta(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    """A fast server sends a token per HTTP chunk: what arrived while the turn was busy
+    with the last delta reaches it as one delta (the frontend gets a delta per batch of
+    reads, not per token)."""
+    openai_server.script(Reply.counted(300))
+    stream = provider.stream(turn_for(openai_server))
+    first = await anext(stream)
+    assert isinstance(first, TextDelta)
+    await asyncio.to_thread(openai_server.wait_stream_ended, 0, 10.0)  # all of it sent
+    await until(lambda: openai_server.streams[0].finished, "the server to finish")
+    rest = [event async for event in stream]
+    deltas = of_type(rest, TextDelta)
+    assert first.text + "".join(d.text for d in deltas) == "".join(f" t{i}" for i in range(300))
+    assert len(deltas) <= 2  # what was read while the turn waited, and perhaps a last read
+
+
+async def test_a_turn_slower_than_the_server_holds_the_reading_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At most MAX_PENDING events wait for the turn: the reading waits for room."""
+    monkeypatch.setattr(BatchedReads, "MAX_PENDING", 10)
+    produced: list[int] = []
+
+    async def answer() -> AsyncIterator[list[Any]]:
+        for number in range(100):
+            produced.append(number)
+            yield [TextDelta(f"{number},")]
+            await asyncio.sleep(0)  # a read: the loop runs other tasks
+
+    batches = BatchedReads(answer()).batches()
+    first = await anext(batches)
+    for _ in range(50):  # turns of the loop for a reading that would not wait to run ahead
+        await asyncio.sleep(0)
+    taken = first[0].text.count(",")
+    assert len(produced) - taken <= 10  # waiting for the turn: no more than that
+    rest = [batch async for batch in batches]
+    text = "".join(e.text for batch in [first, *rest] for e in batch)
+    assert text == "".join(f"{n}," for n in range(100))
+    assert all(len(batch) == 1 for batch in rest)  # a batch's text is one delta
