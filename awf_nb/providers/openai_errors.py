@@ -68,8 +68,8 @@ def transport_error(
 
         return ProviderError(
             provider,
-            f"{url}: no free connection within {read_timeout:g}s: all {max_connections()} "
-            f"connections of this process are in use (${MAX_CONNECTIONS_VARIABLE})",
+            f"{url}: no free connection within {read_timeout:g}s ({max_connections()} in "
+            f"use, the most this process opens: ${MAX_CONNECTIONS_VARIABLE})",
             retryable=True,
         )
     if isinstance(exc, httpx.ConnectTimeout):

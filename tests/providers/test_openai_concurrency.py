@@ -11,9 +11,12 @@ import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+
 from awf_nb.api import arun
 from awf_nb.engine.ports import Final, TurnRequest
-from awf_nb.providers.http_client import loop_clients
+from awf_nb.errors import ProviderError, UserError
+from awf_nb.providers.http_client import MAX_CONNECTIONS_VARIABLE, loop_clients
 from awf_nb.providers.openai_compatible import OpenAICompatibleProvider
 from awf_nb.store import Store
 from tests.support import collect
@@ -90,3 +93,41 @@ async def test_runs_close_every_connection_they_opened(
     assert len(openai_server.requests) == 30
     assert loop_clients(asyncio.get_running_loop()) == []
     await until(lambda: open_sockets() <= before, "the runs' sockets to close")
+
+
+async def test_connections_are_bounded_and_waiting_for_one_is_too(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AWF_HTTP_MAX_CONNECTIONS bounds the loop's connections: a turn finding them all
+    busy waits for one, at most its read timeout, then fails naming the limit."""
+    monkeypatch.setenv(MAX_CONNECTIONS_VARIABLE, "1")
+    openai_server.script(Reply.counted(100, delay=0.05))  # the one connection, held ~5 s
+    first, second = OpenAICompatibleProvider(), OpenAICompatibleProvider()
+    options = {"base_url": openai_server.base_url, "model": "m"}
+    try:
+        holding = asyncio.create_task(collect(first.stream(TurnRequest("Hi", options=options))))
+        await until(lambda: len(openai_server.requests) == 1, "the first request")
+        waiting = TurnRequest("Hi", options=options, timeout=0.3)
+        with pytest.raises(ProviderError) as caught:
+            await collect(second.stream(waiting))
+        assert caught.value.message == (
+            f"openai_compatible: {openai_server.base_url}/chat/completions: no free connection "
+            "within 0.3s (1 in use, the most this process opens: $AWF_HTTP_MAX_CONNECTIONS)"
+        )
+        assert caught.value.retryable
+        assert len(openai_server.requests) == 1  # the second never went out
+        holding.cancel()
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+async def test_a_bad_connection_limit_is_a_clear_error(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(MAX_CONNECTIONS_VARIABLE, "lots")
+    provider = OpenAICompatibleProvider()
+    options = {"base_url": openai_server.base_url, "model": "m"}
+    with pytest.raises(UserError, match=r"AWF_HTTP_MAX_CONNECTIONS must be a whole number >= 1 "):
+        await collect(provider.stream(TurnRequest("Hi", options=options)))
+    await provider.aclose()
