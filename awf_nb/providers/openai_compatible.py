@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -101,6 +102,8 @@ class OpenAICompatibleProvider:
         # Base URLs whose server rejected `max_completion_tokens`: they get `max_tokens`.
         self._legacy_max_tokens: set[str] = set()
         self._responses: set[httpx.Response] = set()  # the turns streaming now
+        # The last turn's options (a copy), environment values and settings.
+        self._last_settings: tuple[Any, tuple[str | None, ...], _Settings] | None = None
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
         settings = self._settings(turn)
@@ -219,12 +222,27 @@ class OpenAICompatibleProvider:
     # --- options -------------------------------------------------------------------------------
 
     def _settings(self, turn: TurnRequest) -> _Settings:
+        """The turn's settings; the last turn's again when its options and environment
+        variables are equal to this one's (a step's turns send the same options, and
+        validating them is most of the cost of a request's set-up)."""
+        env_values = tuple(turn.env.get(name, os.environ.get(name)) for name in _ENV_NAMES)
+        last = self._last_settings
+        if last is not None and last[1] == env_values and last[0] == turn.options:
+            return last[2]
         env = {
             name: value
-            for name in _ENV_NAMES
-            if (value := turn.env.get(name, os.environ.get(name))) is not None
+            for name, value in zip(_ENV_NAMES, env_values, strict=True)
+            if value is not None
         }
-        options = parse_options(self.name, OpenAIOptions, turn.options)
+        settings = self._resolve(turn.options, env)
+        try:  # a copy, so that options changed in place are seen as changed
+            self._last_settings = (copy.deepcopy(turn.options), env_values, settings)
+        except Exception:  # options that cannot be copied are read afresh every turn
+            self._last_settings = None
+        return settings
+
+    def _resolve(self, raw: Mapping[str, Any], env: Mapping[str, str]) -> _Settings:
+        options = parse_options(self.name, OpenAIOptions, raw)
         base_url = self._required(options.base_url, "base_url", env, "OPENAI_BASE_URL")
         if not base_url.lower().startswith(("http://", "https://")):
             shown = _shown(base_url)
