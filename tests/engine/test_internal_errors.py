@@ -38,7 +38,7 @@ async def test_an_unexpected_exception_fails_the_run_and_its_step(run_yaml, stor
         await run_yaml(WORKFLOW, providers=with_providers(boom=Boom))
     [run_id] = store.list_run_ids()
     state = store.load_state(run_id)
-    assert (state.status, state.exit_code) == ("failed", 4)
+    assert (state.status, state.exit_code, state.completion_reason) == ("failed", 4, "step_failed")
     assert state.error == "internal error: ValueError: a bug"
     assert state.completed_at is not None
     assert state.steps["ask"].status == "failed"
