@@ -2,7 +2,8 @@
 
 `AgentSession` runs turns for one agent step: it builds the `TurnRequest` (history for
 history-based providers, the session id for session-id ones, the system prompt only where
-it must be sent), streams the reply to the frontend through the secret masker, retries
+it must be sent), streams the reply to the frontend through the secret masker, holds it
+to its bounds (reply_limits.py: bytes, tool calls, what a server reports), retries
 transient provider errors while nothing has been streamed yet, records turns in the step's
 conversation state and the run's transcript, and counts tokens (real usage or the len/4
 estimate). Ctrl-C / Stop during a reply interrupts that turn only: the partial reply is

@@ -1084,7 +1084,7 @@ async def test_pieces_read_while_the_turn_is_busy_come_as_one_delta(
     rest = [event async for event in stream]
     deltas = of_type(rest, TextDelta)
     assert first.text + "".join(d.text for d in deltas) == "".join(f" t{i}" for i in range(300))
-    assert len(deltas) <= 2  # what was read while the turn waited, and perhaps a last read
+    assert len(deltas) <= 10  # a delta per read (the reads while the turn waited: one)
 
 
 async def test_a_turn_slower_than_the_server_holds_the_reading_back(
