@@ -17,8 +17,8 @@ It prints, from one run:
 3. memory: the growth of this process's RSS while the conversations are in flight,
    per conversation — target <= 1 MiB;
 4. the per-token relay: benchmarks/stream_overhead.py's marginal cost per token of
-   `awf run` against benchmarks/bare_client.py, whole processes, 60,000 tokens — target
-   ratio <= 1.2.
+   `awf run` against benchmarks/bare_client.py (sync, and `--async`), whole processes,
+   60,000 tokens, in wall time and in CPU time — target ratio <= 1.2.
 
     python benchmarks/concurrency.py [--runs 200] [--turns 4] [--tokens 50] [--delay-ms 10]
                                      [--host 127.0.0.1] [--no-relay]
@@ -246,13 +246,13 @@ def phase(workflow: Any, store: Any, count: int, replies: list[str]) -> dict[str
     return asyncio.run(main())
 
 
-def relay(rounds: int) -> tuple[float, float, float]:
+def relay(rounds: int, *, cpu: bool) -> tuple[float, float, float]:
     """Per-token cost of the bare sync and async clients and of `awf run` (µs)."""
     from benchmarks.startup import compile_bytecode
     from benchmarks.stream_overhead import per_token
 
     compile_bytecode()
-    return per_token(rounds)
+    return per_token(rounds, cpu=cpu)
 
 
 def main() -> None:
@@ -322,12 +322,13 @@ def main() -> None:
           f"{args.runs} conversations in flight: {growth:.0f} KiB each "
           "(target <= 1024 KiB)")  # fmt: skip
     if args.relay:
-        sync_token, async_token, awf_token = relay(args.relay_rounds)
-        print(f"4. per-token relay, 60,000 tokens (whole processes, median of "
-              f"{args.relay_rounds}): awf run {awf_token:.1f} µs; bare sync client "
-              f"{sync_token:.1f} µs, ratio {awf_token / sync_token:.2f} (target <= 1.2); "
-              f"bare async client {async_token:.1f} µs, "
-              f"ratio {awf_token / async_token:.2f}")  # fmt: skip
+        for cpu in (False, True):
+            sync_token, async_token, awf_token = relay(args.relay_rounds, cpu=cpu)
+            print(f"{'   ' if cpu else '4.'} per-token relay, 60,000 tokens, whole processes, "
+                  f"{'CPU' if cpu else 'wall'} time (median of {args.relay_rounds}): awf run "
+                  f"{awf_token:.1f} µs; bare sync client {sync_token:.1f} µs, ratio "
+                  f"{awf_token / sync_token:.2f} (target <= 1.2); bare async client "
+                  f"{async_token:.1f} µs, ratio {awf_token / async_token:.2f}")  # fmt: skip
     if conversations["completed"] != args.runs or singles["completed"] != args.runs:
         print(f"   not all completed: {dict(conversations['statuses'])}, "
               f"{dict(singles['statuses'])}")  # fmt: skip

@@ -16,7 +16,8 @@ printing each token) and its `--async` variant (the same with `httpx.AsyncClient
 streams), taking turns, for 1, 20,000 and 60,000 tokens; all print to a pipe.
 Rows: the one-token difference (start-up and set-up; target <= +0.10 s), the 20,000-token
 ratio (target <= 1.15) and the marginal cost per token, (t(60,000) - t(1)) / 59,999 on
-each side (target ratio <= 1.2; against the async client too).
+each side (target ratio <= 1.2; against the async client too), in wall time and in CPU
+time (user + system: on a busy machine the wall time counts the other processes' too).
 
     python benchmarks/stream_overhead.py [--tokens 2000] [--rounds 5] [--delay-ms 1]
                                          [--no-processes] [--process-rounds 5]
@@ -29,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -162,9 +164,9 @@ def scenario(tokens: int, rounds: int, delay_ms: float) -> None:
     print(f"added latency per token:   {(a - b) / tokens * 1e6:8.1f} µs (vs async)")
 
 
-def process_times(tokens: int, rounds: int) -> tuple[float, float, float]:
-    """Median wall times of the bare sync client, the bare async client and `awf run`,
-    whole processes, taking turns."""
+def process_times(tokens: int, rounds: int, *, cpu: bool = False) -> tuple[float, float, float]:
+    """Median wall times (`cpu`: CPU times, user + system) of the bare sync client, the
+    bare async client and `awf run`, whole processes, taking turns."""
     server, url = start_server(tokens)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     bare = [sys.executable, str(ROOT / "benchmarks" / "bare_client.py"), url]
@@ -180,7 +182,7 @@ def process_times(tokens: int, rounds: int) -> tuple[float, float, float]:
             times: list[list[float]] = [[], [], []]
             for _ in range(rounds):
                 for command, spent in zip(commands, times, strict=True):
-                    spent.append(timed(command, env))
+                    spent.append(cpu_timed(command, env) if cpu else timed(command, env))
     finally:
         server.terminate()
         server.wait(5)
@@ -188,10 +190,22 @@ def process_times(tokens: int, rounds: int) -> tuple[float, float, float]:
     return sync, asyn, awf_time
 
 
-def per_token(rounds: int, tokens: int = 60_000) -> tuple[float, float, float]:
+def cpu_timed(argv: list[str], env: dict[str, str]) -> float:
+    """The CPU time (user + system) a whole process took: unlike its wall time, it does
+    not count what other processes on a busy machine took meanwhile."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    timed(argv, env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def per_token(
+    rounds: int, tokens: int = 60_000, *, cpu: bool = False
+) -> tuple[float, float, float]:
     """The marginal cost of a token, (t(tokens) - t(1)) / (tokens - 1), in µs, of the bare
-    sync client, the bare async client and `awf run` (whole processes)."""
-    one, many = process_times(1, rounds), process_times(tokens, rounds)
+    sync client, the bare async client and `awf run` (whole processes; `cpu`: CPU time)."""
+    one = process_times(1, rounds, cpu=cpu)
+    many = process_times(tokens, rounds, cpu=cpu)
     sync, asyn, awf = ((b - a) / (tokens - 1) * 1e6 for a, b in zip(one, many, strict=True))
     return sync, asyn, awf
 
@@ -214,6 +228,9 @@ def processes(rounds: int) -> None:
           f"ratio {per_awf / per_bare:.2f} (target <= 1.2)")  # fmt: skip
     print(f"                bare async client {per_async:5.1f} µs   "
           f"ratio {per_awf / per_async:.2f}")  # fmt: skip
+    sync, asyn, awf = per_token(rounds, cpu=True)
+    print(f"per token, CPU: bare {sync:7.1f} µs   awf run {awf:7.1f} µs   ratio {awf / sync:.2f}; "
+          f"bare async client {asyn:.1f} µs, ratio {awf / asyn:.2f}")  # fmt: skip
 
 
 def main() -> None:
