@@ -38,7 +38,7 @@ from awf_nb.engine.ports import (
 from awf_nb.engine.process import run_shell
 from awf_nb.engine.state import RunState, StepState, Turn, new_run_id, now, process_start_time
 from awf_nb.engine.summary import RunSummary
-from awf_nb.errors import AwfError
+from awf_nb.errors import EXIT_SYSTEM, AwfError, internal_error
 from awf_nb.secrets import Masker, is_secret_input
 from awf_nb.workflow.model import (
     AnyStep,
@@ -298,6 +298,12 @@ class Runner:
             state.exit_code = exc.exit_code
             state.completion_reason = exc.reason if isinstance(exc, _RunEnds) else "step_failed"
             await self._error_hooks()
+        except Exception as exc:  # a bug: the run failed (never left "running"); the
+            state.status = "failed"  # caller reports it, with the traceback under --debug
+            state.error = self.masker.mask(internal_error(exc))
+            state.exit_code = EXIT_SYSTEM
+            state.completion_reason = "step_failed"
+            raise
         finally:
             if state.status in ("completed", "failed"):
                 self._finish()
@@ -495,6 +501,11 @@ class Runner:
                 st.status = "failed"
                 st.error = self.masker.mask(str(exc).removeprefix(f"step {step.name}: "))
                 self._error_codes[step.name] = exc.exit_code
+            except Exception as exc:  # a bug: the step failed, and the run ends (execute)
+                st.status, st.error = "failed", self.masker.mask(internal_error(exc))
+                st.completed_at = now()
+                self._step_finished(st, time.monotonic() - t0)
+                raise
             st.completed_at = now()
             self.ctx.refresh(st)
             self._step_finished(st, time.monotonic() - t0)
