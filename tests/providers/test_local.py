@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from awf_nb.engine.ports import Final, Message, Notice, TextDelta, TurnRequest, Usage
+from awf_nb.engine.ports import Final, Message, ModelLoad, Notice, TextDelta, TurnRequest, Usage
 from awf_nb.errors import ProviderError
 from awf_nb.providers import local
 from awf_nb.providers.local import LocalProvider, cached_model, default_model_path
@@ -348,3 +348,19 @@ async def test_threads_option_applies_to_the_shared_model() -> None:
     assert model is not None and model.threads == 1
     await run_turn(LocalProvider(), "Say hi.", options=SHORT)
     assert model.threads == local.parse_options({}).thread_count
+
+
+async def test_the_turn_that_loads_the_model_says_so_before_its_reply() -> None:
+    options = {"max_tokens": 4, "context_window": 1152}  # a size no other test loads
+    local.clear_model_cache()
+    events = await run_turn(LocalProvider(), "Hi", options=options)
+    loads = only(events, ModelLoad)
+    assert [(e.model, e.done) for e in loads] == [
+        (default_model_path().name, False),
+        (default_model_path().name, True),
+    ]
+    assert loads[1].seconds > 0
+    first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta | Final))
+    assert events.index(loads[1]) < first_text
+    again = await run_turn(LocalProvider(), "Hi", options=options)
+    assert only(again, ModelLoad) == []
