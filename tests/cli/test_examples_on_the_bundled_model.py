@@ -4,6 +4,7 @@ what it needs instead (marker `real_model`).
 
 - chat.yaml asks one short question first; --simulate-user answers like the person;
 - writer-reviewer.yaml ends approved, or says why not (the reviewer's last note);
+- haiku-judge.yaml ends when its script approves three lines, or after its drafts;
 - code-review.yaml gives its JSON verdict (or a clear error), never approving code the
   linter flags;
 - session-demo.yaml and parallel-foreach.yaml run to the end;
@@ -33,7 +34,7 @@ EXAMPLES = ROOT / "workflows"
 RUN_TIMEOUT = 900  # seconds: a shared, busy CI machine generates a few tokens per second
 COVERED = {
     "chat.yaml", "writer-reviewer.yaml", "code-review.yaml", "session-demo.yaml",
-    "parallel-foreach.yaml", "tidy-notes.yaml", "pair-review.yaml",
+    "parallel-foreach.yaml", "tidy-notes.yaml", "pair-review.yaml", "haiku-judge.yaml",
 }  # fmt: skip
 # What an assistant says and a person asking for help does not.
 ASSISTANT_VOICE = re.compile(
@@ -120,6 +121,19 @@ def test_writer_reviewer_ends_approved_or_says_why_not(tmp_path: Path) -> None:
     assert state.steps["draft"].output.strip() in state.message
     reviews = [t.content for t in conv.turns if t.speaker == "reviewer"]
     assert reviews and all(r.strip() for r in reviews)
+
+
+def test_haiku_judge_ends_on_the_script_s_verdict_or_after_its_drafts(tmp_path: Path) -> None:
+    done = awf(tmp_path, "run", "workflows/haiku-judge.yaml")
+    assert done.returncode == 0, done.stderr
+    state = last_run(tmp_path)
+    conv = state.steps["draft"].conversation
+    assert conv is not None and conv.stopped_by in ("condition", "max_turns")
+    verdicts = [t.content for t in conv.turns if t.speaker == "judge"]
+    assert verdicts and all(
+        v == "APPROVED" or v.endswith("a haiku has exactly three. Rewrite it.") for v in verdicts
+    )
+    assert state.message.startswith(f"Haiku ({conv.stopped_by} after {conv.total_turns} drafts)")
 
 
 def _project(tmp_path: Path, source: str) -> Path:
