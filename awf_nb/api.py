@@ -163,7 +163,10 @@ def _run_config(
 ) -> RunConfig:
     """What a new run and a resumed one are both given: providers (recorded or replayed,
     `local` switched to `model`), the person's side, the store, tools and `mcp_proxy`."""
+    # A replay calls no model, so it switches none (a bad spec is still an error).
     choice = model_choice(model, env) if providers is None else None
+    if replay is not None:
+        choice = None
     config = RunConfig(
         providers=_run_providers(
             providers, workflow=workflow, masker=masker, record=record, replay=replay,

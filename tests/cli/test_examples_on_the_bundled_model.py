@@ -113,7 +113,7 @@ def test_writer_reviewer_ends_approved_or_says_why_not(tmp_path: Path) -> None:
     conv = state.steps["draft"].conversation
     assert conv is not None and conv.stopped_by in ("condition", "max_turns")
     if conv.stopped_by == "condition":
-        assert state.message.startswith("Approved by the reviewer after ")
+        assert state.message.startswith("Approved by the reviewer at draft ")
     else:
         note = state.message.split("the reviewer's last note: ", 1)
         assert state.message.startswith(f"Not approved after {conv.total_turns} drafts")
