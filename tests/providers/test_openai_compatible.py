@@ -12,7 +12,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -49,21 +49,10 @@ from tests.support import collect, of_type
 from tests.support.openai_server import OpenAIServer, Reply, prompt_tokens
 from tests.support.waiting import free_port, until, wait_until
 
+pytestmark = pytest.mark.usefixtures("no_openai_environment")
+
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 ENDPOINT = "/v1/chat/completions"
-
-
-@pytest.fixture(autouse=True)
-def _no_openai_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[OpenAICompatibleProvider]:
-    instance = OpenAICompatibleProvider()
-    yield instance
-    await instance.aclose()
 
 
 def turn_for(server: OpenAIServer, prompt: str = "Hi", **options: Any) -> TurnRequest:
