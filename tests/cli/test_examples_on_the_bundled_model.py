@@ -26,6 +26,7 @@ import pytest
 
 from awf_nb.engine.state import RunState
 from awf_nb.store import Store
+from tests.support.cli import run_awf
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 
@@ -45,16 +46,17 @@ ASSISTANT_VOICE = re.compile(
 
 
 def awf(tmp_path: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """`awf run …` as a person runs it, minus a terminal: its own process, no agent CLIs on
-    PATH, ruff from this environment, runs stored under tmp_path."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWF_", "OPENAI_"))}
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"])
-    env["AWF_STORAGE"] = str(tmp_path / "runs")
-    return subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", *args],
-        capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env,
-        stdin=subprocess.DEVNULL, cwd=cwd or ROOT,
-    )  # fmt: skip
+    """`awf …` as a person runs it, minus a terminal: its own process, no agent CLIs on
+    PATH, ruff from this environment, no model switch, runs stored under tmp_path."""
+    unset: dict[str, str | None] = {
+        k: None for k in os.environ if k.startswith(("AWF_", "OPENAI_"))
+    }
+    env = {
+        **unset,
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
+        "AWF_STORAGE": str(tmp_path / "runs"),
+    }
+    return run_awf(*args, cwd=cwd or ROOT, env=env, timeout=RUN_TIMEOUT)
 
 
 def last_run(tmp_path: Path) -> RunState:

@@ -6,9 +6,6 @@ against the OpenAI-compatible test server on 127.0.0.1 and checks what it was se
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from awf_nb.providers.model_switch import (
     SwitchedProviders,
     parse_model,
 )
+from tests.support.cli import run_awf
 from tests.support.events import Collect
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -256,12 +254,9 @@ def test_the_cli_flag_switches_and_shows_it_in_the_step_header(
     openai_server.script(Reply.text("Hello from the CLI run."))
     workflow = tmp_path / "switched.yaml"
     workflow.write_text(LOCAL_CHAT)
-    env = {k: v for k, v in os.environ.items() if k != "AWF_MODEL"}
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "run", str(workflow), "--storage",
-         str(tmp_path / "runs"), "--model", f"cli-model@{openai_server.base_url}"],
-        capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL,
-        cwd=ROOT,
+    done = run_awf(
+        "run", str(workflow), "--storage", str(tmp_path / "runs"),
+        "--model", f"cli-model@{openai_server.base_url}", cwd=ROOT, env={"AWF_MODEL": None},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "Hello from the CLI run." in done.stdout
@@ -272,10 +267,9 @@ def test_the_cli_flag_switches_and_shows_it_in_the_step_header(
 def test_the_cli_names_a_bad_model_and_exits_1(tmp_path: Path) -> None:
     workflow = tmp_path / "switched.yaml"
     workflow.write_text(LOCAL_CHAT)
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "run", str(workflow), "--storage",
-         str(tmp_path / "runs"), "--model", "olama:llama3"],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT,
+    done = run_awf(
+        "run", str(workflow), "--storage", str(tmp_path / "runs"), "--model", "olama:llama3",
+        cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 1
     assert 'unknown kind "olama": did you mean "ollama:llama3"?' in done.stderr

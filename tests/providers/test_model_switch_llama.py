@@ -19,6 +19,7 @@ import pytest
 
 from awf_nb.api import arun
 from awf_nb.store import Store
+from tests.support.cli import run_awf
 from tests.support.recording_proxy import RecordingProxy
 
 pytestmark = [pytest.mark.real_server, pytest.mark.slow]
@@ -32,14 +33,16 @@ LOCAL_ONLY = {"max_tokens", "max_completion_tokens", "repeat_penalty", "json_sch
 def awf(
     tmp_path: Path, *args: str, cwd: Path = ROOT, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AWF_", "OPENAI_"))}
-    clean["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"])
-    clean["AWF_STORAGE"] = str(tmp_path / "runs")
-    return subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", *args],
-        capture_output=True, text=True, timeout=RUN_TIMEOUT, env={**clean, **env},
-        stdin=subprocess.DEVNULL, cwd=cwd,
-    )  # fmt: skip
+    unset: dict[str, str | None] = {
+        k: None for k in os.environ if k.startswith(("AWF_", "OPENAI_"))
+    }
+    settings = {
+        **unset,
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
+        "AWF_STORAGE": str(tmp_path / "runs"),
+        **env,
+    }
+    return run_awf(*args, cwd=cwd, env=settings, timeout=RUN_TIMEOUT)
 
 
 def sent_to_the_server(proxy: RecordingProxy, first: int = 0) -> list[dict]:
