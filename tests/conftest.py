@@ -127,3 +127,13 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_model_switch_from_the_shell() -> Iterator[None]:
+    """`AWF_MODEL` in the developer's shell would move every `provider: local` step of the
+    suite onto their model server: tests that want the switch set it themselves."""
+    saved = os.environ.pop("AWF_MODEL", None)
+    yield
+    if saved is not None:
+        os.environ["AWF_MODEL"] = saved

@@ -28,6 +28,7 @@ from awf_nb.engine.ports import (
     Final,
     McpServerSpec,
     Message,
+    ModelLoad,
     Notice,
     Provider,
     SessionId,
@@ -487,6 +488,12 @@ class AgentSession:
                 run.warn_once(f"truncated:{name}", run.masker.mask(event.message), name)
             else:
                 run.emit(ev.RunWarning(run.run_id, run.masker.mask(event.message), name))
+        elif isinstance(event, ModelLoad):
+            run.emit(
+                ev.ModelLoading(
+                    run.run_id, name, event.model, event.done, event.seconds, self.speaker
+                )
+            )
         elif isinstance(event, Final):
             progress.final = valid_unicode(event.text)
 

@@ -137,11 +137,22 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelLoad:
+    """The provider loads its model before it can answer (a local model's first turn in the
+    process): sent with `done=False` when loading starts, then `done=True` once it is ready
+    (after `seconds`). Frontends show it, so a long load is not a blank screen."""
+
+    model: str
+    done: bool = False
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Final:
     text: str
 
 
-ProviderEvent = TextDelta | ToolUse | ToolCall | Usage | SessionId | Notice | Final
+ProviderEvent = TextDelta | ToolUse | ToolCall | Usage | SessionId | Notice | ModelLoad | Final
 
 
 @runtime_checkable

@@ -108,6 +108,9 @@ class RunConfig:
     toolsets: ToolSetFactory | None = None
     # `--yes`: tool calls that need confirmation run without asking.
     yes: bool = False
+    # How a step's provider reads in its header, when the entry point knows more than its
+    # name (`local → ollama:llama3.2` when `--model` switched it); None: the name.
+    describe_provider: Callable[[str], str] | None = None
     # Serves a CLI agent step's tools through `awf mcp-serve` (`mcp_proxy`).
     mcp_proxy: McpProxyFactory | None = None
     # Asked when the top-level run ends, before its summary: warnings to show (a replay
@@ -475,7 +478,7 @@ class Runner:
                     step.type,
                     attempt,
                     mode=getattr(step, "mode", ""),
-                    detail=getattr(step, "provider", ""),
+                    detail=self._provider_detail(step, loop),
                 )
             )
             t0 = time.monotonic()
@@ -567,6 +570,19 @@ class Runner:
         )
 
     # --- providers, events, persistence ---------------------------------------------------------
+
+    def _provider_detail(self, step: AnyStep, loop: LoopFrame | None) -> str:
+        """An agent step's provider for its header: a template rendered (`{{.inputs.
+        provider}}` reads `claude`), as the entry point describes it (a switched model)."""
+        provider = getattr(step, "provider", "") or ""
+        if "{{" in provider:
+            try:
+                provider = self.ctx.render(provider, step=step.name, what="provider", loop=loop)
+            except AwfError:
+                return provider  # the step itself reports the template's error
+            provider = provider.strip()
+        describe = self.config.describe_provider
+        return describe(provider) if provider and describe is not None else provider
 
     def provider(self, name: str) -> Provider:
         assert self.config.provider_set is not None
