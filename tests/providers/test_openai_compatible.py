@@ -11,7 +11,7 @@ import re
 import socket
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
