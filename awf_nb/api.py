@@ -1,6 +1,6 @@
 """The Python API: `load`, `arun`, `run`, `RunResult`, `SimulatedUser`.
 
-    result = awf_nb.run("workflows/code-review.yaml", inputs={"path": "src"})
+    result = awf_nb.run("workflows/code-review.yaml", inputs={"target": "src"})
     result = await awf_nb.arun(yaml_text, replies=["yes", ""])
     result = awf_nb.run("chat.yaml", record="chat.cassette.jsonl")   # then replay="…"
 
@@ -59,7 +59,9 @@ async def arun(
     delays: 0 (the default) replays at once, 1 at the original pace.
     `yes=True` runs tool calls listed in a step's `tools.confirm` without asking (a run
     with nobody to ask refuses them otherwise). `limits={"max_tokens": 20000}` adds limits
-    on top of the workflow's own.
+    on top of the workflow's own. `model="ollama:llama3.2"` runs every `provider: local`
+    step on that model instead of the bundled one (default: $AWF_MODEL; the forms are in
+    docs/providers.md).
 
     The `AWF_LOG` environment variable (debug, info, warning, error) shows awf's log
     messages on stderr.

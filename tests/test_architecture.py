@@ -80,6 +80,14 @@ PROBES = [
     ("awf_nb/frontends/terminal.py", "import awf_nb.providers.local", "frontends-through-runs"),
     ("awf_nb/engine/run.py", "import ipywidgets", "notebook-only"),
     ("awf_nb/store/history.py", "import httpx", "no-http-in-the-core"),
+    # evaluations reach providers only through their adapter, and never a frontend
+    (
+        "awf_nb/evals/scorers.py",
+        "from awf_nb.providers import provider_factory",
+        "evals-through-runs",
+    ),
+    ("awf_nb/evals/driver.py", "from awf_nb.frontends.eval_terminal import console", "layers"),
+    ("awf_nb/evals/driver.py", "from awf_nb.api import arun", "layers"),
 ]
 
 

@@ -97,6 +97,9 @@ class RunConfig:
     toolsets: ToolSetFactory | None = None
     # `--yes`: tool calls that need confirmation run without asking.
     yes: bool = False
+    # How a step's provider reads in its header, when the entry point knows more than its
+    # name (`local → ollama:llama3.2` when `--model` switched it); None: the name.
+    describe_provider: Callable[[str], str] | None = None
     # Serves a CLI agent step's tools through `awf mcp-serve` (`mcp_proxy`).
     mcp_proxy: McpProxyFactory | None = None
     # Limits on top of the workflow's own `limits:` (the stricter of each applies): what

@@ -9,6 +9,7 @@ carries on from what it had spent. Reaching a limit ends the run with a message 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from awf_nb.engine.state import RunState
 from awf_nb.errors import ExecutionError
@@ -59,11 +60,20 @@ class RunBudget:
 
 
 def stricter(limits: Limits, extra: Limits | None) -> Limits:
-    """The workflow's `limits:` with `extra` on top: of each limit, the smaller one."""
+    """The workflow's `limits:` with `extra` on top: of each limit, the smaller one (per
+    step for `max_visits`); how many visits are kept stays the workflow's."""
     if extra is None or not extra.any:
         return limits
-    values = {}
-    for name in ("max_agent_turns", "max_tokens", "timeout"):
-        mine, given = getattr(limits, name), getattr(extra, name)
-        values[name] = given if mine is None else mine if given is None else min(mine, given)
+
+    def smaller(mine: Any, given: Any) -> Any:
+        return given if mine is None else mine if given is None else min(mine, given)
+
+    values: dict[str, Any] = {
+        name: smaller(getattr(limits, name), getattr(extra, name))
+        for name in ("max_agent_turns", "max_tokens", "timeout")
+    }
+    visits = dict(limits.max_visits)
+    for step, limit in extra.max_visits.items():
+        visits[step] = smaller(visits.get(step), limit)
+    values["max_visits"] = visits
     return limits.model_copy(update=values)

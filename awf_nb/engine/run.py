@@ -28,13 +28,14 @@ from awf_nb.engine import events as ev
 from awf_nb.engine.config import ProviderSet, RunConfig
 from awf_nb.engine.context import LoopFrame, RunContext
 from awf_nb.engine.hooks import run_error_hooks, run_hooks
+from awf_nb.engine.interruption import TurnInterruption
 from awf_nb.engine.limits import RunBudget, RunLimitReached, stricter
 from awf_nb.engine.ports import Provider
 from awf_nb.engine.runtime import RunEnds, StepOutcome
 from awf_nb.engine.sinks import EventMasker, PrefixSink
 from awf_nb.engine.state import RunState, StepState, Turn, new_run_id, now, process_start_time
 from awf_nb.engine.summary import RunSummary
-from awf_nb.errors import AwfError
+from awf_nb.errors import EXIT_SYSTEM, AwfError, internal_error
 from awf_nb.secrets import is_secret_input
 from awf_nb.workflow.model import (
     AnyStep,
@@ -48,43 +49,6 @@ log = logging.getLogger(__name__)
 
 # A runaway transitions cycle must end somewhere; loops have their own max_iterations.
 MAX_STEP_EXECUTIONS = 100_000
-
-
-class TurnInterruption:
-    """The span of a turn that Ctrl-C / Stop cuts short: a reply streaming, its tool calls
-    running (`Runner.interruptible`).
-
-    `Runner.interrupt` cancels the task running the turn, and leaving the span ends that
-    cancellation there (`uncancel`): the turn goes on, marked interrupted (`happened`).
-    A cancellation someone else asked for too (the run's, a task group's) goes on up.
-    The task itself is cancelled, not a child task made for the span: a turn's rounds
-    then cost no task and no extra passes of the event loop.
-    """
-
-    __slots__ = ("_run", "_task", "happened")
-
-    def __init__(self, run: Runner) -> None:
-        self._run = run
-        self._task: asyncio.Task[Any] | None = None
-        self.happened = False
-
-    def __enter__(self) -> TurnInterruption:
-        self._task = asyncio.current_task()
-        self._run._turn_task, self._run._turn_interrupted = self._task, False
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> bool:
-        run, task = self._run, self._task
-        run._turn_task = None
-        if not run._turn_interrupted or task is None:
-            return False
-        run._turn_interrupted = False
-        if task.uncancel() > 0:  # cancelled by someone else too: that goes on
-            return False
-        if exc_type is not None and not issubclass(exc_type, asyncio.CancelledError):
-            return False  # another error came first: it is what the caller must see
-        self.happened = True
-        return True  # the CancelledError that interrupt() caused ends here
 
 
 class Runner:
@@ -219,6 +183,12 @@ class Runner:
             state.exit_code = exc.exit_code
             state.completion_reason = exc.reason if isinstance(exc, RunEnds) else "step_failed"
             await run_error_hooks(self)
+        except Exception as exc:  # a bug: the run failed (never left "running"); the
+            state.status = "failed"  # caller reports it, with the traceback under --debug
+            state.error = self.masker.mask(internal_error(exc))
+            state.exit_code = EXIT_SYSTEM
+            state.completion_reason = "step_failed"
+            raise
         finally:
             if state.status in ("completed", "failed"):
                 self._finish()
@@ -239,6 +209,14 @@ class Runner:
                         st.name,
                     )
                 st.process_group = 0
+            for group in st.process_groups:  # an agent step's tools, servers, CLI
+                if kill_leftover_group(group.pgid, tag=group.tag):
+                    self.warn(
+                        f"step {st.name}: processes it started were still running from "
+                        f"the interrupted run (process group {group.pgid}); stopped them",
+                        st.name,
+                    )
+            st.process_groups = []
 
     def _finish(self) -> None:
         state = self.state
@@ -376,7 +354,7 @@ class Runner:
                     step.type,
                     attempt,
                     mode=getattr(step, "mode", ""),
-                    detail=getattr(step, "provider", ""),
+                    detail=self._provider_detail(step, loop),
                 )
             )
             t0 = time.monotonic()
@@ -402,6 +380,11 @@ class Runner:
                 st.status = "failed"
                 st.error = self.masker.mask(str(exc).removeprefix(f"step {step.name}: "))
                 self._error_codes[step.name] = exc.exit_code
+            except Exception as exc:  # a bug: the step failed, and the run ends (execute)
+                st.status, st.error = "failed", self.masker.mask(internal_error(exc))
+                st.completed_at = now()
+                self._step_finished(st, time.monotonic() - t0)
+                raise
             st.completed_at = now()
             self.ctx.refresh(st)
             self._step_finished(st, time.monotonic() - t0)
@@ -424,7 +407,7 @@ class Runner:
     def _visit_cap(self, step: AnyStep, previous: StepState | None) -> StepOutcome | None:
         """Count a visit of `step`; past its `limits.max_visits`, go to its `on_failure`
         (the step's state stays its last visit's) or end the run naming the step."""
-        limit = self.workflow.limits.max_visits.get(step.name)
+        limit = self.limits.limits.max_visits.get(step.name)
         count = self.state.visits.get(step.name, 0)
         if limit is None or count < limit:
             self.state.visits[step.name] = count + 1
@@ -463,6 +446,19 @@ class Runner:
         )
 
     # --- providers, events, persistence ---------------------------------------------------------
+
+    def _provider_detail(self, step: AnyStep, loop: LoopFrame | None) -> str:
+        """An agent step's provider for its header: a template rendered (`{{.inputs.
+        provider}}` reads `claude`), as the entry point describes it (a switched model)."""
+        provider = getattr(step, "provider", "") or ""
+        if "{{" in provider:
+            try:
+                provider = self.ctx.render(provider, step=step.name, what="provider", loop=loop)
+            except AwfError:
+                return provider  # the step itself reports the template's error
+            provider = provider.strip()
+        describe = self.config.describe_provider
+        return describe(provider) if provider and describe is not None else provider
 
     def provider(self, name: str) -> Provider:
         return self.provider_set.get(name)

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from awf_nb.engine import events as ev
     from awf_nb.engine.config import RunConfig
     from awf_nb.engine.context import LoopFrame, RunContext
+    from awf_nb.engine.interruption import TurnInterruption
     from awf_nb.engine.limits import RunBudget
     from awf_nb.engine.ports import Provider
-    from awf_nb.engine.run import TurnInterruption
     from awf_nb.engine.state import RunState, StepState, Turn
     from awf_nb.secrets import Masker
     from awf_nb.workflow.model import AnyStep, Workflow

@@ -64,7 +64,9 @@ class RunOptions:
 
     Where and with what: `storage` — a `Store`, a folder, True/None for the default
       folder, False to keep nothing; `providers` — a provider factory of your own (the
-      registry's otherwise); `cwd` (default: the working directory); `env` (default:
+      registry's otherwise); `model` — what `provider: local` steps run on instead of the
+      bundled model (`ollama:llama3.2`, …; default: $AWF_MODEL; not with `providers`);
+      `cwd` (default: the working directory); `env` (default:
       this process's environment); `limits` — `max_agent_turns`, `max_tokens`, `timeout`
       on top of the workflow's own `limits:` (of each, the stricter applies).
     """
@@ -84,6 +86,7 @@ class RunOptions:
     replay_speed: float = 0.0
     storage: Store | PathLike | bool | None = None
     providers: ProviderFactory | None = None
+    model: str | None = None
     cwd: PathLike | None = None
     env: Mapping[str, str] | None = None
     limits: Limits | Mapping[str, Any] | None = None

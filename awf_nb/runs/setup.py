@@ -49,8 +49,16 @@ from awf_nb.workflow.model import Workflow
 if TYPE_CHECKING:
     from awf_nb.engine.partner import SimulatedUser
     from awf_nb.engine.state import RunState
+    from awf_nb.providers.model_switch import ModelChoice
 
-__all__ = ["PreparedRun", "default_providers", "load", "prepare_run", "provider_problems"]
+__all__ = [
+    "PreparedRun",
+    "default_providers",
+    "load",
+    "model_choice",
+    "prepare_run",
+    "provider_problems",
+]
 
 
 @dataclass(frozen=True)
@@ -126,7 +134,13 @@ def prepare_run(
     if options.providers is None:
         _check_simulated_user(options.user)
     masker = Masker.for_run(wf, values, env)
-    providers, cassette, replays = _run_providers(options, workflow=wf, masker=masker)
+    # A replay calls no model, so it switches none (a bad spec is still an error).
+    choice = model_choice(options.model, env) if options.providers is None else None
+    providers, cassette, replays = _run_providers(
+        options, workflow=wf, masker=masker, model=None if options.replay else choice
+    )
+    if replays:
+        choice = None
     io, reader = _answers(options, wf, store, replayed=replays)
     if cassette is not None:
         reader = cassette.reader(reader)  # the person's messages are recorded / replayed too
@@ -143,6 +157,7 @@ def prepare_run(
         toolsets=_start_toolset,
         mcp_proxy=_mcp_proxy(),
         yes=options.yes,
+        describe_provider=choice.describe if choice is not None else None,
         limits=options.limits,  # type: ignore[arg-type]  # made a Limits by RunOptions
         # A replay that leaves part of its cassette unused says so when the run ends.
         end_warnings=(cassette.end_warnings,) if replays else (),
@@ -191,11 +206,22 @@ def _first(*given: Any) -> Any:
 # --- providers and cassettes -------------------------------------------------------------------
 
 
-def default_providers() -> ProviderFactory:
-    """A fresh provider factory from the registry (one instance per name, per run)."""
+def default_providers(model: ModelChoice | None = None) -> ProviderFactory:
+    """A fresh provider factory from the registry (one instance per name, per run), with
+    `local` steps on the model `model` chose (providers/model_switch.py)."""
     from awf_nb.providers import provider_factory
+    from awf_nb.providers.model_switch import switch_model
 
-    return provider_factory()
+    return switch_model(provider_factory(), model)
+
+
+def model_choice(model: str | None, env: Mapping[str, str]) -> ModelChoice | None:
+    """What `local` steps run on: `model` (`--model`, `model=`), else $AWF_MODEL, else the
+    bundled model (None). A spec that names nothing is a `UserError` before the run starts."""
+    from awf_nb.providers.model_switch import MODEL_VARIABLE, parse_model
+
+    spec = model if model is not None else env.get(MODEL_VARIABLE)
+    return None if spec is None or (model is None and not spec.strip()) else parse_model(spec, env)
 
 
 def provider_problems(workflow: Workflow) -> list[Any]:
@@ -207,7 +233,7 @@ def provider_problems(workflow: Workflow) -> list[Any]:
 
 
 def _run_providers(
-    options: RunOptions, *, workflow: Workflow, masker: Masker
+    options: RunOptions, *, workflow: Workflow, masker: Masker, model: ModelChoice | None
 ) -> tuple[ProviderFactory, Any, bool]:
     """The run's provider factory, the cassette it records to or replays from (None), and
     whether it replays.
@@ -228,7 +254,7 @@ def _run_providers(
             from awf_nb.providers.cassette import check_speed
 
             check_speed(speed)
-        return own or default_providers(), None, False
+        return own or default_providers(model), None, False
     from awf_nb.providers.cassette import Replayer, open_cassette
 
     opened = open_cassette(
@@ -237,7 +263,7 @@ def _run_providers(
     if isinstance(opened, Replayer):
         return opened.providers(), opened, True
     assert opened is not None
-    return opened.providers(own or default_providers()), opened, False
+    return opened.providers(own or default_providers(model)), opened, False
 
 
 def _check_simulated_user(user: SimulatedUser | None) -> None:
@@ -265,11 +291,13 @@ def _load_child(name: str, base_dir: Path) -> Workflow:
     return load_workflow(find_workflow(name, relative_to=base_dir))
 
 
-async def _start_toolset(config: Any, cwd: Path, env: Mapping[str, str], masker: Any) -> Any:
+async def _start_toolset(
+    config: Any, cwd: Path, env: Mapping[str, str], masker: Any, warn: Any = None
+) -> Any:
     """The run's `ToolSetFactory`: an agent step's tools, MCP servers started."""
     from awf_nb.tools import build_toolset
 
-    tools = build_toolset(config, cwd=cwd, env=env, masker=masker)
+    tools = build_toolset(config, cwd=cwd, env=env, masker=masker, warn=warn)
     await tools.start()
     return tools
 

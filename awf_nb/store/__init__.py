@@ -36,8 +36,11 @@ from awf_nb.store.files import (
     PRIVATE_DIR,
     SOURCE_FILE,
     STATE_FILE,
+    TRANSCRIPT_FILE,
     Layout,
     atomic_write,
+    fsync_dir,
+    fsync_file,
     is_plain_name,
     system_error,
 )
@@ -47,7 +50,7 @@ from awf_nb.store.transcript import Transcripts
 if TYPE_CHECKING:  # the state models (pydantic) are imported only where a state is read
     from awf_nb.engine.state import ConversationState, RunState, Turn
 
-__all__ = ["HistoryEntry", "Store", "default_root"]
+__all__ = ["SOURCE_FILE", "HistoryEntry", "Store", "checkpoint_view", "default_root"]
 
 HISTORY_FILE = "history.db"
 INPUT_HISTORY_FILE = "input_history"
@@ -80,9 +83,17 @@ class Store:
     `sync_transcript`, which the engine calls before it asks the person for input. A power
     loss or a kernel crash may cost the lines written since the last checkpoint; the
     state file on disk describes the run as it was then, and `awf resume` redoes the rest.
+
+    `durable=False` (an eval's many runs in one process) writes the same files the same
+    way — a killed process still loses nothing — but forces nothing onto the disk at a
+    checkpoint: a run's files are fsynced once, by `settle(run_id)` when it has ended. A
+    power loss may then cost the runs in flight, which an eval reruns anyway; fsyncs on
+    the event loop at every turn of hundreds of conversations would stall them all.
     """
 
-    def __init__(self, root: Path | str | None = None) -> None:
+    def __init__(self, root: Path | str | None = None, *, durable: bool = True) -> None:
+        self.durable = durable
+        self._to_settle: set[str] = set()  # runs written since their last `settle`
         self.root = Path(root).expanduser() if root is not None else default_root()
         self.runs_dir = self.root / "runs"
         self.history_path = self.root / HISTORY_FILE
@@ -92,8 +103,8 @@ class Store:
         # at once (no cycle), and its transcripts' descriptors are closed with it.
         self._layout = layout = Layout(self.root)
         self._ensure_dir = layout.ensure_dir
-        self._transcripts = Transcripts(layout)
-        self._history = RunHistory(self.history_path, layout)
+        self._transcripts = Transcripts(layout, durable=durable, to_settle=self._to_settle)
+        self._history = RunHistory(self.history_path, layout, durable=durable)
 
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r})"
@@ -175,9 +186,11 @@ class Store:
         if state.workflow_source and state.run_id not in self._sources_saved:
             source = path.parent / SOURCE_FILE
             if not source.exists():
-                atomic_write(source, state.workflow_source.encode())
+                atomic_write(source, state.workflow_source.encode(), fsync=self.durable)
             self._sources_saved.add(state.run_id)
-        atomic_write(path, _checkpoint_view(state).to_json().encode())
+        atomic_write(path, checkpoint_view(state).to_json().encode(), fsync=self.durable)
+        if not self.durable:
+            self._to_settle.add(state.run_id)
 
     def load_state(self, run_id: str) -> RunState:
         """The run's state, live conversation turns restored from its transcript.
@@ -277,6 +290,23 @@ class Store:
         are not yet: before the person is asked for input, when a step or the run ends."""
         self._transcripts.sync(run_id)
 
+    def settle(self, run_id: str) -> None:
+        """Force a run's files (transcript, state, workflow text, folder) onto the disk:
+        what `durable=False` leaves to the end of a run. Does nothing for a durable store."""
+        if self.durable:
+            return
+        self.sync_transcript(run_id)
+        self._to_settle.discard(run_id)
+        folder = self.run_dir(run_id)
+        for name in (TRANSCRIPT_FILE, STATE_FILE, SOURCE_FILE):
+            try:
+                fsync_file(folder / name)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise system_error("cannot write", folder / name, exc) from exc
+        fsync_dir(folder)
+
     def read_transcript(self, run_id: str, start: int = 0) -> list[dict[str, Any]]:
         """The transcript's records from line `start` on (a torn last line is skipped)."""
         return self._transcripts.read(run_id, start)
@@ -297,7 +327,7 @@ class Store:
         return self._history.entries(workflow, status, limit)
 
 
-def _checkpoint_view(state: RunState) -> RunState:
+def checkpoint_view(state: RunState) -> RunState:
     """`state` as the state file holds it: live conversations cut at `live_from`.
 
     Shallow copies only, so the cost does not grow with the number of live turns.

@@ -60,8 +60,9 @@ def is_plain_name(run_id: str) -> bool:
     return bool(run_id) and run_id not in (".", "..") and "/" not in run_id and "\\" not in run_id
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Temp file in the same directory, write, fsync, rename over `path`, fsync the dir."""
+def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
+    """Temp file in the same directory, write, fsync, rename over `path`, fsync the dir
+    (`fsync=False`: the same, without forcing anything onto the disk)."""
     try:
         fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
@@ -70,13 +71,15 @@ def atomic_write(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as tmp:
             tmp.write(data)
             tmp.flush()
-            os.fsync(tmp.fileno())
+            if fsync:
+                os.fsync(tmp.fileno())
         os.replace(tmp_name, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise system_error("cannot write", path, exc) from exc
-    fsync_dir(path.parent)
+    if fsync:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(path: Path) -> None:

@@ -93,8 +93,9 @@ class RunHistory:
     """The history file of a store (`layout` tells a run's state file, to show a "running"
     row whose process is gone as interrupted)."""
 
-    def __init__(self, path: Path, layout: Layout) -> None:
+    def __init__(self, path: Path, layout: Layout, *, durable: bool = True) -> None:
         self.path = path
+        self._durable = durable
         self._state_path = layout.state_path
         self._ensure_dir = layout.ensure_dir
         self._schema_ready = False
@@ -176,6 +177,8 @@ class RunHistory:
             raise _db_error(self.path, exc) from exc
         try:
             db.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
+            if not self._durable:  # WAL: a killed process loses nothing, a power loss may
+                db.execute("PRAGMA synchronous = NORMAL")
             if not self._schema_ready:
                 self._init_schema(db)
             with db:  # one transaction: commit on success, roll back on error

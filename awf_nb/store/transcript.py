@@ -32,9 +32,14 @@ if TYPE_CHECKING:
 
 
 class Transcripts:
-    """The transcripts of a store's runs: appending (thread-safe), group fsync, reading."""
+    """The transcripts of a store's runs: appending (thread-safe), group fsync, reading.
 
-    def __init__(self, layout: Layout) -> None:
+    Not `durable`: `sync` closes what it holds open but forces nothing onto the disk; the
+    run is noted in `to_settle` (its store fsyncs it once, when it has ended)."""
+
+    def __init__(self, layout: Layout, *, durable: bool = True, to_settle: set[str]) -> None:
+        self._durable = durable
+        self._to_settle = to_settle
         self._root = layout.root
         self._path_of = layout.transcript_path
         self._ensure_dir = layout.ensure_dir
@@ -107,6 +112,12 @@ class Transcripts:
                 self._unsynced.discard(run_id)
                 # the next line opens the file again: nothing is held open between groups
                 fd = self._fds.pop(run_id, None)
+                if not self._durable:  # fsynced once, when the run has ended (`settle`)
+                    self._to_settle.add(run_id)
+            if not self._durable:
+                if fd is not None:
+                    os.close(fd)
+                return
             path = self._path_of(run_id)
             try:
                 if fd is not None:

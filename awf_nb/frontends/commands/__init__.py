@@ -1,5 +1,6 @@
 """The `awf` commands, shared by the `awf` program and the notebook's `%awf` (see
-`table.py`). Importing the package registers every command."""
+`table.py`). Importing the package registers every command (the evaluation commands are
+in `frontends/eval_commands.py`)."""
 
 from __future__ import annotations
 
@@ -12,5 +13,8 @@ from awf_nb.frontends.commands import runs
 from awf_nb.frontends.commands import serve
 
 # isort: on
+from awf_nb.frontends import eval_commands  # awf eval, awf evals, awf eval-show
+
+eval_commands.register(command)
 
 __all__ = ["COMMANDS", "Command", "command", "runs", "serve", "workflows"]

@@ -69,6 +69,13 @@ def configure_run_io(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run tool calls that ask for confirmation (tools.confirm) without asking",
     )
+    parser.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="run `provider: local` steps on this model instead of the bundled one: "
+        "ollama:NAME, openai:NAME, NAME@URL, a .gguf file or an agent CLI "
+        "(default: $AWF_MODEL)",
+    )
     parser.add_argument("--json", action="store_true", help="print the final run state as JSON")
     configure_storage(parser)
     configure_cassette(parser)
@@ -115,7 +122,8 @@ def _replay_speed(text: str) -> float:
 
 def run_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The `RunOptions` fields that `configure_run_io`'s flags set, the same for `awf run`,
-    `awf resume` and `%%awf`: the simulated user, the cassette, `--yes`, `--storage`."""
+    `awf resume` and `%%awf`: the simulated user, the cassette, `--yes`, `--model`,
+    `--storage`."""
     if args.replay_speed is not None and args.replay is None and args.record_missing is None:
         raise UserError("--replay-speed only applies with --replay PATH")
     persona = args.simulate_user
@@ -130,6 +138,7 @@ def run_flags(args: argparse.Namespace) -> dict[str, Any]:
         "record_missing": args.record_missing,
         "replay_speed": args.replay_speed or 0.0,
         "yes": args.yes,
+        "model": args.model,
         "storage": args.storage,
     }
 

@@ -81,6 +81,11 @@ def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     from awf_nb.workflow.roles_skills import agent_file_problems
 
     result = _Validation(workflow)
+    from awf_nb.frontends.eval_commands import validate_eval_file
+
+    if (checked := validate_eval_file(workflow, strict=strict)) is not None:  # an eval file
+        result.path, result.problems, result.exit_code = checked
+        return result
     try:
         loaded = load_workflow(workflow)
         result.path = _relative(loaded.source_path) if loaded.source_path else None

@@ -16,7 +16,7 @@ from awf_nb.frontends.notebook.panel import RunPanel
 from awf_nb.frontends.notebook.panel_static import static_html
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.frontends.notebook.stream_view import StreamHTML
-from tests.frontends.notebook.test_panel import click, find
+from tests.support.panel_widgets import click, find, type_into
 from tests.support.waiting import until
 
 ARGS = '{"command": "ls -la"}'
@@ -341,7 +341,6 @@ async def test_allow_and_deny_in_a_real_run(tmp_path: Any) -> None:
     from awf_nb.frontends.notebook.handle import RunHandle
     from awf_nb.providers.scripted import ScriptedProvider
     from awf_nb.runs import prepare_run
-    from tests.frontends.notebook.test_panel import type_into
 
     workflow = load(TOOLS_CHAT)
     panel = RunPanel(workflow.name, interactive=True)
@@ -416,9 +415,10 @@ async def test_stop_during_a_running_call_interrupts_it_and_opens_the_prompt(
     workflow = load(SLOW_TOOL)
     panel = RunPanel(workflow.name, interactive=True)
     model = ScriptedProvider()
+    reader = WidgetReader()
     runner = prepare_run(
         workflow,
-        reader=(reader := WidgetReader()),
+        reader=reader,
         sink=panel,
         storage=False,
         cwd=tmp_path,
