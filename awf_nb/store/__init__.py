@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from awf_nb.errors import AwfSystemError, UserError
 from awf_nb.store.files import (
     PRIVATE_DIR,
+    PRIVATE_FILE,
     SOURCE_FILE,
     STATE_FILE,
     TRANSCRIPT_FILE,
@@ -50,7 +51,20 @@ from awf_nb.store.transcript import Transcripts
 if TYPE_CHECKING:  # the state models (pydantic) are imported only where a state is read
     from awf_nb.engine.state import ConversationState, RunState, Turn
 
-__all__ = ["SOURCE_FILE", "HistoryEntry", "Store", "checkpoint_view", "default_root"]
+# The layout and the writing of private files, for what stores next to the runs (an eval's
+# folder, its run store).
+__all__ = [
+    "PRIVATE_DIR",
+    "PRIVATE_FILE",
+    "SOURCE_FILE",
+    "STATE_FILE",
+    "TRANSCRIPT_FILE",
+    "HistoryEntry",
+    "Store",
+    "atomic_write",
+    "checkpoint_view",
+    "default_root",
+]
 
 HISTORY_FILE = "history.db"
 INPUT_HISTORY_FILE = "input_history"
