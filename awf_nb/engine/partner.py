@@ -22,6 +22,7 @@ from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession, Reply, TurnTimeout
 from awf_nb.engine.ports import Message
 from awf_nb.engine.state import ConversationState
+from awf_nb.errors import ExecutionError
 
 if TYPE_CHECKING:
     from awf_nb.engine.context import LoopFrame
@@ -259,6 +260,18 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
             ends_like_a_person=True,
         )
         return Exchange(agent, max_turns=simulated.max_turns)
+    from awf_nb.engine.steps import in_parallel_branch
+
+    if parallel := in_parallel_branch.get():
+        # `awf validate` refuses this; a workflow built in Python, or called from a branch
+        # (call_workflow), gets here: two prompts at once would each wait for the other's line.
+        raise ExecutionError(
+            f"step {step.name}: a conversation with the person cannot run inside parallel "
+            f"step '{parallel}': branches run at the same time and the person can answer "
+            "only one conversation at once (move the step out of the parallel step, or "
+            "give it a partner with conversation.with)",
+            step=step.name,
+        )
     return Exchange(PersonPartner(run, step))
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from awf_nb.errors import Problem
 from awf_nb.workflow.checks import check_workflow, execution_order, locate, parent_path
-from awf_nb.workflow.loader import load_text
+from awf_nb.workflow.loader import load_text, load_workflow
 from tests.support.problems import only, problems_of, yml
 
 
@@ -584,3 +586,245 @@ def test_locate_falls_back_to_the_nearest_ancestor() -> None:
     assert locate(locations, "nothing.at.all") == (1, 1)
     assert locate({}, "x") == (1, 1)
     assert parent_path("states.a[2].b") == "states.a[2]"
+
+
+# --- agent steps that repeat without limits -----------------------------------------------
+
+CYCLE_HINT = "add limits: {max_agent_turns: N, max_tokens: N, timeout: 30m}"
+
+
+def repeating(problems: list[Problem]) -> list[tuple[str, str]]:
+    """The "… and the workflow sets no limits" warnings: (path, message)."""
+    return [(p.path, p.message) for p in problems if "sets no limits" in p.message]
+
+
+def agent(name: str, routes: str = "") -> str:
+    """An agent step named `name` in a `states:` mapping, with `routes` (YAML lines)."""
+    lines = [f"  {name}:", "    type: agent", "    provider: local", "    prompt: go"]
+    lines += [f"    {line}" for line in routes.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_parallel_branch_in_no_cycle_is_not_warned_about() -> None:
+    text = (
+        "name: fan\nstates:\n  initial: fan\n"
+        "  fan:\n    type: parallel\n    parallel: [left, right]\n    on_success: done\n"
+        + agent("left")
+        + agent("right")
+        + "  done: {type: terminal}\n"
+    )
+    assert problems_of(text) == []
+
+
+def test_a_parallel_step_in_a_cycle_warns_about_its_agent_branches() -> None:
+    text = (
+        "name: fan\nstates:\n  initial: fan\n"
+        "  fan:\n    type: parallel\n    parallel: [left, right]\n    transitions:\n"
+        "      - {when: 'states.left.Output == \"done\"', goto: done}\n      - {goto: fan}\n"
+        + agent("left")
+        + "  right: {type: step, command: echo right}\n"
+        + "  done: {type: terminal}\n"
+    )
+    problems = problems_of(text)
+    problem = only(
+        problems,
+        "step 'left' is an agent step in a cycle and the workflow sets no limits: nothing "
+        "bounds how many times its agent is asked, and nothing bounds its tokens or time",
+    )
+    assert (problem.path, problem.severity, problem.hint) == ("states.left", "warning", CYCLE_HINT)
+    assert len(repeating(problems)) == 1  # the command branch is no agent
+
+
+REVIEW_CYCLE = (
+    "name: loop\nstates:\n  initial: write\n"
+    + agent("write", "on_success: review")
+    + agent(
+        "review",
+        "transitions:\n  - {when: 'states.review.Output == \"ok\"', goto: done}\n  - {goto: write}",
+    )
+    + "  done: {type: terminal}\n"
+)
+
+
+def test_a_transitions_cycle_warns_and_limits_silence_it() -> None:
+    assert [path for path, _ in repeating(problems_of(REVIEW_CYCLE))] == [
+        "states.write",
+        "states.review",
+    ]
+    limited = REVIEW_CYCLE.replace("states:\n", "limits: {max_agent_turns: 10}\nstates:\n", 1)
+    assert problems_of(limited) == []
+
+
+FOR_EACH = (
+    "name: loop\nstates:\n  initial: each\n"
+    "  each:\n    type: for_each\n    items: [a, b]\n    body: [ask]\n    on_complete: done\n"
+    + agent("ask")
+    + "  done: {type: terminal}\n"
+)
+
+
+def test_a_while_loop_body_warns_a_for_each_body_does_not() -> None:
+    assert problems_of(FOR_EACH) == []
+    looped = FOR_EACH.replace(
+        "type: for_each\n    items: [a, b]", "type: while\n    while: 'states.ask.Output != \"x\"'"
+    )
+    assert repeating(problems_of(looped)) == [
+        (
+            "states.ask",
+            "step 'ask' is an agent step in the body of while loop 'each' and the workflow "
+            "sets no limits: only its max_iterations bounds how many times its agent is "
+            "asked, and nothing bounds its tokens or time",
+        )
+    ]
+
+
+def test_a_for_each_body_step_routing_back_into_the_body_is_a_cycle() -> None:
+    text = (
+        "name: loop\nstates:\n  initial: each\n"
+        "  each:\n    type: for_each\n    items: [a, b]\n    body: [write, review]\n"
+        "    on_complete: done\n"
+        + agent("write", "on_success: review")
+        + agent(
+            "review",
+            "transitions:\n  - {when: 'states.review.Output == \"ok\"', goto: each}\n"
+            "  - {goto: write}",
+        )
+        + "  done: {type: terminal}\n"
+    )
+    assert [path for path, _ in repeating(problems_of(text))] == ["states.write", "states.review"]
+
+
+CALLER = """
+name: caller
+states:
+  initial: call
+  call:
+    type: call_workflow
+    workflow: helper
+    transitions:
+      - {when: 'states.call.Output == "done"', goto: done}
+      - {goto: call}
+  done: {type: terminal}
+"""
+
+
+def caller(tmp_path: Path, helper_step: str, text: str = CALLER) -> Path:
+    """caller.yaml (`text`) and the helper.yaml it calls, whose first step is `helper_step`."""
+    helper = "name: helper\nstates:\n  initial: one\n" + helper_step + "  done: {type: terminal}\n"
+    (tmp_path / "helper.yaml").write_text(helper)
+    (tmp_path / "caller.yaml").write_text(yml(text))
+    return tmp_path / "caller.yaml"
+
+
+def test_a_call_in_a_cycle_warns_when_the_called_workflow_has_agents(tmp_path: Path) -> None:
+    path = caller(tmp_path, agent("one", "on_success: done"))
+    assert repeating(load_workflow(path).warnings) == [
+        (
+            "states.call",
+            "step 'call' calls workflow 'helper', which has agent steps, in a cycle and the "
+            "workflow sets no limits: nothing bounds how many times its agents are asked, and "
+            "nothing bounds its tokens or time",
+        )
+    ]
+
+
+def test_a_call_in_a_cycle_of_a_workflow_without_agents_is_not_warned_about(
+    tmp_path: Path,
+) -> None:
+    path = caller(tmp_path, "  one: {type: step, command: echo, on_success: done}\n")
+    assert load_workflow(path).warnings == []
+
+
+def test_a_call_made_once_is_not_warned_about(tmp_path: Path) -> None:
+    once = CALLER.replace(
+        "    transitions:\n      - {when: 'states.call.Output == \"done\"', goto: done}\n"
+        "      - {goto: call}\n",
+        "    on_success: done\n",
+    )
+    path = caller(tmp_path, agent("one", "on_success: done"), once)
+    assert load_workflow(path).warnings == []
+
+
+def test_a_workflow_calling_itself_in_a_cycle_is_checked_without_recursing(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "caller.yaml").write_text(
+        yml(CALLER.replace("workflow: helper", "workflow: caller"))
+    )
+    [(_, message)] = repeating(load_workflow(tmp_path / "caller.yaml").warnings)
+    assert "calls workflow 'caller', which has agent steps" in message
+
+
+# --- the person in parallel branches --------------------------------------------------------
+
+CHATS_IN_PARALLEL = """
+name: two-chats
+states:
+  initial: both
+  both:
+    type: parallel
+    parallel: [left, right]
+    on_success: done
+  left:
+    type: agent
+    provider: local
+    mode: conversation
+    prompt: hello
+  right:
+    type: agent
+    provider: local
+    mode: conversation
+    prompt: hello
+    conversation:
+      with: {provider: local, name: reviewer}
+      max_turns: 2
+  done: {type: terminal}
+"""
+
+PERSON_IN_BRANCH = (
+    "step 'left': a conversation with the person cannot run inside parallel step 'both': "
+    "branches run at the same time and the person can answer only one conversation at once"
+)
+
+
+def test_a_conversation_with_the_person_in_a_parallel_branch_is_rejected() -> None:
+    problems = problems_of(CHATS_IN_PARALLEL)
+    assert [p.message for p in problems] == [PERSON_IN_BRANCH]  # agent-to-agent is fine
+    assert at(problems[0]) == ("states.left.mode", 11, 5, "error")
+    assert problems[0].hint == (
+        "move the step out of the parallel step, or give it a partner (conversation.with) "
+        "so that no person is needed"
+    )
+
+
+def test_an_explicit_person_partner_in_a_branch_is_rejected_too() -> None:
+    text = CHATS_IN_PARALLEL.replace(
+        "    prompt: hello\n  right:",
+        "    prompt: hello\n    conversation: {with: person}\n  right:",
+    )
+    assert [p.message for p in problems_of(text)] == [PERSON_IN_BRANCH]
+
+
+def test_a_person_conversation_in_a_loop_inside_a_branch_is_rejected() -> None:
+    text = CHATS_IN_PARALLEL.replace("parallel: [left, right]", "parallel: [each, right]").replace(
+        "  left:\n", "  each:\n    type: for_each\n    items: [1, 2]\n    body: [left]\n  left:\n"
+    )
+    assert [p.message for p in problems_of(text)] == [PERSON_IN_BRANCH]
+
+
+def test_a_person_conversation_in_a_nested_parallel_step_names_the_inner_one() -> None:
+    text = CHATS_IN_PARALLEL.replace("parallel: [left, right]", "parallel: [inner, right]").replace(
+        "  left:\n", "  inner:\n    type: parallel\n    parallel: [left]\n  left:\n"
+    )
+    assert [p.message for p in problems_of(text)] == [
+        PERSON_IN_BRANCH.replace("parallel step 'both'", "parallel step 'inner'")
+    ]
+
+
+def test_a_person_conversation_outside_parallel_steps_is_fine() -> None:
+    text = (
+        CHATS_IN_PARALLEL.replace("parallel: [left, right]", "parallel: [right]")
+        .replace("    on_success: done\n  left:", "    on_success: left\n  left:")
+        .replace("    prompt: hello\n  right:", "    prompt: hello\n    on_success: done\n  right:")
+    )
+    assert problems_of(text) == []
