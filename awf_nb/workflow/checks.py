@@ -590,10 +590,12 @@ class _Checker:
         yield from (n for n in self.wf.steps[name].successors() if n != loop)
 
     def routes_after(self, name: str) -> Iterator[str]:
-        """Where a parallel step goes once its branches are done: its own routes."""
-        if name in self.branch_of:  # a parallel step that is itself a branch
-            yield from self.routes_after(self.branch_of[name])
-            return
+        """Where a parallel step goes once its branches are done: its own routes (those of
+        the outermost parallel step, when it is itself a branch)."""
+        seen = {name}
+        while name in self.branch_of and self.branch_of[name] not in seen:
+            name = self.branch_of[name]
+            seen.add(name)
         step = self.wf.steps[name]
         branches = set(step.parallel) if isinstance(step, ParallelStep) else set()
         yield from (n for n in step.successors() if n not in branches)
