@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession
 from awf_nb.engine.context import LoopFrame, command_env, strip_fences
 from awf_nb.engine.ports import McpServerSpec, Provider, ToolSet
@@ -137,19 +136,12 @@ def _conversation_for(
             )
         replies = conv.total_turns  # a user message that got no reply is no history
         if provider.session_kind == "session_id":
-            if not conv.session_id:
-                if not replies:
-                    raise ExecutionError(
-                        f'continue_from: step "{source}" has no session ID or conversation '
-                        "history to resume"
-                    )
-                run.emit(
-                    ev.RunWarning(
-                        run.run_id,
-                        f'step "{source}" has no session id; replaying its '
-                        f"{replies} turns to {provider_name} instead",
-                        step.name,
-                    )
+            # Without a session id the turns are replayed in a new session: the turn says
+            # so, once (`AgentSession._request`).
+            if not conv.session_id and not replies:
+                raise ExecutionError(
+                    f'continue_from: step "{source}" has no session ID or conversation '
+                    "history to resume"
                 )
         elif not replies:
             raise ExecutionError(

@@ -176,7 +176,7 @@ async def test_the_partner_prompt_template_sees_the_reply(run_yaml):
     result = await run_yaml(text, providers=recording)
     assert result.ok, result.error
     reviewer = [r for r in recording.requests if r.speaker == "reviewer"]
-    assert [r.prompt for r in reviewer] == ["Review: draft one (2)", "Review: draft two (3)"]
+    assert [r.prompt for r in reviewer] == ["Review: draft one (1)", "Review: draft two (2)"]
 
 
 async def test_scripted_replies_answer_in_order_then_the_conversation_ends(run_yaml):
@@ -465,10 +465,13 @@ async def test_a_simulated_user_ends_with_exit(run_yaml):
     assert result.ok, result.error
     conv = result.steps["chat"].conversation
     assert conv.stopped_by == "user_exit"
-    assert [(t.speaker, t.content) for t in conv.turns if t.role == "user"] == [
-        ("", "Hello"),
-        ("user (simulated)", "A bread recipe"),
+    # Its `exit` is recorded (it was written, and cost tokens) but never sent to the agent.
+    assert [(t.speaker, t.content, t.ended) for t in conv.turns if t.role == "user"] == [
+        ("", "Hello", False),
+        ("user (simulated)", "A bread recipe", False),
+        ("user (simulated)", "exit", True),
     ]
+    assert conv.total_turns == 2
     assert ("user (simulated)", 1) in [(e.speaker, e.turn) for e in sink.of(TurnStarted)]
 
 

@@ -86,7 +86,7 @@ async def test_a_call_is_a_block_after_the_reply_text_that_led_to_it() -> None:
 
     (_, block) = items(panel)
     call = "({&quot;command&quot;: &quot;ls -la&quot;})"
-    assert f"{call} → total 0 (+1 line) · 0.1 s</summary>" in block[1]
+    assert f"{call} → total 0 (+1 line) · 0.12 s</summary>" in block[1]
     assert "<pre>total 0\na.txt\n</pre>" in block[1]
     assert "running" not in block[1]
 
@@ -156,7 +156,7 @@ def test_errors_refusals_and_interruptions_are_said_plainly() -> None:
     assert '<span class="awf-tool-error">error: no such file</span>' in error
     assert '<pre class="awf-tool-error">no such file</pre>' in error
     assert '→ <span class="awf-tool-refused">refused</span></summary>' in refused
-    assert '<span class="awf-tool-refused">interrupted</span> · 2.0 s' in interrupted
+    assert '<span class="awf-tool-refused">interrupted</span> · 2.00 s' in interrupted
 
 
 def test_everything_the_model_and_the_tool_wrote_is_escaped() -> None:
