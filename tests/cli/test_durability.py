@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from awf_nb.store import Store
 from tests.cli.conftest import only_run_id, spawn_awf
 from tests.support.waiting import wait_until
 
@@ -111,7 +112,13 @@ def test_kill_after_two_turns_then_resume_continues_conversation(awf, storage, t
         proc.stdin.write("tell me more\n")
         proc.stdin.flush()
         read_until(proc.stdout, "second reply")
-        time.sleep(0.2)  # let it reach the prompt
+        store = Store(storage)
+
+        def second_reply_saved() -> bool:
+            conversation = store.load_state(only_run_id(storage)).steps["chat"].conversation
+            return conversation is not None and conversation.total_turns == 2
+
+        wait_until(second_reply_saved, "the state file to hold the second reply")
         os.killpg(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(10)

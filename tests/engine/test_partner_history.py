@@ -9,6 +9,8 @@ import asyncio
 import textwrap
 from typing import Any
 
+import pytest
+
 from awf_nb.api import prepare_resume, prepare_run
 from awf_nb.engine.events import PERSON, AgentText, TurnFinished
 from awf_nb.engine.ports import Message
@@ -106,10 +108,8 @@ async def test_resume_rebuilds_the_partners_history_as_it_was_live(store, workdi
         load_text(exchange()), store=store, cwd=workdir, providers=Recording(), sink=sink
     )
     sink.runner = runner
-    try:
+    with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(runner.execute(), 30)
-    except asyncio.CancelledError:
-        pass
     saved = store.load_state(runner.run_id)
     assert saved.steps["draft"].conversation.stopped_by == "cancelled"
 

@@ -20,6 +20,7 @@ from awf_nb.providers import provider_factory
 from awf_nb.providers.scripted import ScriptedProvider
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
+from tests.support.waiting import until
 
 WRITER_REVIEWER = """
 name: haiku
@@ -311,8 +312,7 @@ async def test_stop_during_the_exchange_lets_the_person_take_over(store, workdir
         load_text(textwrap.dedent(text)), reader=reader, store=store, cwd=workdir, sink=sink
     )
     task = asyncio.create_task(runner.execute())
-    while not sink.text("draft"):
-        await asyncio.sleep(0.01)
+    await until(lambda: bool(sink.text("draft")), "the writer's first reply to stream")
     assert runner.interrupt() == "turn"
     state = await asyncio.wait_for(task, 30)
     assert state.status == "completed", state.error
@@ -342,8 +342,7 @@ async def test_an_empty_line_lets_the_partner_carry_on_and_exit_ends(store, work
             sink=sink,
         )
         task = asyncio.create_task(runner.execute())
-        while not sink.text("draft"):
-            await asyncio.sleep(0.01)
+        await until(lambda s=sink: bool(s.text("draft")), "the writer's first reply to stream")
         runner.interrupt()
         state = await asyncio.wait_for(task, 30)
         conv = state.steps["draft"].conversation
@@ -545,8 +544,7 @@ async def test_cancelling_the_run_mid_exchange_is_cancelled(store, workdir):
     sink = Collect()
     runner = prepare_run(load_text(textwrap.dedent(text)), store=store, cwd=workdir, sink=sink)
     task = asyncio.create_task(runner.execute())
-    while len(sink.of(TurnStarted)) < 3:
-        await asyncio.sleep(0.01)
+    await until(lambda: len(sink.of(TurnStarted)) >= 3, "the third message to start")
     runner.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 30)

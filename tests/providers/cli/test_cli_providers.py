@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ from awf_nb.providers.cli.gemini import GeminiProvider
 from awf_nb.providers.cli.opencode import OpencodeProvider
 from tests.support import collect
 from tests.support.events import Collect
+from tests.support.waiting import until
 
 
 def _after(argv: list[str], flag: str) -> str | None:
@@ -442,9 +442,7 @@ async def test_aclose_kills_a_turn_still_running(fake_cli: FakeCli) -> None:
     fake_cli.plan({"sample": "codex-turn1.jsonl", "hang": True})
     provider = CODEX.make()
     task = asyncio.create_task(collect(provider.stream(turn(fake_cli))))
-    deadline = time.monotonic() + 10
-    while not (fake_cli.records() and provider._running) and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    await until(lambda: bool(fake_cli.records() and provider._running), "the CLI to start")
     await provider.aclose()
     [record] = fake_cli.records()
     assert wait_until_gone([record["pid"]], 1.0) == []
