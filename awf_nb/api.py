@@ -13,10 +13,11 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from awf_nb.engine.exchange import ExchangeTurn, run_exchange
 from awf_nb.engine.inputs import AskFunction, resolve_inputs
 from awf_nb.engine.partner import SimulatedUser
 from awf_nb.engine.ports import (
@@ -175,11 +176,13 @@ def use_cassette_input(runner: Runner) -> None:
     """
     if "awf_nb.providers.cassette" not in sys.modules:
         return  # no cassette can exist before its module is loaded: not worth importing it
-    from awf_nb.providers.cassette import cassette_of
+    from awf_nb.providers.cassette import Replayer, cassette_of
 
     cassette = cassette_of(runner.config.providers)
     if cassette is not None:
         runner.config.reader = cassette.reader(runner.config.reader)
+    if isinstance(cassette, Replayer) and cassette.end_warnings not in runner.config.end_warnings:
+        runner.config.end_warnings.append(cassette.end_warnings)
 
 
 def prepare_run(
@@ -215,7 +218,7 @@ def prepare_run(
         if problems := provider_problems(workflow):
             raise DefinitionError(problems)
         _check_simulated_user(user)
-    warnings: list[str] = []
+    warnings = _check_roles_and_skills(workflow, cwd, env)
     resolved = resolve_inputs(workflow, inputs or {}, ask=ask, cwd=cwd, warnings=warnings)
     masker = Masker.for_run(workflow, resolved, env)
     config = _run_config(
@@ -227,6 +230,31 @@ def prepare_run(
     runner.state.defaulted_inputs = [name for name in resolved if name not in (inputs or {})]
     runner.startup_warnings.extend(warnings)
     return runner
+
+
+def _check_roles_and_skills(workflow: Workflow, cwd: Path, env: Mapping[str, str]) -> list[str]:
+    """Every role and skill the workflow names must be there before anything runs (errors);
+    what `awf validate` would warn about is returned, to show once the run starts."""
+    from awf_nb.workflow.roles_skills import agent_file_problems
+
+    problems = agent_file_problems(workflow, cwd=cwd, env=env)
+    if any(p.severity == "error" for p in problems):
+        raise DefinitionError(problems)
+    return [f"{p.path}: {p.message}" for p in problems]
+
+
+def _transcript(store: Any, run_id: str) -> list[dict[str, Any]] | None:
+    """The run's transcript records, or None when the run is not stored."""
+    reader = getattr(store, "read_transcript", None)
+    return reader(run_id) if reader is not None else None
+
+
+def status_json(state: RunState, store: Any) -> str:
+    """`awf status --json`: the run's state, with its conversation in order (`exchange`)."""
+    data = json.loads(state.to_json())
+    records = _transcript(store, state.run_id)
+    data["exchange"] = [turn.as_dict() for turn in run_exchange(state, records)]
+    return json.dumps(data, indent=2)
 
 
 def _check_simulated_user(user: SimulatedUser | None) -> None:
@@ -354,9 +382,11 @@ def prepare_resume(
 
 @dataclass
 class RunResult:
-    """What a finished run produced. `steps["chat"].conversation.turns` etc."""
+    """What a finished run produced. `steps["chat"].conversation.turns` etc.; the whole
+    conversation in order as `exchange`, and why the run ended as `completion_reason`."""
 
     state: RunState
+    store: Store | None = field(default=None, repr=False)  # where its transcript is
 
     @property
     def run_id(self) -> str:
@@ -401,6 +431,17 @@ class RunResult:
     def tokens_estimated(self) -> bool:
         """Whether some of `tokens` are the len/4 estimate (a provider reported no usage)."""
         return self.state.tokens_estimated
+
+    @property
+    def completion_reason(self) -> str:
+        """`terminal`, `failure_terminal`, `step_failed`, `limit` or `cancelled`."""
+        return self.state.completion_reason
+
+    @property
+    def exchange(self) -> list[ExchangeTurn]:
+        """Every message of the run in order: speaker, step, turn, text, tokens, start
+        time, duration (engine/exchange.py)."""
+        return run_exchange(self.state, _transcript(self.store, self.state.run_id))
 
     @property
     def duration(self) -> float:
@@ -494,7 +535,7 @@ async def arun(
 
         runner.config.reader = ScriptedReader(replies)
     use_cassette_input(runner)
-    return RunResult(await runner.execute())
+    return RunResult(await runner.execute(), runner.config.store)  # type: ignore[arg-type]
 
 
 def _show(runner: Runner, show: Show, *, replies: list[str] | None, reader: Any) -> None:

@@ -248,14 +248,14 @@ def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     from awf_nb.errors import DefinitionError
     from awf_nb.providers import provider_problems
     from awf_nb.workflow.loader import load_workflow
+    from awf_nb.workflow.roles_skills import agent_file_problems
 
     result = _Validation(workflow)
     try:
         loaded = load_workflow(workflow)
         result.path = _relative(loaded.source_path) if loaded.source_path else None
-        problems = sorted(
-            [*loaded.warnings, *provider_problems(loaded)], key=lambda p: (p.line, p.column)
-        )
+        found = [*loaded.warnings, *provider_problems(loaded), *agent_file_problems(loaded)]
+        problems = sorted(found, key=lambda p: (p.line, p.column))
     except DefinitionError as err:
         problems = err.problems
         result.path = problems[0].file if problems else None
@@ -669,8 +669,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     from awf_nb.frontends.terminal_text import describe_state
     from awf_nb.store import Store
 
-    state = Store(args.storage).load_state(args.run_id)
-    print(state.to_json() if args.json else describe_state(state))
+    store = Store(args.storage)
+    state = store.load_state(args.run_id)
+    if args.json:
+        from awf_nb.api import status_json
+
+        print(status_json(state, store))
+    else:
+        print(describe_state(state))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Secret masking: replace secret values by `***` in text, data and live streams.
+r"""Secret masking: replace secret values by `***` in text, data and live streams.
 
 A value is secret when the input or environment variable holding it has a secret-looking
 name (`is_secret_name`), when an input says `secret: true`, or when it is given explicitly
@@ -20,10 +20,19 @@ that overlap form one masked run shown as a single `***`; occurrences that merel
 stay separate (`***` `***`). This is stricter than replacing secrets one after the other
 (even longest first): with secrets `abc` and `bcdefg`, the text `abcdefg` must not leak
 `defg`, and it becomes `***`.
+
+A secret can also be written with JSON escapes: a model's tool-call arguments are JSON, so
+`echo \u0073k-live-1` or a password holding `"` or `\` (written `\"`, `\\`) do not
+contain the secret as written, but every frontend that decodes the arguments would show it.
+`Masker.mask` therefore also looks for secrets in the text with its JSON string escapes
+decoded, and masks the escaped form it finds (the text stays valid JSON: `"echo ***"`).
+Streams are masked as written (`StreamMasker`): live reply text is shown, not decoded.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 import re
 from collections.abc import Iterable, Mapping
@@ -176,9 +185,12 @@ class Masker:
         return len(self._secrets)
 
     def mask(self, text: str) -> str:
-        """`text` with every secret occurrence replaced by `***`."""
+        r"""`text` with every secret occurrence replaced by `***`, including occurrences
+        written with JSON string escapes (`\u0073k-…`, `pa\"ss`)."""
         if not self._secrets or not text:
             return text
+        if "\\" in text:
+            return _mask_escaped(text, self._ordered)
         return _scan(text, self._ordered, 0, final=True)[0]
 
     def mask_data(self, obj: Any) -> Any:
@@ -220,7 +232,8 @@ class StreamMasker:
     `feed` returns at once everything that cannot be part of a secret; only a tail that
     could be the start of a secret is held back (at most longest secret − 1 characters),
     so a stream without partial matches stays fully live. Joined together, the outputs of
-    `feed` and `flush` equal `Masker.mask` of the whole stream.
+    `feed` and `flush` equal `Masker.mask` of the whole stream, but for a secret written
+    with JSON escapes, which a stream shows as written (only `Masker.mask` decodes them).
 
     Text is cut only where no secret can straddle the cut, except that a `***` already
     shown may be followed by a secret that overlaps it; such a secret joins that `***`
@@ -329,3 +342,114 @@ def _earliest_partial(window: str, secrets: tuple[str, ...]) -> int:
                 break
             index = window.find(secret[0], index + 1, earliest)
     return earliest
+
+
+# A JSON string escape: a surrogate pair, one \uXXXX, or a one-letter escape.
+_JSON_ESCAPE = re.compile(
+    r"\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|\\u([0-9a-fA-F]{4})"
+    r'|\\(["\\/bfnrt])'
+)
+_ONE_LETTER = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
+               "t": "\t"}  # fmt: skip
+
+
+def _mask_escaped(text: str, secrets: tuple[str, ...]) -> str:
+    """`Masker.mask` of a text with backslashes: the secrets found as written, and those
+    found once its JSON string escapes are decoded, each masked where it is written."""
+    runs = _masked_runs(text, secrets, 0)
+    decoded = _decode_escapes(text) if _may_hide_a_secret(text, secrets) else None
+    if decoded is not None:
+        plain, escapes = decoded
+        starts = [escape[2] for escape in escapes]
+        for begin, end in _masked_runs(plain, secrets, 0):
+            runs.append((_raw_index(begin, escapes, starts, end=False),
+                         _raw_index(end - 1, escapes, starts, end=True)))  # fmt: skip
+        # A run never ends inside an escape: `\u00` left behind would break the JSON.
+        raw_starts = [escape[0] for escape in escapes]
+        runs = _merged([(_widened(b, escapes, raw_starts, end=False),
+                         _widened(e, escapes, raw_starts, end=True)) for b, e in runs])  # fmt: skip
+    pieces: list[str] = []
+    pos = 0
+    for begin, end in runs:
+        pieces += [text[pos:begin], MASK]
+        pos = end
+    pieces.append(text[pos:])
+    return "".join(pieces)
+
+
+def _may_hide_a_secret(text: str, secrets: tuple[str, ...]) -> bool:
+    """Whether decoding `text` could reveal a secret its raw form does not show: only an
+    escape that decodes to a character of a secret can. A cheap test that spares decoding
+    the usual JSON, whose escapes (`\\n`, `\\"`) are characters no secret holds."""
+    return "\\u" in text or any(escape in text for escape in _escapes_of(secrets))
+
+
+@functools.lru_cache(maxsize=64)
+def _escapes_of(secrets: tuple[str, ...]) -> tuple[str, ...]:
+    """The one-letter escapes (`\\"`, `\\n`, …) that decode to a character of a secret."""
+    chars = set("".join(secrets))
+    return tuple("\\" + letter for letter, char in _ONE_LETTER.items() if char in chars)
+
+
+def _decode_escapes(text: str) -> tuple[str, list[tuple[int, int, int, int]]] | None:
+    """`text` with its JSON string escapes decoded, and each escape as (start, end in
+    `text`, start, end in the decoded text); None when it has none."""
+    escapes: list[tuple[int, int, int, int]] = []
+    pieces: list[str] = []
+    pos = decoded_len = 0
+    for match in _JSON_ESCAPE.finditer(text):
+        high, low, unit, letter = match.groups()
+        if high is not None:
+            char = chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + int(low, 16) - 0xDC00)
+        elif unit is not None:
+            char = chr(int(unit, 16))
+        else:
+            char = _ONE_LETTER[letter]
+        pieces += [text[pos : match.start()], char]
+        decoded_len += match.start() - pos
+        escapes.append((match.start(), match.end(), decoded_len, decoded_len + 1))
+        decoded_len += 1
+        pos = match.end()
+    if not escapes:
+        return None
+    pieces.append(text[pos:])
+    return "".join(pieces), escapes
+
+
+def _raw_index(
+    index: int, escapes: list[tuple[int, int, int, int]], starts: list[int], *, end: bool
+) -> int:
+    """Where the decoded character at `index` is written in the text: its first raw index,
+    or (`end`) the raw index just after it."""
+    found = bisect.bisect_right(starts, index) - 1
+    if found < 0:
+        return index + 1 if end else index
+    raw_start, raw_end, _, decoded_end = escapes[found]
+    if index < decoded_end:  # the character is this escape
+        return raw_end if end else raw_start
+    raw = raw_end + index - decoded_end
+    return raw + 1 if end else raw
+
+
+def _widened(
+    index: int, escapes: list[tuple[int, int, int, int]], raw_starts: list[int], *, end: bool
+) -> int:
+    """`index`, moved to the start (or `end`) of the escape it falls inside, if any."""
+    found = bisect.bisect_right(raw_starts, index) - 1
+    if found >= 0:
+        raw_start, raw_end = escapes[found][:2]
+        if raw_start < index < raw_end:
+            return raw_end if end else raw_start
+    return index
+
+
+def _merged(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Runs in order, overlapping ones merged (touching ones stay apart, as in `_scan`)."""
+    merged: list[tuple[int, int]] = []
+    for begin, end in sorted(runs):
+        if merged and begin < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((begin, end))
+    return merged

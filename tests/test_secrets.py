@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -306,3 +307,90 @@ def test_stream_one_secret_any_split(secret: str, text: str, data: st.DataObject
         pos, index = pos + size, index + 1
     shown += stream.flush()
     assert shown == reference_mask(text, [secret])
+
+
+# -- secrets written with JSON escapes (tool-call arguments) ----------------------------------
+
+
+def test_a_secret_written_with_unicode_escapes_is_masked_where_it_is_written() -> None:
+    masker = Masker(["sk-live-1234"])
+    arguments = r'{"command": "echo \u0073k-live-1234 > \u0073\u006b-live-1234.txt"}'
+
+    masked = masker.mask(arguments)
+
+    assert masked == r'{"command": "echo *** > ***.txt"}'
+
+
+@pytest.mark.parametrize("password", ['pa"ss-word', "pa\\ss-word", 'x\\"y\n-z', "naïve-пароль"])
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_a_password_with_quotes_or_backslashes_is_masked_in_json(
+    password: str, ascii_only: bool
+) -> None:
+    arguments = json.dumps({"command": f"login --password {password} now"}, ensure_ascii=ascii_only)
+    if ascii_only or '"' in password or "\\" in password:
+        assert password not in arguments  # the JSON text does not hold it as written
+
+    masked = Masker([password]).mask(arguments)
+
+    assert json.loads(masked) == {"command": "login --password *** now"}
+
+
+def test_a_text_with_backslashes_but_no_escaped_secret_is_unchanged() -> None:
+    masker = Masker(["sk-live-1234"])
+    for text in [r"C:\new\table", r'{"a": "\u00e9\n\"q\""}', "\\", r"\u12", r"\ud83d alone"]:
+        assert masker.mask(text) == text
+
+
+json_texts = st.text(alphabet='ab"\\/\n\té€😀-', max_size=12)
+
+
+# A secret that starts or ends with a quote can match across a string's own quote, which is
+# masked too (nothing leaks), but then the text is no longer JSON: those are left out here.
+inner_secrets = st.text(alphabet='ab"\\\n€😀-', min_size=4, max_size=8).filter(
+    lambda s: s[0] != '"' and s[-1] != '"'
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    inner_secrets,
+    st.lists(st.one_of(json_texts, st.just("")), min_size=1, max_size=4),
+    st.booleans(),
+    st.data(),
+)
+def test_masked_json_stays_json_and_shows_no_secret_when_decoded(
+    secret: str, pieces: list[str], ascii_only: bool, data: st.DataObject
+) -> None:
+    # Arguments whose strings hold the secret somewhere, in any JSON spelling.
+    strings = [data.draw(st.sampled_from(["", secret])) + p for p in pieces] + [secret]
+    arguments = json.dumps(
+        {f"k{i}": text for i, text in enumerate(strings)}, ensure_ascii=ascii_only
+    )
+
+    masked = Masker([secret]).mask(arguments)
+
+    decoded = json.loads(masked)  # still valid JSON
+    assert not any(secret in value for value in decoded.values())
+    assert secret not in masked
+
+
+@settings(max_examples=200, deadline=None)
+@given(text_and_chunks())
+def test_texts_without_backslashes_mask_as_before(case: tuple[list[str], str, list[str]]) -> None:
+    secrets, text, _ = case
+    assert Masker(secrets).mask(text) == reference_mask(text, secrets)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='ab"\\\n€-', min_size=4, max_size=8), st.lists(json_texts, max_size=3))
+def test_no_secret_is_left_in_masked_json_whatever_it_holds(secret: str, pieces: list[str]) -> None:
+    arguments = json.dumps([secret, *pieces, f"x{secret}y"])
+
+    masked = Masker([secret]).mask(arguments)
+
+    assert secret not in masked
+    try:
+        decoded = json.loads(masked)
+    except ValueError:
+        return  # a quote of the JSON itself was part of the secret, and masked with it
+    assert not any(secret in value for value in decoded)

@@ -4,15 +4,18 @@ Every step becomes a node of its kind; routing becomes edges labelled with why t
 taken (`success`, `failure`, a transition's condition, `else`); parallel branches, loop
 bodies (with the back-edge to the loop) and `on_complete` exits are edges too. An inline
 `on_failure: {message, status}` gets a failure node of its own. The DOT and Mermaid writers
-only decide how each kind and each edge looks.
+only decide how each kind and each edge looks. Every label is made safe to show
+(`terminal_safe`): a command or a condition may hold control characters, and a diagram is
+often printed on a terminal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from awf_nb.safe_text import terminal_safe
 from awf_nb.workflow.model import (
     AgentStep,
     AnyStep,
@@ -68,11 +71,14 @@ class Graph:
 
 
 def build_graph(workflow: Workflow) -> Graph:
-    graph = Graph(workflow.name)
+    graph = Graph(terminal_safe(workflow.name))
     graph.nodes.append(Node(START, "start", ""))
     graph.add_edge(Edge(START, workflow.initial, "start"))
     for name, step in workflow.steps.items():
-        graph.nodes.append(_node(name, step))
+        node = _node(name, step)
+        graph.nodes.append(
+            replace(node, label=terminal_safe(node.label), detail=_short(node.detail))
+        )
         _edges(graph, name, step)
     return graph
 
@@ -134,7 +140,7 @@ def _edges(graph: Graph, name: str, step: AnyStep) -> None:
 
 
 def _short(text: str | None) -> str:
-    text = " ".join((text or "").split())
+    text = " ".join(terminal_safe(text or "").split())
     return text if len(text) <= DETAIL_CHARS else text[: DETAIL_CHARS - 1] + "…"
 
 

@@ -198,14 +198,16 @@ class AgentSession:
 
     # --- one turn -----------------------------------------------------------------------------
 
-    def record_message(self, message: str, speaker: str = "") -> str:
+    def record_message(self, message: str, speaker: str = "", *, duration: float = 0.0) -> str:
         """Record a message to this agent (its system prompt first, once); the masked text.
 
-        What the person typed, the step's prompt and scripted replies cost no tokens: what
-        the agent is sent counts in the input tokens of its reply."""
+        What the person typed, the step's prompt, scripted replies and a command partner's
+        answers cost no tokens: what the agent is sent counts in the input tokens of its
+        reply. `duration`: how long writing it took (a command partner's run)."""
         self._record_system_prompt()
         masked = self.run.masker.mask(message)
-        self._record(Turn(role="user", content=masked, speaker=speaker))
+        turn = Turn(role="user", content=masked, speaker=speaker, duration=round(duration, 3))
+        self._record(turn)
         return masked
 
     def record_partner_message(

@@ -86,7 +86,8 @@ async def _answer(session: AgentSession, exchange: Exchange, reply: Reply) -> st
     if message is None:
         return None
     if speaker != partner.name or not partner.records_itself:
-        session.record_message(message, speaker)
+        by = partner.last if speaker == partner.name else None
+        session.record_message(message, speaker, duration=by.duration if by else 0.0)
     run.checkpoint()
     return message
 

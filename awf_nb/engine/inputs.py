@@ -58,8 +58,30 @@ def parse_input_args(pairs: Iterable[str], *, cwd: Path | None = None) -> dict[s
                 raise UserError(
                     f"inputs.{name}: cannot read {path}: {exc.strerror or exc}"
                 ) from None
+            if "\0" in value:
+                raise UserError(
+                    f"inputs.{name}: {path} holds a NUL byte (character "
+                    f"{value.index(chr(0)) + 1}): an input is text, and this looks like a "
+                    "binary file"
+                )
         values[name] = value
     return values
+
+
+# A NUL byte ends a C string: no command line, environment variable or file name can hold
+# one, so a value with one would only fail the run later, inside a step.
+_NUL_PROBLEM = "inputs.{}: the value holds a NUL byte, which an input cannot hold (inputs are text)"
+
+
+def _holds_nul(value: Any) -> bool:
+    """Whether a text in `value` (or in its lists and maps, keys included) holds a NUL."""
+    if isinstance(value, str):
+        return "\0" in value
+    if isinstance(value, Mapping):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_nul(item) for item in value)
+    return False
 
 
 def _undecodable(text: str) -> bool:
@@ -198,6 +220,8 @@ def resolve_inputs(
                 f"input {name} is not declared by workflow {workflow.name}, which takes no "
                 "inputs; it is passed on as given"
             )
+    problems.extend(_NUL_PROBLEM.format(name) for name in given if name not in declared
+                    and _holds_nul(given[name]))  # fmt: skip
     values.update({k: v for k, v in given.items() if k not in declared})
     for spec in workflow.inputs:
         if spec.name in given:
@@ -212,6 +236,9 @@ def resolve_inputs(
             raw = answer
         else:
             values[spec.name] = {"integer": 0, "boolean": False}.get(spec.type, "")
+            continue
+        if _holds_nul(raw):
+            problems.append(_NUL_PROBLEM.format(spec.name))
             continue
         shown = MASK if is_secret_input(spec.name, spec.secret) else str(raw)
         value, problem = _coerce(spec, raw, shown)

@@ -2,7 +2,8 @@
 
 `conversation.with` picks it: the person (the run's `InputReader`: a `> ` prompt, a notebook
 text box, a scripted list), another agent (its own provider, system prompt, options and
-session; it streams like the step's agent, labelled by its name), or scripted `replies`.
+session; it streams like the step's agent, labelled by its name), scripted `replies`, or a
+`command` (engine/command_partner.py).
 A simulated user (`--simulate-user`) is an agent partner standing in for the person.
 
 `answer(reply)` returns the next message for the step's agent, or None when the partner
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from awf_nb.engine import events as ev
-from awf_nb.engine.agent import AgentSession, TurnTimeout
+from awf_nb.engine.agent import AgentSession, Reply, TurnTimeout
 from awf_nb.engine.ports import Message
 from awf_nb.engine.state import ConversationState
 from awf_nb.errors import ExecutionError, ProviderError
@@ -45,8 +46,10 @@ class Partner(Protocol):
 
     name: str  # the speaker recorded with its messages; "" for the person
     # Whether it records its messages in the step's conversation itself (a partner agent:
-    # with their cost and what it was sent), or the conversation does.
+    # with their cost and what it was sent), or the conversation does (with the time `last`
+    # took, when it has one: a command partner).
     records_itself: bool
+    last: Reply | None
 
     async def answer(self, reply: str, turn: int) -> str | None: ...
 
@@ -91,6 +94,7 @@ class PersonPartner:
     step: AgentStep
     name: str = ""
     records_itself: bool = False
+    last: Reply | None = None
 
     async def answer(self, reply: str, turn: int) -> str | None:
         return await read_message(self.run, self.step.name, turn, self.step.timeout)
@@ -106,6 +110,7 @@ class ScriptedPartner:
     replies: list[str]
     name: str
     records_itself: bool = False
+    last: Reply | None = None
 
     async def answer(self, reply: str, turn: int) -> str | None:
         index = self.conv.partner_turns
@@ -144,6 +149,7 @@ class AgentPartner:
         self._prompt = prompt  # a template: what the partner is sent; default the reply itself
         self._render = render  # (template, variables) -> text
         self._ends_like_a_person = ends_like_a_person
+        self.last: Reply | None = None  # it records itself: nothing for the conversation
 
     @staticmethod
     def rebuild_history(conv: ConversationState) -> tuple[list[Message], int]:
@@ -249,13 +255,22 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
             replies = [render(r, "conversation.with.replies") for r in partner.replies or []]
             scripted = ScriptedPartner(run, step, conv, replies, partner.name)
             return Exchange(scripted, config.until, config.max_turns)
+        if partner.kind == "command":
+            from awf_nb.engine.command_partner import CommandPartner
+
+            script = CommandPartner(run, step, conv, partner, loop)
+            return Exchange(script, config.until, config.max_turns)
         assert partner.provider is not None
+        from awf_nb.engine.agent_step import with_role
+
         system = partner.system_prompt
+        system = render(system, "conversation.with.system_prompt") if system else None
+        what = "conversation.with.role"
         agent = _agent_partner(
             session,
             label=partner.name,
             provider=render(partner.provider, "conversation.with.provider").strip(),
-            system=render(system, "conversation.with.system_prompt") if system else None,
+            system=with_role(run, step.name, partner.role, system, what=what, loop=loop),
             options=ctx.render_value(
                 partner.options, step=step.name, what="conversation.with.options", loop=loop
             ),

@@ -23,6 +23,7 @@ from awf_nb.engine.inputs import resolve_inputs
 from awf_nb.engine.state import RunState
 from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ExecutionError
+from awf_nb.safe_text import terminal_safe
 from awf_nb.secrets import Masker
 from awf_nb.workflow.checks import execution_order
 from awf_nb.workflow.model import (
@@ -123,6 +124,10 @@ def _conversation(
     if partner.kind == "replies":
         count = len(partner.replies or [])
         lines = [f"with: {partner.name}, {count} scripted repl{'y' if count == 1 else 'ies'}"]
+    elif partner.kind == "command":
+        lines = [f"with: {partner.name}, command: {partner.command}"]  # rendered per reply
+        if partner.timeout is not None:
+            lines.append(f"  timeout: {format_duration(partner.timeout)} per answer")
     else:
         provider = show(partner.provider, "conversation.with.provider")
         lines = [f"with: {partner.name}, provider {provider}"]
@@ -208,5 +213,6 @@ def describe_plan(
         if routes := _routes(step):
             detail.append(routes)
         lines.extend(f"       {d}" for d in detail)
-    # What a dry run prints is shown like everything else: secrets masked.
-    return masker.mask("\n".join(lines))
+    # What a dry run prints is shown like everything else: secrets masked, and no control
+    # character in a command or prompt can erase or rewrite what the person reviews.
+    return terminal_safe(masker.mask("\n".join(lines)))

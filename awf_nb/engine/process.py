@@ -55,6 +55,7 @@ class ProcessResult:
     stderr: str
     exit_code: int
     timed_out: bool = False
+    over_limit: bool = False  # printed more than `output_limit` bytes: stopped
 
 
 def default_shell() -> str:
@@ -109,8 +110,11 @@ class ProcessGroup:
         """Start `argv` (no shell) with piped stdout/stderr (and stdin if asked).
 
         `limit` bounds one line read with `readline()`; `eof_grace` and `kill_grace` are
-        the module's two grace periods for this group. Raises `OSError` when it cannot start.
+        the module's two grace periods for this group. Raises `OSError` when it cannot start
+        (an argument or a variable holding a NUL byte included).
         """
+        if problem := _unstartable(argv, env):
+            raise OSError(problem)
         loop = asyncio.get_running_loop()
         pipe = asyncio.subprocess.PIPE
         spawn = asyncio.ensure_future(
@@ -222,24 +226,59 @@ async def run_process(
     on_stdout: Callable[[str], None] | None = None,
     on_stderr: Callable[[str], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    stdin: bytes | None = None,
+    output_limit: int | None = None,
 ) -> ProcessResult:
     """Run `argv` in its own process group to the end; stop the group on timeout or cancel.
 
     `on_start(pgid)` is called once the group exists, so the caller can record it (a run
-    killed with -9 cannot stop it; `awf resume` can).
+    killed with -9 cannot stop it; `awf resume` can). `stdin`: written to the child, then
+    closed (None: /dev/null). `output_limit`: past that many bytes of stdout and stderr
+    together the group is stopped and the result says `over_limit`.
     """
-    group = await ProcessGroup.start(argv, cwd=cwd, env=env)
+    group = await ProcessGroup.start(argv, cwd=cwd, env=env, stdin=stdin is not None)
     if on_start is not None:
         on_start(group.pgid)
     out: list[str] = []
     err: list[str] = []
+    over = asyncio.get_running_loop().create_future() if output_limit is not None else None
+    size = [0]
+
+    def counted(callback: Callable[[str], None] | None) -> Callable[[str], None] | None:
+        if over is None:
+            return callback
+
+        def count(text: str) -> None:
+            size[0] += len(text.encode())
+            if size[0] > output_limit and not over.done():  # type: ignore[operator]
+                over.set_result(None)
+            if callback is not None:
+                callback(text)
+
+        return count
+
     pumps = asyncio.gather(
-        _pump(group.process.stdout, out, on_stdout), _pump(group.process.stderr, err, on_stderr)
+        _pump(group.process.stdout, out, counted(on_stdout)),
+        _pump(group.process.stderr, err, counted(on_stderr)),
     )
-    timed_out = False
+    feeder = asyncio.ensure_future(_feed(group.process, stdin)) if stdin is not None else None
+    timed_out = over_limit = False
     try:
-        await asyncio.wait_for(asyncio.shield(pumps), timeout)
+        if over is None:
+            await asyncio.wait_for(asyncio.shield(pumps), timeout)
+        else:
+            done, _ = await asyncio.wait(
+                [asyncio.shield(pumps), over], timeout=timeout, return_when="FIRST_COMPLETED"
+            )
+            if not done:
+                raise TimeoutError
+            if over in done:
+                over_limit = True
+                await group.stop()
+                raise _OverLimit
         code = await group.leader_exit()
+    except _OverLimit:
+        code = group.returncode if group.returncode is not None else -1
     except TimeoutError:
         timed_out = True
         await group.stop()
@@ -249,12 +288,32 @@ async def run_process(
         raise
     finally:
         await group.close()
+        if feeder is not None:
+            feeder.cancel()
         # Stopping the group closed the pipes: the pumps finish promptly.
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await asyncio.wait_for(pumps, 5.0)
     if timed_out:
         code = group.returncode if group.returncode is not None else -1
-    return ProcessResult("".join(out), "".join(err), code, timed_out)
+    return ProcessResult("".join(out), "".join(err), code, timed_out, over_limit)
+
+
+class _OverLimit(Exception):
+    pass
+
+
+async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
+    """Write `data` to the child's stdin, then close it (a child that stops reading early
+    is no error: its exit status tells)."""
+    assert process.stdin is not None
+    try:
+        process.stdin.write(data)
+        await process.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
 
 
 async def run_shell(command: str, **kwargs: object) -> ProcessResult:
@@ -280,6 +339,25 @@ async def _pump(
                 on_chunk(text)
         if not chunk:
             return
+
+
+def _unstartable(argv: Sequence[str], env: Mapping[str, str]) -> str:
+    """Why no system could start `argv` with `env` ("" when it can). A NUL byte ends a C
+    string: an argument or a variable holding one (a model's reply, a file or an input put
+    into a command by a template) cannot be passed, and Python would raise a bare
+    ValueError deep in the start."""
+    if any("\0" in arg for arg in argv):
+        return (
+            "its command line holds a NUL byte, which no command can be given (a text put "
+            "into it, such as a reply or a file, had one)"
+        )
+    for name, value in env.items():
+        if "\0" in name or "\0" in value:
+            shown = name.replace("\0", "\\0")
+            return (
+                f"the environment variable {shown} holds a NUL byte, which no command can be given"
+            )
+    return ""
 
 
 def signal_group(pgid: int, signum: signal.Signals) -> None:

@@ -110,15 +110,21 @@ class RunConfig:
     yes: bool = False
     # Serves a CLI agent step's tools through `awf mcp-serve` (`mcp_proxy`).
     mcp_proxy: McpProxyFactory | None = None
+    # Asked when the top-level run ends, before its summary: warnings to show (a replay
+    # that left part of its cassette unused).
+    end_warnings: list[Callable[[RunState], list[str]]] = field(default_factory=list)
 
 
 class _RunEnds(Exception):
-    """Raised inside the loop when the run must end here (inline failure, fatal route)."""
+    """Raised inside the loop when the run must end here (inline failure, fatal route).
 
-    def __init__(self, message: str, exit_code: int = 3) -> None:
+    `reason` becomes the run's `completion_reason`."""
+
+    def __init__(self, message: str, exit_code: int = 3, reason: str = "step_failed") -> None:
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code
+        self.reason = reason
 
 
 @dataclass
@@ -259,6 +265,7 @@ class Runner:
         state = self.state
         state.status = "running"
         state.error = ""
+        state.completion_reason = ""
         state.completed_at = None
         same_host = state.host in ("", socket.gethostname())
         state.pid, state.host = os.getpid(), socket.gethostname()
@@ -275,11 +282,12 @@ class Runner:
                 async with asyncio.timeout(self.limits.remaining_time()):
                     await self._drive(self.start_step)
             except TimeoutError:
-                raise _RunEnds(self.limits.timeout_message()) from None
+                raise _RunEnds(self.limits.timeout_message(), reason="limit") from None
             if state.status == "completed":
                 await self._hooks(self.workflow.hooks.workflow_end, step="")
         except asyncio.CancelledError:
             state.status = "cancelled"
+            state.completion_reason = "cancelled"
             state.error = "run cancelled"
             state.exit_code = 130
             self._finish()
@@ -290,6 +298,7 @@ class Runner:
             state.status = "failed"
             state.error = self.masker.mask(exc.message if isinstance(exc, _RunEnds) else str(exc))
             state.exit_code = exc.exit_code
+            state.completion_reason = exc.reason if isinstance(exc, _RunEnds) else "step_failed"
             await self._error_hooks()
         finally:
             if state.status in ("completed", "failed"):
@@ -318,6 +327,10 @@ class Runner:
     def _finish(self) -> None:
         state = self.state
         state.completed_at = now()
+        if self._owns_providers:
+            for check in self.config.end_warnings:
+                for warning in check(state):
+                    self.emit(ev.RunWarning(self.run_id, self.masker.mask(warning), ""))
         self.checkpoint(history=True)
         self.emit(ev.RunFinished(self.run_id, RunSummary.from_state(state)))
 
@@ -342,8 +355,12 @@ class Runner:
         self.ctx.refresh(st)
         state.message = message
         if step.status == "failure":
-            raise _RunEnds(message or f"workflow ended in failure state {step.name}")
+            raise _RunEnds(
+                message or f"workflow ended in failure state {step.name}",
+                reason="failure_terminal",
+            )
         state.status = "completed"
+        state.completion_reason = "terminal"
         state.exit_code = 0
 
     def _step(self, name: str) -> AnyStep:
@@ -399,12 +416,21 @@ class Runner:
         state = self.state
         state.current_step = step.name
         previous = state.steps.get(step.name)
+        restoring = step.name == self._restore_step
+        if not restoring and (capped := self._visit_cap(step, previous)) is not None:
+            return capped
         if previous is not None:
             self._visits[step.name] = previous
-            if step.name != self._restore_step and not previous.sums_branches:
+            if not restoring and not previous.sums_branches:
                 state.earlier_tokens += previous.tokens_used  # that visit's tokens were spent
         st = StepState(name=step.name, status="running", started_at=now())
-        if step.name == self._restore_step:
+        if previous is not None and restoring:
+            st.visit, st.visits = previous.visit, previous.visits
+        elif previous is not None:
+            earlier = self.workflow.limits.visits_kept - 1  # with this one, visits_kept
+            st.visits = [*previous.visits, previous.as_visit()][-earlier:] if earlier else []
+            st.visit = state.visits.get(step.name, previous.visit + 1)
+        if restoring:
             self._restore_step = None
             if previous is not None and previous.conversation is not None:
                 # A conversation re-opened by resume carries on from what it had: its
@@ -456,7 +482,7 @@ class Runner:
                 self.ctx.refresh(st)
                 self._step_finished(st, time.monotonic() - t0)
                 self.checkpoint()
-                raise _RunEnds(exc.message, exc.exit_code) from None
+                raise _RunEnds(exc.message, exc.exit_code, reason="limit") from None
             except AwfError as exc:
                 st.status = "failed"
                 st.error = self.masker.mask(str(exc).removeprefix(f"step {step.name}: "))
@@ -479,6 +505,27 @@ class Runner:
         await self._hooks(step.hooks.post, step=step.name, loop=loop)
         self.checkpoint()
         return StepOutcome(st, jump)
+
+    def _visit_cap(self, step: AnyStep, previous: StepState | None) -> StepOutcome | None:
+        """Count a visit of `step`; past its `limits.max_visits`, go to its `on_failure`
+        (the step's state stays its last visit's) or end the run naming the step."""
+        limit = self.workflow.limits.max_visits.get(step.name)
+        count = self.state.visits.get(step.name, 0)
+        if limit is None or count < limit:
+            self.state.visits[step.name] = count + 1
+            return None
+        message = f"step {step.name}: limits.max_visits ({limit}) reached"
+        if isinstance(step.on_failure, str):
+            where = f"{message}; going to {step.on_failure} (its on_failure)"
+            self.emit(ev.RunWarning(self.run_id, where, step.name))
+            kept = previous or StepState(name=step.name, status="failed", error=message)
+            return StepOutcome(kept, jump=step.on_failure)
+        if isinstance(step.on_failure, InlineFailure):
+            text = self.ctx.render(
+                step.on_failure.message, step=step.name, what="on_failure.message"
+            )
+            raise _RunEnds(self.masker.mask(text or message), step.on_failure.status, "limit")
+        raise _RunEnds(f"run stopped at {message}", RunLimitReached.exit_code, "limit")
 
     def _retryable(self, step: AnyStep, st: StepState) -> bool:
         codes = step.retry.retryable_exit_codes if step.retry else []

@@ -17,6 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
 
@@ -154,14 +155,14 @@ class TerminalSink:
             case ev.RunStarted(run_id=run_id, workflow=name, resumed=resumed):
                 if not silent:
                     verb = "resuming" if resumed else "running"
-                    self._note(s.dim(f"{verb} {name} (run {run_id})"))
+                    self._note(s.dim(f"{verb} {safe(name)} (run {run_id})"))
             case ev.StepStarted(step=step, kind=kind, attempt=attempt, mode=mode, detail=detail):
                 if not silent:
                     what = kind if not mode or mode == "single" else f"{kind}, {mode}"
                     if detail:
                         what += f", {detail}"
                     retry = f" (attempt {attempt})" if attempt > 1 else ""
-                    self._note(s.bold(f"▶ {step}") + s.dim(f" [{what}]{retry}"))
+                    self._note(s.bold(f"▶ {safe(step)}") + s.dim(f" [{safe(what)}]{retry}"))
             case ev.StepOutput(text=text, stream=stream):
                 if not silent:
                     if stream == "stdout":
@@ -223,7 +224,7 @@ class TerminalSink:
                     figures = f"{format_tokens(tokens, est)} · {format_duration(duration)}{flag}"
                     self._note(s.dim(f"  ({who}turn {turn} · {figures})"))
             case ev.StepFinished(
-                step=step,
+                step=unsafe_step,
                 status=status,
                 duration=duration,
                 tokens=tokens,
@@ -232,6 +233,7 @@ class TerminalSink:
             ):
                 if silent:
                     return
+                step = safe(unsafe_step)
                 took = format_duration(duration)
                 extra = f" · {format_tokens(tokens, est)}" if tokens else ""
                 if status == "completed":
@@ -285,15 +287,43 @@ class TerminalSink:
         self._note(self.style.yellow(f"^C — {what} interrupted"))
 
 
+# Said before a question is asked again: the line just read was typed for an earlier
+# prompt, so it cannot be the answer (it is kept as the next message instead).
+NOT_AN_ANSWER = (
+    "(“{}” was typed for an earlier prompt: it is kept as your next message, not taken as "
+    "the answer)"
+)
+# How many lines typed ahead of a question are set aside at most (a terminal's input queue
+# holds about 4 KiB; this only bounds a loop on a stream that never ends).
+MAX_TYPED_AHEAD = 1000
+
+
+@dataclass
+class _Ask:
+    """A prompt waiting for its line. A confirmation only takes the line of the read made
+    for it (`request`), which starts once its question is shown: never a line typed for an
+    earlier prompt, nor one typed ahead of the question."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[str | None]
+    prompt: str
+    confirming: bool
+    request: int | None = None  # the read made for it; None: it waits on an earlier read
+
+
 class TerminalReader:
     """Reads the person's messages from stdin: a `> ` prompt with readline on a TTY,
     one line per turn from a pipe. Cancellable: a read pending when its task is cancelled
-    is abandoned at once; a line typed afterwards is kept for the next read, not lost.
+    is abandoned at once; a line typed afterwards is kept for the next message, not lost.
 
-    It is also a `Confirmer`: `confirm` asks a tool call's question at a `[y/N]` prompt.
+    It is also a `Confirmer`: `confirm` asks a tool call's question at a `[y/N]` prompt,
+    and only a line typed after the question is shown answers it. Lines typed before
+    (typed ahead, or at a prompt that was abandoned) are kept as messages instead.
+    Prompts are asked one at a time (parallel branches may ask at once: they take turns).
 
     Reads happen in one daemon thread (a blocked `input()` cannot be interrupted, and a
-    daemon thread never holds up process exit).
+    daemon thread never holds up process exit). Each read the thread makes is a numbered
+    request, so a line is known to come from the read made for a question, or not.
     """
 
     def __init__(
@@ -311,13 +341,13 @@ class TerminalReader:
         self.prompt_out = prompt_out
         self.is_tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.history_path = history_path
-        self._requests: queue.Queue[str] = queue.Queue()
-        self._ready: deque[str | None] = deque()
-        # The pending read: its loop, its future, and whether it is a confirmation.
-        self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[str | None], bool] | None
-        self._waiter = None
+        self._requests: queue.Queue[tuple[int, str, bool]] = queue.Queue()
+        self._ready: deque[str | None] = deque()  # lines no prompt took: the next messages
+        self._waiter: _Ask | None = None
         self._lock = threading.Lock()
-        self._reading = False  # the thread is blocked on a line (maybe for a cancelled read)
+        self._reading: int | None = None  # the read the thread is on (maybe an abandoned one)
+        self._last_request = 0
+        self._turn: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._thread: threading.Thread | None = None
         self._readline = self._setup_readline() if self.is_tty else None
 
@@ -332,19 +362,26 @@ class TerminalReader:
                 readline.read_history_file(self.history_path)
         return readline
 
-    def _remember(self, line: str) -> None:
-        if self._readline is None or self.history_path is None or not line.strip():
+    def _remember(self, line: str, *, add: bool = False) -> None:
+        """Put a message in the arrow-up history file (`add`: and in readline's, for a line
+        readline did not read itself)."""
+        rl: Any = self._readline
+        if rl is None or self.stream is not sys.stdin or not line.strip():
+            return
+        if add:
+            rl.add_history(line)
+        if self.history_path is None:
             return
         with contextlib.suppress(OSError):
             self.history_path.parent.mkdir(parents=True, exist_ok=True)
             self.history_path.touch(exist_ok=True)
-            self._readline.append_history_file(1, self.history_path)  # type: ignore[attr-defined]
+            rl.append_history_file(1, self.history_path)
 
     def _forget(self, line: str) -> None:
         """A `y`/`n` answer is not a message: keep it out of the arrow-up history (readline
         adds every line `input()` returns)."""
         rl: Any = self._readline
-        if rl is None or not line.strip():
+        if rl is None or self.stream is not sys.stdin or not line.strip():
             return
         last = rl.get_current_history_length()
         if last and rl.get_history_item(last) == line:
@@ -366,30 +403,92 @@ class TerminalReader:
         line = self.stream.readline()
         return None if line == "" else _valid_text(line.rstrip("\r\n"))
 
+    def _typed_ahead(self) -> list[str | None]:
+        """On a terminal, what was typed before the prompt about to be shown: whole lines
+        (kept as messages, in the arrow-up history too) and a line begun but not ended
+        (dropped). Between reads the terminal is in its line mode: the input queue holds
+        whole lines, and a line still being typed that `tcflush` discards."""
+        if not (self.is_tty and self.stream is sys.stdin):
+            return []
+        try:
+            import select
+            import termios
+
+            fd = self.stream.fileno()
+            data = b""
+            for _ in range(MAX_TYPED_AHEAD):
+                if not select.select([fd], [], [], 0)[0]:
+                    break
+                chunk = os.read(fd, 4096)
+                if not chunk:  # Ctrl-D typed ahead: the end of input
+                    data += b"\x04"
+                    break
+                data += chunk
+            termios.tcflush(fd, termios.TCIFLUSH)
+        except (ImportError, OSError, ValueError):
+            return []
+        text = data.decode("utf-8", "replace")
+        *whole, _begun = text.split("\n")
+        lines: list[str | None] = []
+        for line in whole:
+            lines.append(_valid_text(line.rstrip("\r")))
+            self._remember(line, add=True)
+        if text.endswith("\x04"):
+            lines.append(None)
+        return lines
+
     def _work(self) -> None:
         while True:
-            prompt = self._requests.get()
+            request, prompt, fresh = self._requests.get()
+            early = self._typed_ahead() if fresh else []
             try:
                 line = self._read_line(prompt)
             except (OSError, ValueError):  # stdin closed under us
                 line = None
             with self._lock:
-                self._reading = False
-                waiter, self._waiter = self._waiter, None
-                # The line answers whoever waits now (the prompt shown last), not
-                # necessarily whoever asked for it.
-                confirming = waiter is not None and not waiter[1].done() and waiter[2]
-                if line is not None and self._readline is not None and self.stream is sys.stdin:
-                    if confirming:
-                        self._forget(line)
-                    else:
-                        self._remember(line)
-                if waiter is None or waiter[1].done():
-                    self._ready.append(line)
-                    continue
-            loop, future, _ = waiter
-            with contextlib.suppress(RuntimeError):  # the loop has closed
-                loop.call_soon_threadsafe(_resolve, future, line)
+                if self._reading == request:
+                    self._reading = None
+                for typed in early:
+                    self._deliver(typed, None)
+                self._deliver(line, request)
+
+    def _deliver(self, line: str | None, request: int | None) -> None:
+        """Give a line to the prompt waiting now, or keep it for the next message. `request`
+        is the read it came from (None: typed ahead of one). Called with the lock held."""
+        waiter = self._waiter
+        if waiter is None or waiter.future.done():
+            self._keep(line, request)
+            return
+        if waiter.confirming and request != waiter.request and line is not None:
+            # Typed before the question was shown: kept, and the question asked again.
+            self._keep(line, request)
+            if waiter.request is None or request is not None:
+                if self.is_tty:
+                    self.prompt_out.write(NOT_AN_ANSWER.format(safe(line)) + "\n")
+                    self.prompt_out.flush()
+                waiter.request = self._request(waiter.prompt, fresh=True)
+            return
+        self._waiter = None
+        if line is not None and request is not None:
+            if waiter.confirming:
+                self._forget(line)
+            else:
+                self._remember(line)
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            waiter.loop.call_soon_threadsafe(_resolve, waiter.future, line)
+
+    def _keep(self, line: str | None, request: int | None) -> None:
+        self._ready.append(line)
+        if line is not None and request is not None:
+            self._remember(line)
+
+    def _request(self, prompt: str, *, fresh: bool) -> int:
+        """Have the thread read a line at `prompt` (`fresh`: set aside what was typed
+        before it is shown). Called with the lock held."""
+        self._last_request += 1
+        self._reading = self._last_request
+        self._requests.put((self._last_request, prompt, fresh))
+        return self._last_request
 
     async def read(self, prompt: str) -> str | None:
         return await self._ask(prompt, confirming=False)
@@ -398,8 +497,7 @@ class TerminalReader:
         """Ask `question` (e.g. `Allow Bash({"command": "ls"})?`) at a `[y/N]` prompt: y or
         yes allows, anything else refuses, end of input is None (refused too).
 
-        A line typed for an earlier `> ` prompt never answers it: what allows a tool call
-        is typed after its question is on the screen."""
+        Only a line typed after the question is on the screen answers it (see the class)."""
         prompt = safe(question) + " [y/N] "
         answer = await self._ask(prompt, confirming=True)
         if not self.is_tty:
@@ -412,25 +510,32 @@ class TerminalReader:
 
     async def _ask(self, prompt: str, *, confirming: bool) -> str | None:
         loop = asyncio.get_running_loop()
+        if self._turn is None or self._turn[0] is not loop:
+            self._turn = (loop, asyncio.Lock())
+        async with self._turn[1]:  # one prompt at a time
+            return await self._ask_now(loop, prompt, confirming=confirming)
+
+    async def _ask_now(
+        self, loop: asyncio.AbstractEventLoop, prompt: str, *, confirming: bool
+    ) -> str | None:
         with self._lock:
             if self._ready and not confirming:
                 return self._ready.popleft()
-            future: asyncio.Future[str | None] = loop.create_future()
-            self._waiter = (loop, future, confirming)
-            # A read cancelled earlier may still have the thread waiting for a line: that
-            # line will answer this read, so do not ask for another one.
-            ask = not self._reading
-            self._reading = True
+            waiter = _Ask(loop, loop.create_future(), prompt, confirming)
+            self._waiter = waiter
+            # A read made for an abandoned prompt may still be on: its line comes first
+            # (a message takes it; a question asks again after it). Else a read of its own.
+            shown_by_us = self._reading is not None
+            if not shown_by_us:
+                waiter.request = self._request(prompt, fresh=confirming)
         if self._thread is None:
             self._thread = threading.Thread(target=self._work, name="awf-stdin", daemon=True)
             self._thread.start()
-        if ask:
-            self._requests.put(prompt)
-        elif self.is_tty:
+        if shown_by_us and self.is_tty:
             self.prompt_out.write(prompt)
             self.prompt_out.flush()
         try:
-            return await future
+            return await waiter.future
         except asyncio.CancelledError:
             if self.is_tty:
                 # Ctrl-C left the prompt unanswered: what is said next (the run cancelled,
@@ -440,7 +545,7 @@ class TerminalReader:
             raise
         finally:
             with self._lock:
-                if self._waiter is not None and self._waiter[1] is future:
+                if self._waiter is waiter:
                     self._waiter = None
 
 

@@ -1,34 +1,18 @@
 """Text for a terminal, without the terminal frontend's weight (no asyncio, no readline):
-untrusted text made safe (`terminal_safe`), and a stored run described for `awf status`.
-
-A model reply, a command's output or a stored transcript can carry escape sequences that
-clear the screen (`ESC[2J`), hide text (`ESC[8m`), set the window title (OSC 0) or write to
-the clipboard (OSC 52). Everything awf prints that it did not write itself goes through
-`terminal_safe`: the escape character becomes a visible `␛` and the other control
-characters are dropped, except newline and tab. Because the escape character itself is
-replaced, a sequence split across two streamed chunks is harmless too. awf's own colours
-are added after this, so they still work.
+untrusted text made safe (`terminal_safe`, from `awf_nb.safe_text`, where it is described),
+and a stored run described for `awf status`.
 """
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
+
+from awf_nb.safe_text import terminal_safe
 
 if TYPE_CHECKING:
     from awf_nb.engine.state import RunState, Turn
 
-# C0 controls but \t and \n, DEL, and the C1 controls (8-bit CSI, OSC, …). \r too: it
-# would let text overwrite what is already on the line.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f-\x9f]")
-
-
-def terminal_safe(text: str) -> str:
-    if text.isprintable() or not text:
-        return text
-    if "\r\n" in text:
-        text = text.replace("\r\n", "\n")
-    return _CONTROL.sub("", text).replace("\x1b", "␛")
+__all__ = ["describe_state", "terminal_safe"]
 
 
 def describe_state(state: RunState) -> str:

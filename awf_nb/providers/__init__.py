@@ -43,6 +43,7 @@ _PROVIDERS: dict[str, str | type] = {
     "codex": "awf_nb.providers.cli.codex:CodexProvider",
     "opencode": "awf_nb.providers.cli.opencode:OpencodeProvider",
     "github_copilot": "awf_nb.providers.cli.copilot:CopilotProvider",
+    "mistral_vibe": "awf_nb.providers.cli.mistral_vibe:MistralVibeProvider",
 }
 
 _ALIASES: dict[str, str] = {

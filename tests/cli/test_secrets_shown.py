@@ -4,6 +4,7 @@ the private workflow copy holds it. Run data is private to the user (0600 / 0700
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -171,3 +172,73 @@ def test_run_data_is_private_to_the_user(awf, storage, tmp_path):
         mode = stat.S_IMODE(path.stat().st_mode)
         expected = 0o700 if path.is_dir() else 0o600
         assert mode == expected, f"{path}: {oct(mode)}"
+
+
+ESCAPED_SECRET = "sk-live-5511"
+QUOTED_PASSWORD = 'pa"ss\\word-77'
+
+
+def strings_in(text: str) -> list[str]:
+    """Every text a file holds, JSON decoded as deep as it goes: its lines' strings, and the
+    strings of strings that are JSON themselves (tool-call arguments)."""
+    found: list[str] = []
+    pending: list[object] = [text]
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            pending.append(json.loads(line))
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, str):
+            found.append(value)
+            if value[:1] in "{[":
+                with contextlib.suppress(ValueError):
+                    pending.append(json.loads(value))
+    return found
+
+
+def test_a_secret_in_json_escaped_tool_arguments_is_masked_shown_and_stored(awf, storage, tmp_path):
+    """The model writes the secret with JSON escapes (`\\u0073k-…`, a password holding `"`
+    and `\\`): decoded, the terminal would show it, and the state, the transcript and the
+    cassette would hold it recoverably. Each holds `***` instead."""
+    escaped = "\\u0073k-live-5511"
+    password = json.dumps(QUOTED_PASSWORD)[1:-1]  # pa\"ss\\word-77
+    arguments = json.dumps(f'{{"command": "echo {escaped} \'{password}\' >/dev/null; echo done"}}')
+    workflow = tmp_path / "wf.yaml"
+    workflow.write_text(
+        f"""
+name: leak
+states:
+  initial: work
+  work:
+    type: agent
+    provider: scripted
+    prompt: Go.
+    options:
+      replies:
+        - tool_calls: [{{name: Bash, arguments: {arguments}}}]
+        - Finished.
+    tools: {{builtin: [Bash]}}
+    on_success: done
+  done: {{type: terminal}}
+"""
+    )
+    cassette = tmp_path / "run.cassette.jsonl"
+    env = {"SECRET_TOKEN": ESCAPED_SECRET, "DB_PASSWORD": QUOTED_PASSWORD}
+
+    result = awf("run", str(workflow), "--record", str(cassette), env=env)
+
+    assert result.returncode == 0, result.stderr
+    assert """Bash({"command": "echo *** '***' >/dev/null; echo done"}) → done""" in result.stdout
+    stored = [cassette, *(p for p in everything_under(storage) if p.is_file())]
+    for path in [*stored]:
+        if path.suffix == ".db":
+            continue
+        for text in strings_in(path.read_text()):
+            for secret in (ESCAPED_SECRET, QUOTED_PASSWORD):
+                assert secret not in text, f"{path.name} holds {secret!r}"
+    for shown in strings_in(result.stdout + result.stderr):
+        assert ESCAPED_SECRET not in shown and QUOTED_PASSWORD not in shown

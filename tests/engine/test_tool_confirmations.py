@@ -1,19 +1,27 @@
 """Who answers a tool call's confirmation beyond the person at the prompt: an agent step in
 a workflow run by a `call_workflow` step asks the person as any step does (and gets the
-run's `--yes`); a cassette records the person's answers and replays them."""
+run's `--yes`); a cassette records the person's answers bound to their calls, replays a
+refusal of the same call, and never approves a call by itself (a cassette is untrusted,
+like a model)."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from awf_nb.api import prepare_run
+from awf_nb.engine.events import RunWarning
+from awf_nb.engine.state import RunState
 from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.workflow.loader import load_text
 from tests.engine.test_tool_loop import Confirming
+from tests.support.events import Collect
 
 CHILD_WITH_TOOLS = """
 name: child
@@ -102,18 +110,124 @@ states:
 """
 
 
-async def test_confirmations_are_recorded_in_a_cassette_and_replayed(tmp_path: Path):
-    """The person's answer to a confirmation is part of the recording: the replay needs
-    nobody to ask, and allows the call again."""
-    cassette = tmp_path / "run.cassette.jsonl"
-    for folder, kwargs in (
-        ("recorded", {"record": cassette, "reader": Confirming([True])}),
-        ("replayed", {"replay": cassette}),
-    ):
-        workdir = tmp_path / folder
-        workdir.mkdir()
-        runner = prepare_run(load_text(WRITER), cwd=workdir, **kwargs)
-        state = await asyncio.wait_for(runner.execute(), 60)
+async def run_writer(workdir: Path, **kwargs: Any) -> RunState:
+    workdir.mkdir(exist_ok=True)
+    runner = prepare_run(load_text(WRITER), cwd=workdir, **kwargs)
+    return await asyncio.wait_for(runner.execute(), 60)
+
+
+def cassette_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def record_writer(tmp_path: Path, allowed: bool) -> Path:
+    cassette = tmp_path / f"{'allowed' if allowed else 'refused'}.cassette.jsonl"
+    state = await run_writer(tmp_path / "recorded", record=cassette, reader=Confirming([allowed]))
+    assert state.status == "completed", state.error
+    return cassette
+
+
+async def test_a_recorded_answer_is_bound_to_the_call_it_answered(tmp_path: Path):
+    cassette = await record_writer(tmp_path, allowed=True)
+
+    (line,) = [line for line in cassette_lines(cassette) if line["type"] == "confirm"]
+    arguments = '{"path": "out.txt", "content": "hi"}'
+    assert line == {
+        "type": "confirm",
+        "allowed": True,
+        "tool": "Write",
+        "arguments_sha256": hashlib.sha256(arguments.encode()).hexdigest(),
+    }
+
+
+async def test_a_recorded_approval_never_allows_a_call_on_a_replay_with_nobody_to_ask(
+    tmp_path: Path,
+):
+    cassette = await record_writer(tmp_path, allowed=True)
+    workdir = tmp_path / "replayed"
+
+    state = await run_writer(workdir, replay=cassette)
+
+    assert state.status == "failed"
+    assert not (workdir / "out.txt").exists()
+    assert (
+        f'the cassette {cassette} allows Write({{"path": "out.txt", "content": "hi"}}), a tool '
+        "call that needs the person's confirmation; a replay never takes an approval from a "
+        "cassette, and nobody can be asked in this run"
+    ) in state.error
+    assert state.exit_code == 1
+
+
+async def test_a_replay_asks_the_person_again_where_the_recording_allowed_a_call(
+    tmp_path: Path,
+):
+    cassette = await record_writer(tmp_path, allowed=True)
+    person = Confirming([True])
+    workdir = tmp_path / "replayed"
+
+    state = await run_writer(workdir, replay=cassette, reader=person)
+
+    assert state.status == "completed", state.error
+    assert person.questions == ['Allow Write({"path": "out.txt", "content": "hi"})?']
+    assert (workdir / "out.txt").read_text() == "hi"
+
+
+async def test_a_replay_with_yes_allows_the_recorded_call_without_asking(tmp_path: Path):
+    cassette = await record_writer(tmp_path, allowed=True)
+    workdir = tmp_path / "replayed"
+    sink = Collect()
+
+    state = await run_writer(workdir, replay=cassette, yes=True, sink=sink)
+
+    assert state.status == "completed", state.error
+    assert (workdir / "out.txt").read_text() == "hi"
+    assert sink.of(RunWarning) == []  # the answer nobody needed is no sign of another path
+
+
+async def test_a_recorded_refusal_of_the_same_call_is_replayed_without_asking(tmp_path: Path):
+    cassette = await record_writer(tmp_path, allowed=False)
+    workdir = tmp_path / "replayed"
+    for person in (None, Confirming([True])):  # nobody there, or a person who would allow
+        state = await run_writer(workdir, replay=cassette, reader=person)
+
         assert state.status == "completed", state.error
-        assert (workdir / "out.txt").read_text() == "hi", folder
-    assert '{"type":"confirm","allowed":true}' in cassette.read_text().replace(" ", "")
+        assert person is None or person.questions == []
+        assert not (workdir / "out.txt").exists()
+        assert state.steps["work"].output == "Written."
+
+
+async def test_an_edited_cassette_cannot_run_a_call_nobody_approved(tmp_path: Path):
+    """The attack: the first reply edited to call something else, and an approval line
+    bound to that very call (anyone can compute the hash). Nothing runs without --yes."""
+    cassette = await record_writer(tmp_path, allowed=True)
+    evil = '{"path": "pwned.txt", "content": "owned"}'
+    lines = cassette_lines(cassette)
+    for line in lines:
+        for event in line.get("events", []):
+            if "tool_call" in event:
+                event["tool_call"]["arguments"] = evil
+        if line["type"] == "confirm":
+            line["arguments_sha256"] = hashlib.sha256(evil.encode()).hexdigest()
+    cassette.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    workdir = tmp_path / "replayed"
+
+    state = await run_writer(workdir, replay=cassette)
+
+    assert state.status == "failed"
+    assert "a replay never takes an approval from a cassette" in state.error
+    assert not (workdir / "pwned.txt").exists()
+
+
+async def test_an_answer_bound_to_another_call_is_not_used(tmp_path: Path):
+    cassette = await record_writer(tmp_path, allowed=False)
+    lines = cassette_lines(cassette)
+    for line in lines:
+        if line["type"] == "confirm":
+            line["arguments_sha256"] = hashlib.sha256(b"{}").hexdigest()
+    cassette.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    person = Confirming([False])
+
+    state = await run_writer(tmp_path / "replayed", replay=cassette, reader=person)
+
+    assert person.questions == ['Allow Write({"path": "out.txt", "content": "hi"})?']
+    assert state.status == "completed", state.error

@@ -278,7 +278,7 @@ async def test_a_cancelled_question_is_abandoned_and_the_next_line_kept_for_a_me
     reader = TerminalReader(stdin, prompt_out=io.StringIO())
 
     question = asyncio.create_task(reader.confirm("Allow Bash({})?"))
-    await asyncio.sleep(0.05)  # the reading thread is blocked on the pipe
+    await asyncio.sleep(0)  # the question is asked: its read is made
     question.cancel()  # Ctrl-C at the question, like at the `> ` prompt
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(question, 5)
@@ -291,16 +291,18 @@ async def test_a_cancelled_question_is_abandoned_and_the_next_line_kept_for_a_me
 async def test_a_line_typed_for_an_abandoned_prompt_never_answers_a_question(
     pipe: tuple[TextIO, TextIO],
 ) -> None:
+    """Whenever the reading thread gets the line (before the question, or after it is
+    asked), it came from the abandoned prompt's read: never the answer. No pause in
+    between: the order of thread and question is left to chance, and must not matter."""
     stdin, typing = pipe
     reader = TerminalReader(stdin, prompt_out=io.StringIO())
     message = asyncio.create_task(reader.read("> "))
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0)
     message.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(message, 5)
-    typing.write("yes\n")  # meant as a message, read by the thread after the cancel
+    typing.write("yes\n")  # meant as a message
     typing.flush()
-    await asyncio.sleep(0.05)
 
     question = asyncio.create_task(reader.confirm("Allow Bash({})?"))
     typing.write("n\n")  # the answer to the question on the screen
@@ -308,6 +310,21 @@ async def test_a_line_typed_for_an_abandoned_prompt_never_answers_a_question(
 
     assert await asyncio.wait_for(question, 5) is False
     assert await asyncio.wait_for(reader.read("> "), 5) == "yes"
+
+
+async def test_questions_asked_at_once_take_turns(pipe: tuple[TextIO, TextIO]) -> None:
+    """Two branches of a parallel step ask at the same time: each question gets its own
+    line, in the order they were asked (one would wait forever otherwise)."""
+    stdin, typing = pipe
+    shown = io.StringIO()
+    reader = TerminalReader(stdin, prompt_out=shown)
+    first = asyncio.create_task(reader.confirm("Allow A({})?"))
+    second = asyncio.create_task(reader.confirm("Allow B({})?"))
+    typing.write("y\nn\n")
+    typing.flush()
+
+    assert await asyncio.wait_for(asyncio.gather(first, second), 5) == [True, False]
+    assert shown.getvalue() == "Allow A({})? [y/N] y\nAllow B({})? [y/N] n\n"
 
 
 # --- the scripted reader (`--reply`) -------------------------------------------------------

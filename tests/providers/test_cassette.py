@@ -11,7 +11,9 @@ from typing import Any, Literal
 
 import pytest
 
-from awf_nb.api import RunResult, arun
+from awf_nb.api import RunResult, arun, prepare_run
+from awf_nb.engine.events import RunFinished, RunWarning
+from awf_nb.engine.partner import SimulatedUser
 from awf_nb.engine.ports import Final, ProviderEvent, SessionId, TextDelta, TurnRequest
 from awf_nb.errors import UserError
 from awf_nb.frontends.scripted import ScriptedReader
@@ -20,12 +22,14 @@ from awf_nb.providers.cassette import (
     CassetteMismatch,
     Recorder,
     Replayer,
+    cassette_of,
     read_cassette,
 )
 from awf_nb.providers.cassette import record as record_module
 from awf_nb.providers.cassette import replay as replay_module
 from awf_nb.secrets import Masker
 from awf_nb.store import Store
+from awf_nb.workflow.loader import load_workflow
 from tests.support.events import Collect, with_providers
 
 pytestmark = pytest.mark.asyncio
@@ -178,6 +182,89 @@ async def test_recorded_messages_run_out_then_the_runs_own_reader_answers(
     assert replayed.ok, replayed.error
     assert len(reader.prompts) == 1  # asked once: after "and rye?" came from the cassette
     assert replayed.steps["chat"].conversation.total_turns == 2
+
+
+ONLY_CHAT = """
+name: chat
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "let us talk about bread"
+    options: {replies: ["Flour and water.", "Darker.", "Nutty."]}
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+async def test_a_replay_that_uses_fewer_turns_than_recorded_says_so_and_keeps_the_count(
+    store: Store, tmp_path: Path
+) -> None:
+    """A conversation recorded with a simulated user, replayed without one: the person has
+    nothing to say (no recorded messages, nobody at the keyboard), so the replay runs one
+    turn. The run warns before its summary, and the replayer keeps the figures."""
+    path = tmp_path / "only-chat.yaml"
+    path.write_text(ONLY_CHAT)
+    cassette = tmp_path / "chat.cassette.jsonl"
+    user = SimulatedUser(
+        persona="Curious.", provider="scripted",
+        options={"replies": ["and rye?", "and spelt?", "exit"]},
+    )  # fmt: skip
+    recorded, _ = await run(path, store, user=user, record=cassette)
+    assert recorded.ok and recorded.steps["chat"].conversation.total_turns == 3
+    sink = Collect()
+    runner = prepare_run(load_workflow(path), store=store, sink=sink, cwd=tmp_path, replay=cassette)
+
+    state = await runner.execute()
+
+    assert state.status == "completed" and state.steps["chat"].conversation.total_turns == 1
+    unused = cassette_of(runner.config.providers).unused  # type: ignore[union-attr]
+    assert (unused.turns, unused.of_turns, unused.inputs, unused.answers) == (5, 6, 0, 0)
+    assert unused.where == (  # in the order of the cassette
+        "step chat: user (simulated)'s turns 1–3",
+        "step chat: turns 2–3",
+    )
+    (warning,) = sink.of(RunWarning)
+    assert warning.message == (
+        f"the replay did not use everything recorded in {cassette}: 5 of 6 recorded turns "
+        "(step chat: user (simulated)'s turns 1–3; step chat: turns 2–3) (the replayed run "
+        "differs from the recorded one)"
+    )
+    assert sink.events.index(warning) == len(sink.events) - 2  # just before RunFinished
+    assert isinstance(sink.events[-1], RunFinished)
+
+
+async def test_a_replay_that_used_the_whole_cassette_has_nothing_unused(
+    workflow: Path, store: Store, tmp_path: Path
+) -> None:
+    cassette = tmp_path / "chat.cassette.jsonl"
+    await run(workflow, store, replies=["and rye?", ""], record=cassette)
+    runner = prepare_run(load_workflow(workflow), store=store, cwd=tmp_path, replay=cassette)
+
+    await runner.execute()
+
+    unused = cassette_of(runner.config.providers).unused  # type: ignore[union-attr]
+    assert not unused and (unused.of_turns, unused.of_inputs) == (3, 2)
+
+
+async def test_recorded_messages_a_replay_did_not_read_are_counted(
+    workflow: Path, store: Store, tmp_path: Path
+) -> None:
+    cassette = tmp_path / "chat.cassette.jsonl"
+    await run(workflow, store, replies=["and rye?", ""], record=cassette)
+    # One more message than the conversation asks for, as if the recording went on.
+    with cassette.open("a") as out:
+        out.write('{"type":"input","text":"and spelt?"}\n')
+    sink = Collect()
+
+    replayed, sink = await run(workflow, store, replay=cassette)
+
+    assert replayed.ok
+    (warning,) = sink.of(RunWarning)
+    assert warning.message.endswith(": 1 of 3 recorded messages (the replayed run differs "
+                                    "from the recorded one)")  # fmt: skip
 
 
 # --- what differs ----------------------------------------------------------------------------

@@ -3,12 +3,14 @@ YAML errors, and finding workflows by name."""
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import pytest
 import yaml
 
 from awf_nb.errors import DefinitionError, Problem, UserError
+from awf_nb.safe_text import BIDI_CONTROLS
 from awf_nb.workflow.loader import (
     MAX_DEPTH,
     MAX_NODES,
@@ -88,6 +90,71 @@ def test_name_empty_is_missing_too() -> None:
         problems_of(VALID.replace("name: demo", "name:")), "name: required field missing"
     )
     assert where(problem) == ("name", 1, 1, "error")
+
+
+# A name reaches terminals and notebooks: one that could erase a line (`ESC[1A ESC[2K`),
+# rewrite it (`\r`), or reorder it (U+202E) would let a workflow hide what it runs.
+NAMED = """
+name: "deploy{bad}"
+inputs:
+  - name: "target{bad}"
+states:
+  initial: "build{bad}"
+  "build{bad}":
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: hi
+    conversation:
+      with: {{name: "critic{bad}", replies: [ok]}}
+      max_turns: 1
+    on_success: done
+  done: {{type: terminal}}
+"""
+REASON = (
+    "a name must be visible text, without control, bidirectional-text or other invisible "
+    "characters (it is shown on terminals and in notebooks, where they can erase, hide or "
+    "reorder text)"
+)
+
+
+@pytest.mark.parametrize(
+    ("bad", "escaped", "what"),
+    [
+        ("\\e[1A\\e[2K", "\\x1b[1A\\x1b[2K", "a control character (U+001B)"),
+        ("\\r", "\\r", "a control character (U+000D)"),
+        ("\\x00", "\\x00", "a control character (U+0000)"),
+        ("\\u202e", "\\u202e", "right-to-left override (U+202E)"),
+        ("\\u2066", "\\u2066", "left-to-right isolate (U+2066)"),
+        ("\\u200b", "\\u200b", "zero width space (U+200B)"),
+    ],
+)
+def test_control_and_bidi_characters_in_names_are_located_errors(
+    bad: str, escaped: str, what: str
+) -> None:
+    problems = problems_of(NAMED.format(bad=bad))
+
+    def found(kind: str, name: str) -> Problem:
+        return only(problems, f'{kind} "{name}{escaped}" holds {what}: {REASON}')
+
+    assert found("workflow name", "deploy").line == 1
+    assert found("input name", "target").line == 3
+    assert (found("step name", "build").line, found("step name", "build").column) == (6, 3)
+    assert found("conversation partner name", "critic").line == 12
+    for problem in problems:  # nothing the terminal would act on, in any message
+        shown = str(problem)
+        assert not any(unicodedata.category(c) == "Cc" or c in BIDI_CONTROLS for c in shown)
+
+
+def test_names_in_any_script_and_with_emoji_load() -> None:
+    text = (
+        NAMED.format(bad="")
+        .replace('"deploy"', '"déploiement 🚀"')
+        .replace('"build"', '"مرحلة-البناء"')
+    )
+    workflow = load_text(yml(text.replace('initial: "build"', 'initial: "مرحلة-البناء"')))
+
+    assert workflow.name == "déploiement 🚀" and "مرحلة-البناء" in workflow.steps
 
 
 def test_initial_missing() -> None:

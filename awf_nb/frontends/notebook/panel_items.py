@@ -4,7 +4,8 @@ widget per assistant reply, a command's output in bounded chunks, and the HTML h
 Each streamed item (`Reply`, `Output`) only buffers its text; the panel decides when to
 `flush` it (see panel.py), and a flush sends only what the browser does not have yet
 (`StreamHTML`: finished blocks or lines once, the open one as a diff).
-Model output is untrusted: Markdown is rendered with raw HTML escaped.
+Model output is untrusted: Markdown is rendered with raw HTML escaped and remote images
+as links (markdown_html.py).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from importlib.resources import files
 from typing import Any, Protocol
 
 import ipywidgets as widgets
-from markdown_it import MarkdownIt
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.summary import STATUS_MARKS, format_duration, format_tokens
+from awf_nb.frontends.notebook.markdown_html import render_markdown
 from awf_nb.frontends.notebook.markdown_stream import BlockCutter
 from awf_nb.frontends.notebook.stream_view import StreamHTML
 from awf_nb.frontends.notebook.summary import esc
+from awf_nb.safe_text import mark_bidi
 
 OUTPUT_CHUNK_CHARS = 8_000  # a command's output is split into widgets of this size…
 MAX_OUTPUT_CHUNKS = 32  # …and only the newest ones are kept in the panel
@@ -38,14 +40,6 @@ PANEL_CSS = "<style>\n" + _asset("panel.css") + "</style>"
 ENTER_TO_SEND_JS = _asset("panel.js")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
-_markdown = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(
-    ["table", "strikethrough"]
-)
-
-
-def render_markdown(text: str) -> str:
-    """Markdown to HTML with raw HTML escaped (model output is untrusted)."""
-    return _markdown.render(text)
 
 
 def clean_output(text: str) -> str:
@@ -224,7 +218,8 @@ class Section:
 
     def __init__(self, maker: HtmlMaker, event: ev.StepStarted) -> None:
         self.maker = maker
-        self.name = event.step
+        # Titles are plain text (the widget escapes them): only the bidi controls to show.
+        self.name = mark_bidi(event.step)
         self.reply: Reply | None = None
         # Tool calls came in the current turn: its text is split around their blocks.
         self.tools_in_turn = False
@@ -232,7 +227,7 @@ class Section:
         self.output: Output | None = None
         self._output_note: widgets.HTML | None = None
         what = event.kind if event.mode in ("", "single") else f"{event.kind}, {event.mode}"
-        self.what = f"{what}, {event.detail}" if event.detail else what
+        self.what = mark_bidi(f"{what}, {event.detail}" if event.detail else what)
         self.body = widgets.VBox(layout=maker.shared_layout, _dom_classes=("awf-step-body",))
         self.widget = widgets.Accordion(
             children=[self.body],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 
 from awf_nb.engine.summary import RunSummary, format_duration, format_tokens
+from awf_nb.safe_text import mark_bidi
 
 RESUME_COMMAND = "%awf resume"
 STATUS_COLORS = {
@@ -45,4 +46,6 @@ def summary_text(summary: RunSummary) -> str:
 
 
 def esc(text: str) -> str:
-    return html.escape(text, quote=True)
+    """Text for HTML: escaped, and its bidirectional-text controls shown (`mark_bidi`), so
+    they cannot reorder what the panel shows (model and tool text is untrusted)."""
+    return html.escape(mark_bidi(text), quote=True)

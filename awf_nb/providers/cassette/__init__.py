@@ -13,7 +13,9 @@ serves the file. The pieces: `tape.py` (the file format, fingerprints, reading, 
     providers = replayer.providers()            # no real provider is ever made
 
 `open_cassette` builds the one a run asked for; `cassette_of(factory)` finds it again
-(through the factory it wrapped) once a frontend has chosen the run's input reader.
+(through the factory it wrapped) once a frontend has chosen the run's input reader. After a
+replayed run, `cassette_of(runner.config.providers).unused` says what of the cassette the
+replay did not use (an `Unused`, false when it used everything).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import os
 from awf_nb.engine.ports import ProviderFactory
 from awf_nb.errors import UserError
 from awf_nb.providers.cassette.record import Recorder, RecordingProviders
-from awf_nb.providers.cassette.replay import Replayer, ReplayProviders, check_speed
+from awf_nb.providers.cassette.replay import Replayer, ReplayProviders, Unused, check_speed
 from awf_nb.providers.cassette.tape import (
     FORMAT,
     VERSION,
@@ -40,6 +42,7 @@ __all__ = [
     "CassetteMismatch",
     "Recorder",
     "Replayer",
+    "Unused",
     "cassette_of",
     "check_speed",
     "open_cassette",

@@ -34,6 +34,7 @@ from awf_nb.providers.cassette.tape import (
     End,
     RecordedTurn,
     TimedEvent,
+    confirm_line,
     fingerprint,
     header,
     request_summary,
@@ -225,5 +226,7 @@ class RecordingConfirmingReader(RecordingReader):
 
     async def confirm(self, question: str) -> bool | None:
         allowed = await self.inner.confirm(question)
-        self.recorder.writer.append({"type": "confirm", "allowed": allowed})
+        # Bound to the call it answers (its tool and arguments): a replay uses a recorded
+        # answer only for the very same call, and never as an approval (replay.py).
+        self.recorder.writer.append(confirm_line(question, allowed, self.recorder.masker))
         return allowed

@@ -8,6 +8,17 @@ none, the run stops with `CassetteMismatch`, comparing the request with the earl
 recorded turn not served yet (what differs: provider, prompt, system prompt, history,
 session, options, tools, tool round or not, turn number), or saying the recording ends there.
 `Replayer.reader(reader)` serves the recorded person messages in order, then `reader`.
+
+A cassette is untrusted input, like a model: the fingerprint covers what was asked, not
+what is answered, so an edited file can make the replayed model call any tool the step
+offers. Tool-call confirmations are therefore never answered yes by the file: a recorded
+refusal of the very same call (tool and arguments) is replayed, as refusing is always
+safe; anything else is asked of the person (the run's own reader), and a run with nobody
+to ask fails with a clear error unless it was started with `--yes`.
+
+When the run ends, `Replayer.unused` says what the replay did not use (turns, messages;
+answers too, for information): a replay that took another way than the recording. A
+completed run warns about it (`end_warnings`), and an evaluation counts it as a mismatch.
 """
 
 from __future__ import annotations
@@ -16,19 +27,24 @@ import asyncio
 import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from awf_nb.engine.ports import Confirmer, InputReader, ProviderEvent, TurnRequest
 from awf_nb.errors import ProviderError, UserError
 from awf_nb.providers.cassette.tape import (
     CassetteError,
     CassetteMismatch,
+    RecordedConfirm,
     RecordedTurn,
     fingerprint,
     read_cassette,
     request_summary,
 )
 from awf_nb.secrets import Masker
+
+if TYPE_CHECKING:
+    from awf_nb.engine.state import RunState
 
 # How replay waits between events; a module attribute so tests can count the pauses.
 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
@@ -63,18 +79,68 @@ class Replayer:
             )
         self.masker = masker
         self._served: set[int] = set()  # indexes of turns already served
-        self._inputs = list(self.cassette.inputs)
-        self._confirms = list(self.cassette.confirms)
+        self._inputs = list(self.cassette.inputs)  # the messages not read yet
+        self._answered: set[int] = set()  # indexes of the recorded answers used
 
     def providers(self) -> ReplayProviders:
         return ReplayProviders(self)
 
     def reader(self, reader: InputReader | None) -> InputReader | None:
-        """Recorded messages first, then `reader`. Without recorded messages `reader` is
-        kept as it is (None included: a run without input must stay one)."""
-        if isinstance(reader, ReplayReader) or not (self._inputs or self._confirms):
+        """Recorded messages first, then `reader`. Without recorded messages or answers
+        `reader` is kept as it is (None included: a run without input must stay one)."""
+        if isinstance(reader, ReplayReader) or not (self._inputs or self.cassette.confirms):
             return reader
-        return ReplayReader(self._inputs, reader, self._confirms)
+        if self.cassette.confirms or isinstance(reader, Confirmer):
+            return ReplayConfirmingReader(self, reader)
+        return ReplayReader(self, reader)
+
+    def next_input(self) -> tuple[bool, str | None]:
+        """(True, the next recorded message) or (False, None) once they are all read."""
+        if self._inputs:
+            return True, self._inputs.pop(0)
+        return False, None
+
+    def recorded_answer(self, question: str) -> RecordedConfirm | None:
+        """The earliest recorded answer not used yet to the very call `question` asks
+        about (tool and arguments), marked used; None when the cassette holds none."""
+        for index, answer in enumerate(self.cassette.confirms):
+            if index not in self._answered and answer.answers(question):
+                self._answered.add(index)
+                return answer
+        return None
+
+    @property
+    def unused(self) -> Unused:
+        """What of the cassette this replay has not used so far: turns (with where they
+        are), messages of the person, answers to tool-call confirmations."""
+        waiting: dict[tuple[str, str], list[int]] = {}
+        for index, turn in enumerate(self.cassette.turns):
+            if index not in self._served:
+                waiting.setdefault((turn.step, turn.speaker), []).append(turn.turn)
+        where: list[str] = []
+        for (step, speaker), numbers in waiting.items():
+            who = f"{speaker}'s " if speaker else ""
+            where.append(f"step {step}: {who}{_numbers('turn', numbers)}")
+        return Unused(
+            turns=len(self.cassette.turns) - len(self._served),
+            of_turns=len(self.cassette.turns),
+            inputs=len(self._inputs),
+            of_inputs=len(self.cassette.inputs),
+            answers=len(self.cassette.confirms) - len(self._answered),
+            where=tuple(where),
+        )
+
+    def end_warnings(self, state: RunState) -> list[str]:
+        """When a run ends: a warning for a completed run that left part of the cassette
+        unused (a failed run has said what went wrong already)."""
+        unused = self.unused
+        if state.status != "completed" or not unused:
+            return []
+        where = self.cassette.path
+        return [
+            f"the replay did not use everything recorded in {where}: {unused.describe()} "
+            "(the replayed run differs from the recorded one)"
+        ]
 
     def session_kind(self, provider: str) -> Literal["history", "session_id"]:
         for turn in self.cassette.turns:
@@ -177,33 +243,90 @@ class ReplayReader:
     """Serves the recorded person messages in order, then asks the run's own reader (or
     reports end of input when there is none)."""
 
-    def __init__(
-        self,
-        recorded: list[str | None],
-        inner: InputReader | None,
-        confirms: list[bool | None] | None = None,
-    ) -> None:
-        self._recorded = recorded  # shared with the replayer: one sequence per run
+    def __init__(self, replayer: Replayer, inner: InputReader | None) -> None:
+        self._replayer = replayer  # one sequence of recorded messages per run
         self.inner = inner
-        self._confirms = confirms if confirms is not None else []
-
-    async def confirm(self, question: str) -> bool | None:
-        """The recorded answers to tool-call confirmations, then the run's own reader's
-        (no answer, a refusal, when it cannot ask)."""
-        if self._confirms:
-            await asyncio.sleep(0)
-            return self._confirms.pop(0)
-        if isinstance(self.inner, Confirmer):
-            return await self.inner.confirm(question)
-        return None
 
     async def read(self, prompt: str) -> str | None:
-        if self._recorded:
+        recorded, text = self._replayer.next_input()
+        if recorded:
             await asyncio.sleep(0)  # a suspension point, so cancellation can land here
-            return self._recorded.pop(0)
+            return text
         if self.inner is None:
             return None
         return await self.inner.read(prompt)
+
+
+class ReplayConfirmingReader(ReplayReader):
+    """A replay reader that also answers tool-call confirmations, without ever letting the
+    cassette approve one: a recorded refusal of the very same call is replayed; otherwise
+    the run's own reader asks the person, and with nobody to ask the step fails with a
+    clear error (`--yes` allows such calls without asking anyone)."""
+
+    async def confirm(self, question: str) -> bool | None:
+        await asyncio.sleep(0)  # a suspension point, as for a message
+        recorded = self._replayer.recorded_answer(question)
+        if recorded is not None and recorded.allowed is not True:
+            return recorded.allowed
+        if isinstance(self.inner, Confirmer):
+            return await self.inner.confirm(question)
+        cassette = self._replayer.cassette.path
+        what = (
+            f"the cassette {cassette} allows {question.removeprefix('Allow ').rstrip('?')}, "
+            "a tool call that needs the person's confirmation; a replay never takes an "
+            "approval from a cassette"
+            if recorded is not None
+            else f"{question.removeprefix('Allow ').rstrip('?')} needs the person's "
+            f"confirmation, and the cassette {cassette} holds no answer for this call"
+        )
+        raise CassetteError(
+            f"{what}, and nobody can be asked in this run",
+            hint="replay with --yes to allow the step's confirm tools (only for a cassette "
+            "you trust: its replies choose the calls), or replay it where you can answer",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Unused:
+    """What of a cassette a replay did not use: provider turns (of `of_turns`, with where
+    they are), person messages (of `of_inputs`), and answers to tool-call confirmations.
+    False when the replay used every turn and message: answers are left unused by a replay
+    with `--yes`, which asks nobody, and say nothing about the run's path."""
+
+    turns: int = 0
+    of_turns: int = 0
+    inputs: int = 0
+    of_inputs: int = 0
+    answers: int = 0
+    where: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.turns or self.inputs)
+
+    def describe(self) -> str:
+        """`2 of 3 recorded turns (step chat: turns 2–3), 1 of 2 recorded messages`."""
+        parts = []
+        if self.turns:
+            parts.append(
+                f"{self.turns} of {self.of_turns} recorded turns ({'; '.join(self.where)})"
+            )
+        if self.inputs:
+            parts.append(f"{self.inputs} of {self.of_inputs} recorded messages")
+        return ", ".join(parts)
+
+
+def _numbers(word: str, numbers: list[int]) -> str:
+    """`turn 2`, `turns 2–4`, `turns 1, 3–4`: numbers with consecutive runs joined (a
+    reply's tool rounds share its turn number: each number once)."""
+    numbers = sorted(set(numbers))
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    shown = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
+    return f"{word}{'s' if len(numbers) > 1 else ''} {shown}"
 
 
 def _where(turn: TurnRequest) -> str:

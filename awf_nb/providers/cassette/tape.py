@@ -11,11 +11,17 @@ A cassette is JSON Lines, one object per line, written as the run goes:
      "arguments"}}; the request of a turn with tools holds "tools", of a tool round
      "continues": true)
     {"type": "input", "text": "tell me more"}       (a person's message; null = end of input)
-    {"type": "confirm", "allowed": true}            (an answer to allow a tool call)
+    {"type": "confirm", "allowed": true, "tool": "Bash", "arguments_sha256": "<sha256>"}
+                                  (the person's answer to allow one tool call, bound to it)
 
 `request` is the masked summary of what the provider was asked (`request_summary`); the
 fingerprint is the sha256 of its canonical JSON. Every text in the file is masked with the
 run's `Masker` before it is written, so a cassette never holds a secret.
+
+A cassette is untrusted input: reading it refuses what JSON does not allow (`NaN`,
+`Infinity`), numbers that mean nothing here (a negative token count, an endless time) and
+lines nested too deeply, naming the file and the line. What a replay lets a cassette do is
+in replay.py (a recorded approval never approves a tool call by itself).
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from awf_nb.engine.ports import (
     Final,
@@ -185,7 +192,7 @@ class RecordedTurn:
             session_kind=kind,
             step=str(line["step"]),
             speaker=str(line["speaker"]),
-            turn=int(line["turn"]),
+            turn=_count(line["turn"], "turn"),
             fingerprint=str(line["fingerprint"]),
             request=dict(line["request"]),
             events=[event_from_json(e) for e in line["events"]],
@@ -195,6 +202,26 @@ class RecordedTurn:
 
 
 _ENDS = ("complete", "error", "interrupted")
+
+
+def _count(value: Any, name: str) -> int:
+    """A whole number >= 0 (a token count, a turn number), as the recorder wrote it."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"{name} must be a number")
+    number = _number(value, name)
+    if not number.is_integer():
+        raise ValueError(f"{name} must be a whole number (got {_shown(value)})")
+    return int(number)
+
+
+def _number(value: Any, name: str) -> float:
+    """A finite number >= 0 (a time, a cost)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a number")
+    number = float(value)  # a string that is no number: ValueError
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{name} must be a finite number >= 0 (got {_shown(value)})")
+    return number
 
 
 def event_to_json(timed: TimedEvent) -> dict[str, Any]:
@@ -220,9 +247,7 @@ def event_to_json(timed: TimedEvent) -> dict[str, Any]:
 
 
 def event_from_json(data: Mapping[str, Any]) -> TimedEvent:
-    at = float(data["at"])
-    if not math.isfinite(at) or at < 0:
-        raise ValueError(f"bad time {at}")
+    at = _number(data["at"], "at")
     event: ProviderEvent
     if "text" in data:
         event = TextDelta(str(data["text"]))
@@ -233,8 +258,10 @@ def event_from_json(data: Mapping[str, Any]) -> TimedEvent:
         event = ToolCall(str(call["id"]), str(call["name"]), str(call["arguments"]))
     elif "usage" in data:
         u = data["usage"]
-        event = Usage(int(u["input_tokens"]), int(u["output_tokens"]), bool(u["estimated"]),
-                      None if u["cost_usd"] is None else float(u["cost_usd"]))  # fmt: skip
+        cost = None if u["cost_usd"] is None else _number(u["cost_usd"], "cost_usd")
+        event = Usage(_count(u["input_tokens"], "input_tokens"),
+                      _count(u["output_tokens"], "output_tokens"), bool(u["estimated"]),
+                      cost)  # fmt: skip
     elif "session_id" in data:
         event = SessionId(str(data["session_id"]))
     elif "notice" in data:
@@ -297,6 +324,63 @@ def header(workflow: str) -> dict[str, Any]:
 # --- reading ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class RecordedConfirm:
+    """The person's answer to a tool call's confirmation (None: no answer, end of input),
+    bound to the call it answered: the tool's name and the sha256 of its masked arguments.
+    Lines written before answers were bound have neither (`tool` is None)."""
+
+    allowed: bool | None
+    tool: str | None = None
+    arguments_sha256: str | None = None
+
+    def to_line(self) -> dict[str, Any]:
+        return {
+            "type": "confirm",
+            "allowed": self.allowed,
+            "tool": self.tool,
+            "arguments_sha256": self.arguments_sha256,
+        }
+
+    @classmethod
+    def from_line(cls, line: Mapping[str, Any]) -> RecordedConfirm:
+        allowed = line["allowed"]
+        if allowed not in (True, False, None):
+            raise ValueError("allowed must be true, false or null")
+        tool, digest = line.get("tool"), line.get("arguments_sha256")
+        if (tool is None) != (digest is None) or not all(
+            value is None or isinstance(value, str) for value in (tool, digest)
+        ):
+            raise ValueError("tool and arguments_sha256 must be texts given together")
+        return cls(allowed, tool, digest)
+
+    def answers(self, question: str) -> bool:
+        """Whether this is the answer to `question` (the very same call)."""
+        return self.tool is not None and (self.tool, self.arguments_sha256) == confirmed_call(
+            question
+        )
+
+
+# The engine asks `Allow NAME(ARGUMENTS)?` (engine/tool_calls.py), ARGUMENTS masked; a tool
+# name never holds "(" (tool names are [A-Za-z0-9_-]).
+_QUESTION = re.compile(r"Allow (?P<tool>[^(]*)\((?P<arguments>.*)\)\?", re.DOTALL)
+
+
+def confirmed_call(question: str) -> tuple[str, str]:
+    """The tool a confirmation question asks about and the sha256 of its arguments (a
+    question of another form: "" and the sha256 of the whole question)."""
+    match = _QUESTION.fullmatch(question)
+    if match is None:
+        return "", hashlib.sha256(question.encode()).hexdigest()
+    return match["tool"], hashlib.sha256(match["arguments"].encode()).hexdigest()
+
+
+def confirm_line(question: str, allowed: bool | None, masker: Masker) -> dict[str, Any]:
+    """The cassette line of the answer `allowed` to `question`, bound to its call."""
+    tool, digest = confirmed_call(masker.mask(question))
+    return RecordedConfirm(allowed, tool, digest).to_line()
+
+
 @dataclass
 class Cassette:
     """A cassette read back: its header, provider turns and person messages, in order."""
@@ -305,8 +389,13 @@ class Cassette:
     workflow: str
     turns: list[RecordedTurn]
     inputs: list[str | None]
-    # the person's answers to tool-call confirmations (None: no answer), in order
-    confirms: list[bool | None] = field(default_factory=list)
+    # the person's answers to tool-call confirmations, in order
+    confirms: list[RecordedConfirm] = field(default_factory=list)
+
+
+# What `read_cassette` reports as a line that cannot be used: the JSON module's errors, a
+# missing key, a value of the wrong type, a number too large for an integer.
+_BAD_LINE = (KeyError, TypeError, ValueError, OverflowError)
 
 
 def read_cassette(path: str | os.PathLike[str]) -> Cassette:
@@ -321,7 +410,10 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
     except (OSError, UnicodeDecodeError) as exc:
         raise CassetteError(f"cannot read the cassette {source}: {_reason(exc)}") from None
     lines = text.splitlines()
-    head = _json_line(lines[0]) if lines else None
+    try:
+        head = _json_line(lines[0]) if lines else None
+    except ValueError:
+        head = None
     if not isinstance(head, dict) or head.get("type") != "header" or head.get("format") != FORMAT:
         raise CassetteError(
             f"{source} is not an awf cassette (its first line is not a cassette header)",
@@ -329,16 +421,16 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
         )
     if head.get("version") != VERSION:
         raise CassetteError(
-            f"{source} is a version {head.get('version')} cassette; this awf-nb reads "
-            f"version {VERSION}",
+            f"{source} is a version {_shown(head.get('version'))} cassette; this awf-nb "
+            f"reads version {VERSION}",
             hint="record the run again with --record",
         )
     cassette = Cassette(source, str(head.get("workflow", "")), [], [])
     for number, raw in enumerate(lines[1:], start=2):
         if not raw.strip():
             continue
-        line = _json_line(raw)
         try:
+            line = _json_line(raw)
             if not isinstance(line, dict):
                 raise ValueError("not a JSON object")
             if line.get("type") == "turn":
@@ -347,13 +439,10 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
                 value = line["text"]
                 cassette.inputs.append(None if value is None else str(value))
             elif line.get("type") == "confirm":
-                allowed = line["allowed"]
-                if allowed not in (True, False, None):
-                    raise ValueError("allowed must be true, false or null")
-                cassette.confirms.append(allowed)
+                cassette.confirms.append(RecordedConfirm.from_line(line))
             else:
-                raise ValueError(f"unknown line type {line.get('type')!r}")
-        except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"unknown line type {_shown(line.get('type'))}")
+        except _BAD_LINE as exc:
             raise CassetteError(
                 f"{source}:{number}: not a valid cassette line ({_what(exc)})",
                 hint="the file may have been edited by hand; record the run again",
@@ -361,11 +450,24 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
     return cassette
 
 
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def _json_line(raw: str) -> Any:
+    """One line's JSON value. ValueError for text that is not JSON, for `NaN` and
+    `Infinity` (Python reads them, JSON has no such numbers), and for nesting too deep for
+    the parser."""
     try:
-        return json.loads(raw)
-    except ValueError:
-        return None
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _shown(value: Any) -> str:
+    """A value of the file in a message: short, on one line, control characters escaped."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _what(exc: Exception) -> str:

@@ -1,4 +1,5 @@
-"""The shared runner behind the agent-CLI providers (claude, gemini, codex, opencode, copilot).
+"""The shared runner behind the agent-CLI providers (claude, gemini, codex, opencode, copilot,
+mistral_vibe).
 
 An agent CLI keeps its own conversation; we run it once per turn and resume it by session
 id. This module does everything the five CLIs have in common: validating the step's
@@ -193,11 +194,13 @@ class TextJoiner:
 class ExecutableNotFound(ProviderError):
     """The CLI is not installed (or not on PATH); says how to install it."""
 
-    def __init__(self, provider: str, binary: str, package: str) -> None:
+    def __init__(
+        self, provider: str, binary: str, package: str, install: str | None = None
+    ) -> None:
         # The spec fixes this wording, which names the provider in its own way.
         message = (
             f'provider "{provider}": executable "{binary}" not found on PATH '
-            f"(npm install -g {package})"
+            f"({install or f'npm install -g {package}'})"
         )
         super().__init__(provider, message, exit_code=EXIT_USER, prefixed=False)
 
@@ -213,6 +216,10 @@ class CliProvider(ABC):
     default_name: ClassVar[str]
     binary: ClassVar[str]
     package: ClassVar[str]  # the npm package, for the "not found" message
+    # How to install it, for the "not found" message (default: from npm).
+    install_command: ClassVar[str | None] = None
+    # The step's `options:` this CLI reads (common ones; a CLI may add its own).
+    options_model: ClassVar[type[CliOptions]] = CliOptions
     # True: the system prompt has a flag of its own; False: it prefixes the first prompt.
     system_prompt_flag: ClassVar[bool] = False
     supports_allowed_tools: ClassVar[bool] = False
@@ -247,6 +254,14 @@ class CliProvider(ABC):
         Cleanups pushed on `turn_files` run when the turn ends. Nothing by default."""
         return None
 
+    def prepare_command(
+        self, command: Command, parser: OutputParser, turn_files: contextlib.ExitStack
+    ) -> Command:
+        """The command as run, e.g. with a folder made for this turn that the CLI writes a
+        report into; callbacks pushed on `turn_files` run when the process has ended (so
+        the parser can read the report), before the turn's outcome is decided."""
+        return command
+
     # -- the contract
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
@@ -267,6 +282,7 @@ class CliProvider(ABC):
         # Files written for this turn (prepare_env) go when it ends, however it ends.
         with contextlib.ExitStack() as turn_files:
             self.prepare_env(cli_turn, env, turn_files)
+            command = self.prepare_command(command, parser, turn_files)
             run = _Run(self, command, env, Path(turn.working_dir))
             async with contextlib.aclosing(run.lines()) as lines:
                 async for line in lines:
@@ -296,10 +312,10 @@ class CliProvider(ABC):
     # -- options and prompt
 
     def _options(self, raw: Mapping[str, Any]) -> CliOptions:
-        return parse_options(self.name, CliOptions, raw, ignore_unknown=True)
+        return parse_options(self.name, self.options_model, raw, ignore_unknown=True)
 
     def _option_notices(self, raw: Mapping[str, Any], options: CliOptions) -> list[Notice]:
-        ignored = sorted(unknown_options(CliOptions, raw))
+        ignored = sorted(unknown_options(self.options_model, raw))
         if options.allowed_tools and not self.supports_allowed_tools:
             ignored.insert(0, "allowed_tools")
         notices = []
@@ -584,7 +600,9 @@ class _Run:
         provider = self.provider
         executable = shutil.which(self.command.argv[0], path=self.env.get("PATH", os.defpath))
         if executable is None:
-            raise ExecutableNotFound(provider.name, provider.binary, provider.package)
+            raise ExecutableNotFound(
+                provider.name, provider.binary, provider.package, provider.install_command
+            )
         if not self.cwd.is_dir():
             raise ProviderError(provider.name, f"working directory {self.cwd} does not exist")
         try:

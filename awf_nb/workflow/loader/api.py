@@ -4,13 +4,14 @@ workflows on the search path (`awf list`)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from awf_nb.errors import DefinitionError, Problem, UserError
+from awf_nb.safe_text import terminal_safe
 from awf_nb.workflow import checks
 from awf_nb.workflow.loader.convert import _WorkflowBuilder
 from awf_nb.workflow.loader.document import _Document, _located
@@ -55,11 +56,24 @@ def load_text(
         workflow.source_dir = Path(base_dir) if base_dir is not None else None
         workflow.locations = doc.locations
         doc.problems.extend(_located(p, doc) for p in checks.check_workflow(workflow))
-    problems = sorted(doc.problems, key=lambda p: (p.line, p.column))
+    # A message may quote what the file holds (a name, a value): never a character that
+    # would act on the terminal showing it.
+    problems = sorted((_shown(p) for p in doc.problems), key=lambda p: (p.line, p.column))
     if workflow is None or any(p.severity == "error" for p in problems):
         raise DefinitionError(problems or [doc.problem("invalid workflow", "")])
     workflow.warnings = problems
     return workflow
+
+
+def _shown(problem: Problem) -> Problem:
+    hint = None if problem.hint is None else terminal_safe(problem.hint)
+    return replace(
+        problem,
+        message=terminal_safe(problem.message),
+        path=terminal_safe(problem.path),
+        file=terminal_safe(problem.file),
+        hint=hint,
+    )
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,15 @@
 """Plain data -> the pydantic models of `model.py`, one step at a time, so that every
 mistake in the file is reported (not just the first) at the YAML path where it is.
 
-The conversation fields removed in AWF v0.7 are errors that say how to migrate.
+The conversation fields removed in AWF v0.7 are errors that say how to migrate. Names (of
+the workflow, its steps and inputs, a conversation partner) are shown on terminals and in
+notebooks, so a name with a control character or a bidirectional-text control (which can
+erase or reorder what a person reviews) is an error (`_name_problems`).
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,6 +60,7 @@ class _WorkflowBuilder:
             del data["inputs"]
             self.complete = False
         _UnknownKeys(doc).check_top_level(data)
+        _name_problems(doc, root)
         if "version" in doc.scalar_text:  # `version: 1.10` is "1.10", not the float 1.1
             data["version"] = doc.scalar_text["version"]
         states = self._states(root.get("states"))
@@ -116,9 +121,61 @@ class _WorkflowBuilder:
         if kind == "agent":
             _removed_fields(data, path, doc)
         step_class = STEP_CLASSES[kind]
-        _UnknownKeys(doc).check(data, step_class, path, ignore=("name",))
+        unknown = _UnknownKeys(doc)
+        unknown.awf_only(data, path, "step")
+        unknown.check(data, step_class, path, ignore=("name",))
         data["name"] = name
         return _validate(step_class, data, path, doc)
+
+
+def _name_problems(doc: _Document, root: dict[str, Any]) -> None:
+    """Report every name that holds a character a terminal or a browser would act on."""
+    named: list[tuple[str, Any, str]] = [("workflow name", root.get("name"), "name")]
+    inputs = root.get("inputs")
+    if isinstance(inputs, list):
+        named += [
+            ("input name", item.get("name"), join_path(join_path("inputs", index), "name"))
+            for index, item in enumerate(inputs)
+            if isinstance(item, dict)
+        ]
+    states = root.get("states")
+    for step, raw in states.items() if isinstance(states, dict) else ():
+        path = join_path("states", step)
+        named.append(("step name", step, path))
+        conversation = raw.get("conversation") if isinstance(raw, dict) else None
+        partner = conversation.get("with") if isinstance(conversation, dict) else None
+        if isinstance(partner, dict):
+            where = join_path(join_path(join_path(path, "conversation"), "with"), "name")
+            named.append(("conversation partner name", partner.get("name"), where))
+    for what, name, path in named:
+        if isinstance(name, str) and (found := _unshowable(name)):
+            doc.error(
+                f"{what} {_escaped(name)} holds {found}: a name must be visible text, "
+                "without control, bidirectional-text or other invisible characters (it is "
+                "shown on terminals and in notebooks, where they can erase, hide or reorder "
+                "text)",
+                path,
+            )
+
+
+def _unshowable(name: str) -> str:
+    """What the first character of `name` that must not be shown is ("" for none)."""
+    for char in name:
+        if not char.isprintable():
+            code = f"U+{ord(char):04X}"
+            if unicodedata.category(char) == "Cc":
+                return f"a control character ({code})"
+            label = unicodedata.name(char, "").lower() or "an invisible character"
+            return f"{label} ({code})"
+    return ""
+
+
+def _escaped(name: str) -> str:
+    """`name` quoted, its unprintable characters written as escapes (`\\x1b`, `\\u202e`)."""
+    shown = "".join(
+        char if char.isprintable() else char.encode("unicode_escape").decode() for char in name
+    )
+    return '"' + shown + '"'
 
 
 def _removed_fields(step: dict[str, Any], path: str, doc: _Document) -> None:

