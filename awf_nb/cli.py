@@ -251,6 +251,11 @@ def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     from awf_nb.workflow.roles_skills import agent_file_problems
 
     result = _Validation(workflow)
+    from awf_nb.frontends.eval_commands import validate_eval_file
+
+    if (checked := validate_eval_file(workflow, strict=strict)) is not None:  # an eval file
+        result.path, result.problems, result.exit_code = checked
+        return result
     try:
         loaded = load_workflow(workflow)
         result.path = _relative(loaded.source_path) if loaded.source_path else None
@@ -754,6 +759,18 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
 
     config = load_serve_config(args.config, builtin=args.builtin, root_dir=args.dir)
     return run_server(config, yes=args.yes)
+
+
+# --- awf eval / evals / eval-show: awf_nb/frontends/eval_commands.py -----------------------
+
+
+def _register_eval_commands() -> None:
+    from awf_nb.frontends.eval_commands import register
+
+    register(command)
+
+
+_register_eval_commands()
 
 
 def entry() -> NoReturn:
