@@ -102,11 +102,13 @@ def _run_providers(
     return opened.providers(_providers(providers))
 
 
-async def _start_toolset(config: Any, cwd: Path, env: Mapping[str, str], masker: Any) -> Any:
+async def _start_toolset(
+    config: Any, cwd: Path, env: Mapping[str, str], masker: Any, warn: Any = None
+) -> Any:
     """The run's `ToolSetFactory`: an agent step's tools, MCP servers started."""
     from awf_nb.tools import build_toolset
 
-    tools = build_toolset(config, cwd=cwd, env=env, masker=masker)
+    tools = build_toolset(config, cwd=cwd, env=env, masker=masker, warn=warn)
     await tools.start()
     return tools
 

@@ -14,8 +14,10 @@ partner.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -160,6 +162,7 @@ class AgentSession:
         self._progress: _Progress | None = None  # the turn being streamed
         # The reply a provider error or a timeout cut short (kept, marked interrupted).
         self.cut_short: Reply | None = None
+        self._deadline: asyncio.Timeout | None = None  # the turn's, while one runs
 
     def continue_history(self, history: list[Message], chars: int) -> None:
         """Start from this message list (a partner's, rebuilt from the step's turns)."""
@@ -322,7 +325,9 @@ class AgentSession:
 
         A reply with tool calls runs them (engine/tool_calls.py) and asks the model again
         with the results; a reply without tool calls ends the turn. Ctrl-C / Stop during a
-        tool call ends it too (the reply is marked interrupted)."""
+        tool call ends it too (the reply is marked interrupted). The step's `timeout`
+        bounds the whole turn, its tool rounds included (not the person's time to answer
+        a confirmation: see `waiting_for_person`)."""
         run, step = self.run, self.step
         # Every turn lets the event loop run (the frontend's Stop, its widgets, a run
         # started in the background handing back its cell): a provider that answers
@@ -335,18 +340,62 @@ class AgentSession:
             masked_message = run.masker.mask(message)
         else:
             masked_message = self.record_message(message)
-        number = self.replies + 1
         said = [Message("user", masked_message)]  # this turn's messages, for the history
+        try:
+            async with asyncio.timeout(step.timeout) as deadline:
+                self._deadline = deadline
+                reply = await self._rounds(request, said)
+        except TimeoutError:
+            raise TurnTimeout(
+                f"step {step.name}: agent turn timed out after {step.timeout:g}s "
+                "(the step's timeout bounds a whole reply, its tool calls included)",
+                step=step.name,
+            ) from None
+        finally:
+            self._deadline = None
+        if self.conv is not None:
+            self._dialogue.extend(said)
+            self._dialogue_chars += sum(len(m.content) for m in said)
+        return reply
+
+    def timed_out(self) -> bool:
+        """Whether the turn's deadline has passed (its cancellation is under way)."""
+        return self._deadline is not None and self._deadline.expired()
+
+    @contextlib.contextmanager
+    def waiting_for_person(self) -> Iterator[None]:
+        """The turn's clock stops while the person is asked something (a tool call to
+        allow): their time to answer is not the agent's."""
+        deadline = self._deadline
+        when = deadline.when() if deadline is not None else None
+        if deadline is None or when is None or deadline.expired():
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        left = when - loop.time()
+        deadline.reschedule(None)
+        try:
+            yield
+        finally:
+            if not deadline.expired():
+                deadline.reschedule(loop.time() + max(left, 0.0))
+
+    async def _rounds(self, request: TurnRequest, said: list[Message]) -> Reply:
+        """The reply's rounds: stream, run its tool calls, ask again, until it has none."""
+        run, step = self.run, self.step
+        number = self.replies + 1
         rounds = 0
         while True:
             run.emit(ev.TurnStarted(run.run_id, step.name, number, self.speaker))
             started = time.monotonic()
             try:
                 progress, interrupted = await self._stream_with_retries(request)
-            except (ProviderError, TurnTimeout):
-                # The text shown so far is kept, marked as cut short, as Ctrl-C keeps it.
+            except (ProviderError, asyncio.CancelledError) as exc:
+                # The text shown so far is kept, marked as cut short, as Ctrl-C keeps it
+                # (a provider error, or the turn's timeout; a cancelled run keeps nothing).
                 partial = self._progress
-                if partial is not None and partial.parts:
+                ends = isinstance(exc, ProviderError) or self.timed_out()
+                if ends and partial is not None and partial.parts:
                     self.cut_short = self._finish_turn(
                         request, partial, True, number, started, first=not rounds
                     )
@@ -357,7 +406,7 @@ class AgentSession:
             )
             if not calls:
                 said.append(Message("assistant", reply.text))
-                break
+                return reply
             rounds += 1
             if rounds > self.max_rounds:
                 raise ExecutionError(
@@ -373,12 +422,8 @@ class AgentSession:
             if cut:  # Ctrl-C / Stop during a tool call: the person has the turn
                 reply.interrupted = True
                 self.save_before_asking()  # no checkpoint of a reply follows the results
-                break
+                return reply
             request = self._request("", [*self._dialogue, *said], continues=True)
-        if self.conv is not None:
-            self._dialogue.extend(said)
-            self._dialogue_chars += sum(len(m.content) for m in said)
-        return reply
 
     async def _stream_with_retries(self, request: TurnRequest) -> tuple[_Progress, bool]:
         run = self.run
@@ -413,13 +458,8 @@ class AgentSession:
         masker = run.masker.stream()
         stream = self.provider.stream(request)
         try:
-            async with asyncio.timeout(step.timeout):
-                async for event in stream:
-                    self._on_event(event, progress, masker)
-        except TimeoutError:
-            raise TurnTimeout(
-                f"step {step.name}: agent turn timed out after {step.timeout:g}s", step=step.name
-            ) from None
+            async for event in stream:  # the turn's deadline bounds it (`turn`)
+                self._on_event(event, progress, masker)
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
             if tail := masker.flush():

@@ -210,6 +210,10 @@ class RunStore(Protocol):
 
     def sync_transcript(self, run_id: str) -> None: ...
 
+    def run_dir(self, run_id: str) -> Path:
+        """The run's own folder, private to the user (0700)."""
+        ...
+
 
 # --- tools an agent can call (awf_nb.tools builds them from a step's `tools:` block) ---------
 
@@ -233,12 +237,16 @@ class ToolResult:
 
 # The MCP server serving a CLI agent step's tools (`mcp_proxy`): (the step's `tools:` block
 # or None, its `mcp_proxy:` block, working directory, command environment, whether tool
-# calls needing confirmation may run) -> the server to pass to the CLI.
-McpProxyFactory = Callable[[Any, Any, Path, Mapping[str, str], bool], McpServerSpec]
+# calls needing confirmation may run, the run's private folder or None) -> the server to
+# pass to the CLI.
+McpProxyFactory = Callable[[Any, Any, Path, Mapping[str, str], bool, Path | None], McpServerSpec]
 
 # Builds the started tool set of a step's `tools:` block: (config, working directory,
-# command environment, the run's masker) -> ToolSet. MCP servers are running when it returns.
-ToolSetFactory = Callable[[Any, Path, Mapping[str, str], Any], Awaitable["ToolSet"]]
+# command environment, the run's masker, where warnings about its tools go) -> ToolSet.
+# MCP servers are running when it returns.
+ToolSetFactory = Callable[
+    [Any, Path, Mapping[str, str], Any, Callable[[str], None]], Awaitable["ToolSet"]
+]
 
 
 @runtime_checkable

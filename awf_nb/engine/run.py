@@ -323,6 +323,17 @@ class Runner:
                         )
                     )
                 st.process_group = 0
+            for group in st.process_groups:  # an agent step's tools, servers, CLI
+                if kill_leftover_group(group.pgid, tag=group.tag):
+                    self.emit(
+                        ev.RunWarning(
+                            self.run_id,
+                            f"step {st.name}: processes it started were still running from "
+                            f"the interrupted run (process group {group.pgid}); stopped them",
+                            st.name,
+                        )
+                    )
+            st.process_groups = []
 
     def _finish(self) -> None:
         state = self.state

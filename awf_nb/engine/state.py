@@ -153,6 +153,13 @@ class ConversationState(_State):
         return clone
 
 
+class ChildGroupState(_State):
+    """A process group a step started that may still run (see engine/process.py)."""
+
+    pgid: int
+    tag: str = ""  # a contained group's environment tag: its escaped processes too
+
+
 class Visit(_State):
     """One finished visit of a step (a cycle or a loop ran it again), as
     `{{.states.NAME.Visits}}` lists it."""
@@ -205,6 +212,9 @@ class StepState(_State):
     # The process group of a command while it runs (0 otherwise): if awf is killed, the
     # next `awf resume` stops what is left of it before running anything again.
     process_group: int = 0
+    # The groups an agent step's tool calls, MCP servers and agent CLI run while they do:
+    # `awf resume` stops what a killed run left of them, as for a command.
+    process_groups: list[ChildGroupState] = Field(default_factory=list)
     tokens_input: int = 0
     tokens_output: int = 0
     tokens_estimated: bool = False

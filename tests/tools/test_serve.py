@@ -190,3 +190,105 @@ async def test_mcp_serve_refuses_to_run_inside_an_event_loop(tmp_path: Path) -> 
     config = load_serve_config(None, builtin="Read", root_dir=str(tmp_path))
     with pytest.raises(UserError, match="cannot run inside a notebook"):
         run_server(config)
+
+
+class RawClient:
+    """`awf mcp-serve` driven with raw JSON-RPC lines: requests can be pipelined, and a
+    line can be anything."""
+
+    def __init__(self, config: str, cwd: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "awf_nb.cli", "mcp-serve", "--config", config],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=_env(),
+        )
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        )
+        assert "result" in self.receive()
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, Any] | bytes) -> None:
+        assert self.process.stdin is not None
+        data = message if isinstance(message, bytes) else json.dumps(message).encode()
+        self.process.stdin.write(data + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert line, "awf mcp-serve closed its stdout"
+        return json.loads(line)
+
+    def call(self, number: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "jsonrpc": "2.0",
+            "id": number,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+
+    def close(self) -> str:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(30)
+        assert self.process.stderr is not None
+        return self.process.stderr.read().decode(errors="replace")
+
+
+def test_mcp_serve_runs_at_most_max_parallel_calls_at_once(work: Path, tmp_path: Path) -> None:
+    counter, peaks, lock = tmp_path / "running", tmp_path / "peaks", tmp_path / "lock"
+    counter.write_text("0")
+    enter = f"n=$(($(cat {counter}) + 1)); echo $n > {counter}; echo $n >> {peaks}"
+    leave = f"echo $(($(cat {counter}) - 1)) > {counter}"
+    command = {
+        "name": "busy",
+        "description": "works for a while",
+        "command": f"flock {lock} sh -c '{enter}'; sleep 0.2; flock {lock} sh -c '{leave}'",
+    }
+    config = _config(tmp_path, {"root_dir": str(work), "commands": [command], "max_parallel": 2})
+    client = RawClient(config, work)
+    try:
+        for number in range(1, 31):  # pipelined: all sent before any answer
+            client.send(client.call(number, "busy", {}))
+        answers = [client.receive() for _ in range(30)]
+    finally:
+        client.close()
+    assert sorted(answer["id"] for answer in answers) == list(range(1, 31))
+    assert not [a for a in answers if a["result"].get("isError")]
+    peak = max(int(line) for line in peaks.read_text().split())
+    assert 1 < peak <= 2
+
+
+def test_mcp_serve_skips_an_overlong_request_line(work: Path, tmp_path: Path) -> None:
+    from awf_nb.tools.serve import MAX_REQUEST_BYTES
+
+    config = _config(tmp_path, {"root_dir": str(work), "builtin": ["Write", "Glob"]})
+    client = RawClient(config, work)
+    try:
+        huge = client.call(
+            1, "Write", {"path": "big.txt", "content": "x" * (MAX_REQUEST_BYTES + 1)}
+        )
+        client.send(json.dumps(huge).encode())
+        refused = client.receive()
+        client.send(client.call(2, "Glob", {"pattern": "*"}))
+        after = client.receive()
+    finally:
+        stderr = client.close()
+    assert refused["id"] == 1 and refused["result"]["isError"]
+    assert f"longer than {MAX_REQUEST_BYTES} bytes" in refused["result"]["content"][0]["text"]
+    assert not (work / "big.txt").exists()
+    assert after["id"] == 2 and not after["result"]["isError"]
+    assert "a request longer than" in stderr

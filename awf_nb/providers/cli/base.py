@@ -614,6 +614,8 @@ class _Run:
                 limit=STDOUT_LINE_LIMIT,
                 eof_grace=provider.eof_grace,
                 kill_grace=provider.kill_grace,
+                # Nothing a turn started (the CLI's tools' processes) outlives the turn.
+                contain=True,
             )
         except OSError as error:
             reason = error.strerror or str(error)
