@@ -4,7 +4,7 @@ The public API is imported lazily so that `import awf_nb` stays fast and never p
 IPython, ipywidgets or httpx:
 
     import awf_nb
-    result = awf_nb.run("workflows/review.yaml", inputs={"path": "src"})
+    result = awf_nb.run("workflows/code-review.yaml", inputs={"target": "src"})
     result.status, result.outputs
 """
 

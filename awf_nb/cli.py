@@ -473,6 +473,13 @@ def configure_run_io(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run tool calls that ask for confirmation (tools.confirm) without asking",
     )
+    parser.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="run `provider: local` steps on this model instead of the bundled one: "
+        "ollama:NAME, openai:NAME, NAME@URL, a .gguf file or an agent CLI "
+        "(default: $AWF_MODEL)",
+    )
     parser.add_argument("--json", action="store_true", help="print the final run state as JSON")
     _configure_storage(parser)
     configure_cassette(parser)
@@ -522,6 +529,7 @@ def run_flags(args: argparse.Namespace) -> dict[str, Any]:
         "replay": args.replay,
         "replay_speed": args.replay_speed or 0.0,
         "yes": args.yes,
+        "model": args.model,
     }
 
 

@@ -147,3 +147,9 @@ class AwfSystemError(AwfError):
     """The machine failed us: disk full, storage unreadable, a missing dependency."""
 
     exit_code = EXIT_SYSTEM
+
+
+def internal_error(exc: BaseException) -> str:
+    """How an exception that is not an `AwfError` (a bug in awf-nb) is reported: one line
+    naming it. The CLI adds how to see its traceback (`--debug`)."""
+    return f"internal error: {type(exc).__name__}: {exc}"

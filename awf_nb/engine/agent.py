@@ -2,7 +2,8 @@
 
 `AgentSession` runs turns for one agent step: it builds the `TurnRequest` (history for
 history-based providers, the session id for session-id ones, the system prompt only where
-it must be sent), streams the reply to the frontend through the secret masker, retries
+it must be sent), streams the reply to the frontend through the secret masker, holds it
+to its bounds (reply_limits.py: bytes, tool calls, what a server reports), retries
 transient provider errors while nothing has been streamed yet, records turns in the step's
 conversation state and the run's transcript, and counts tokens (real usage or the len/4
 estimate). Ctrl-C / Stop during a reply interrupts that turn only: the partial reply is
@@ -27,6 +28,7 @@ from awf_nb.engine.ports import (
     Final,
     McpServerSpec,
     Message,
+    ModelLoad,
     Notice,
     Provider,
     SessionId,
@@ -36,6 +38,17 @@ from awf_nb.engine.ports import (
     ToolUse,
     TurnRequest,
     Usage,
+)
+from awf_nb.engine.reply_limits import (
+    DEFAULT_MAX_REPLY_BYTES,
+    DEFAULT_MAX_TOOL_CALLS,
+    MAX_JSON_DEPTH,
+    json_too_deep,
+    limit_option,
+    reply_bytes_message,
+    text_bytes,
+    token_count,
+    tool_calls_message,
 )
 from awf_nb.engine.state import ConversationState, StepState, Turn
 from awf_nb.engine.summary import format_duration
@@ -59,19 +72,6 @@ def valid_unicode(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
-DEFAULT_MAX_REPLY_BYTES = 4 << 20
-
-
-def _max_reply_bytes(value: Any, step: str) -> int:
-    if value is None:
-        return DEFAULT_MAX_REPLY_BYTES
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ExecutionError(
-            f"step {step}: options.max_reply_bytes must be a whole number >= 1 (got {value!r})"
-        )
-    return value
-
-
 class TurnTimeout(ExecutionError):
     """An agent turn ran past the step's `timeout`."""
 
@@ -84,7 +84,8 @@ class _Progress:
     usage: Usage | None = None
     session_id: str = ""
     truncated_turns: int = 0
-    size: int = 0  # bytes of reply text so far
+    size: int = 0  # bytes of the reply so far: text, tool calls, tools a CLI ran
+    calls: int = 0  # tool calls asked for, or tools an agent CLI ran
     tool_calls: list[ToolCall] = field(default_factory=list)
 
     @property
@@ -141,9 +142,14 @@ class AgentSession:
             )
         self.system_prompt = system_prompt
         # The engine bounds every provider's reply (a server or CLI that never stops must
-        # not take the machine's memory); the option is the engine's, not the provider's.
+        # not take the machine's memory); these options are the engine's, not the provider's.
         options = dict(options)
-        self.max_reply_bytes = _max_reply_bytes(options.pop("max_reply_bytes", None), step.name)
+        self.max_reply_bytes = limit_option(
+            options, "max_reply_bytes", DEFAULT_MAX_REPLY_BYTES, step.name
+        )
+        self.max_tool_calls = limit_option(
+            options, "max_tool_calls", DEFAULT_MAX_TOOL_CALLS, step.name
+        )
         self.options = options
         self.conv = conversation
         self.live = step.mode == "conversation"
@@ -270,6 +276,8 @@ class AgentSession:
             tools=self.tools.list() if self.tools is not None else [],
             continues=continues,
             mcp_servers=self.mcp_servers,
+            max_reply_bytes=self.max_reply_bytes,
+            max_tool_calls=self.max_tool_calls,
         )
 
     def _warn_replay(self, count: int) -> None:
@@ -485,17 +493,20 @@ class AgentSession:
                     progress.streamed = True
                     if shown := masker.feed(fits):
                         run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
-                raise ProviderError(
-                    self.provider_name,
-                    f"the reply is longer than {self.max_reply_bytes} bytes "
-                    "(options.max_reply_bytes); the text received so far is kept",
-                )
+                raise ProviderError(self.provider_name, reply_bytes_message(self.max_reply_bytes))
             progress.parts.append(text)
             progress.streamed = True
             if shown := masker.feed(text):
                 run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
         elif isinstance(event, ToolCall):
             progress.streamed = True  # a retry could ask for other calls: keep these
+            self._count_call(progress, text_bytes(event.name) + text_bytes(event.arguments))
+            if json_too_deep(event.arguments):
+                raise ProviderError(
+                    self.provider_name,
+                    f"the arguments of a call to {event.name!r} are nested deeper than "
+                    f"{MAX_JSON_DEPTH} levels",
+                )
             if self.tools is not None:
                 progress.tool_calls.append(event)
             else:
@@ -507,12 +518,20 @@ class AgentSession:
                 )
         elif isinstance(event, ToolUse):
             progress.streamed = True  # the agent acted: a retry could repeat its side effects
+            self._count_call(progress, text_bytes(event.name) + text_bytes(event.argument))
             argument = run.masker.mask(event.argument)
             run.emit(ev.AgentToolUse(run.run_id, name, event.name, argument))
             run.append_transcript(
                 {"step": name, "role": "tool", "content": f"{event.name}({argument})"}
             )
         elif isinstance(event, Usage):
+            counts = (event.input_tokens, event.output_tokens)
+            if any(token_count(count) != count for count in counts):
+                raise ProviderError(
+                    self.provider_name,
+                    "the reported usage is not a token count (a whole number from 0; got "
+                    f"{event.input_tokens!r} in, {event.output_tokens!r} out)",
+                )
             progress.usage = event
         elif isinstance(event, SessionId):
             progress.session_id = event.session_id
@@ -522,8 +541,24 @@ class AgentSession:
                 run.warn_once(f"truncated:{name}", run.masker.mask(event.message), name)
             else:
                 run.emit(ev.RunWarning(run.run_id, run.masker.mask(event.message), name))
+        elif isinstance(event, ModelLoad):
+            run.emit(
+                ev.ModelLoading(
+                    run.run_id, name, event.model, event.done, event.seconds, self.speaker
+                )
+            )
         elif isinstance(event, Final):
             progress.final = valid_unicode(event.text)
+
+    def _count_call(self, progress: _Progress, size: int) -> None:
+        """A tool call the model asks for, or a tool an agent CLI ran: counted against
+        `max_tool_calls`, its name and arguments against `max_reply_bytes`."""
+        progress.calls += 1
+        if progress.calls > self.max_tool_calls:
+            raise ProviderError(self.provider_name, tool_calls_message(self.max_tool_calls))
+        progress.size += size
+        if progress.size > self.max_reply_bytes:
+            raise ProviderError(self.provider_name, reply_bytes_message(self.max_reply_bytes))
 
     def _finish_turn(
         self,

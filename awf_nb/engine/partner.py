@@ -209,6 +209,22 @@ def partner_conversation(provider_name: str, conv: ConversationState) -> Convers
     )
 
 
+# The system prompt of an agent playing the person (`--simulate-user PERSONA`). Written for
+# the bundled 135M model as much as for large ones: short, direct, in the second person,
+# and saying what the reply must not be (an assistant's answer), which small models drift
+# into (benchmarks/local_quality.py, task simulated_user).
+SIMULATED_USER_PROMPT = (
+    "You are a person chatting with an AI assistant. Who you are and what you want: {persona}\n"
+    "Reply as this person, in one or two short sentences. Answer the assistant's question "
+    "with a plain fact about yourself. Never act as the assistant."
+)
+
+
+def simulated_user_prompt(persona: str) -> str:
+    """The system prompt of the agent playing the person described by `persona`."""
+    return SIMULATED_USER_PROMPT.format(persona=persona.strip())
+
+
 @dataclass
 class SimulatedUser:
     """An agent playing the person in every conversation the person would answer.
@@ -283,7 +299,7 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
             session,
             label=SIMULATED_USER,
             provider=simulated.provider,
-            system=simulated.persona,
+            system=simulated_user_prompt(simulated.persona),
             options=dict(simulated.options),
             ends_like_a_person=True,
         )

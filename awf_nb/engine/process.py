@@ -41,6 +41,11 @@ which has no exit events, is polled, and only while it is being stopped.
 
 `run_process`/`run_shell` are the one-shot form command steps and hooks use: output read
 as it arrives and handed to callbacks, so a frontend can show a long build's output live.
+
+A child's output goes to pipes, and what it prints ends up in prompts, state files and
+saved notebooks: the variables that force colours on a pipe (`FORCE_COLOR`, which a
+Jupyter kernel sets, `CLICOLOR_FORCE`, `PY_COLORS`) are left out of every child's
+environment (`child_env`), so programs write plain text as they do to any pipe.
 """
 
 from __future__ import annotations
@@ -67,6 +72,13 @@ GROUP_POLL_SECONDS = 0.05
 STREAM_LIMIT = 64 * 1024  # asyncio's default line limit
 TAG_VARIABLE = "AWF_PROCESS_TAG"
 SWEEP_ROUNDS = 5  # a process may fork while it is being stopped: look again, this often
+# Variables that make programs write colour codes to a pipe (see the module docstring).
+FORCED_COLOR_VARIABLES = ("FORCE_COLOR", "CLICOLOR_FORCE", "PY_COLORS")
+
+
+def child_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment a child gets: `env` without the variables that force colours."""
+    return {k: v for k, v in env.items() if k not in FORCED_COLOR_VARIABLES}
 
 
 @dataclass(slots=True)
@@ -189,7 +201,7 @@ class ProcessGroup:
                 stdout=pipe,
                 stderr=pipe,
                 cwd=str(cwd),
-                env=dict(env),
+                env=child_env(env),
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
             )

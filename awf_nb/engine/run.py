@@ -38,7 +38,7 @@ from awf_nb.engine.ports import (
 from awf_nb.engine.process import run_shell
 from awf_nb.engine.state import RunState, StepState, Turn, new_run_id, now, process_start_time
 from awf_nb.engine.summary import RunSummary, format_duration
-from awf_nb.errors import AwfError
+from awf_nb.errors import EXIT_SYSTEM, AwfError, internal_error
 from awf_nb.secrets import Masker, is_secret_input
 from awf_nb.workflow.model import (
     AnyStep,
@@ -108,6 +108,9 @@ class RunConfig:
     toolsets: ToolSetFactory | None = None
     # `--yes`: tool calls that need confirmation run without asking.
     yes: bool = False
+    # How a step's provider reads in its header, when the entry point knows more than its
+    # name (`local → ollama:llama3.2` when `--model` switched it); None: the name.
+    describe_provider: Callable[[str], str] | None = None
     # Serves a CLI agent step's tools through `awf mcp-serve` (`mcp_proxy`).
     mcp_proxy: McpProxyFactory | None = None
     # Asked when the top-level run ends, before its summary: warnings to show (a replay
@@ -300,6 +303,12 @@ class Runner:
             state.exit_code = exc.exit_code
             state.completion_reason = exc.reason if isinstance(exc, _RunEnds) else "step_failed"
             await self._error_hooks()
+        except Exception as exc:  # a bug: the run failed (never left "running"); the
+            state.status = "failed"  # caller reports it, with the traceback under --debug
+            state.error = self.masker.mask(internal_error(exc))
+            state.exit_code = EXIT_SYSTEM
+            state.completion_reason = "step_failed"
+            raise
         finally:
             if state.status in ("completed", "failed"):
                 self._finish()
@@ -472,7 +481,7 @@ class Runner:
                     step.type,
                     attempt,
                     mode=getattr(step, "mode", ""),
-                    detail=getattr(step, "provider", ""),
+                    detail=self._provider_detail(step, loop),
                 )
             )
             t0 = time.monotonic()
@@ -498,6 +507,11 @@ class Runner:
                 st.status = "failed"
                 st.error = self.masker.mask(str(exc).removeprefix(f"step {step.name}: "))
                 self._error_codes[step.name] = exc.exit_code
+            except Exception as exc:  # a bug: the step failed, and the run ends (execute)
+                st.status, st.error = "failed", self.masker.mask(internal_error(exc))
+                st.completed_at = now()
+                self._step_finished(st, time.monotonic() - t0)
+                raise
             st.completed_at = now()
             self.ctx.refresh(st)
             self._step_finished(st, time.monotonic() - t0)
@@ -559,6 +573,19 @@ class Runner:
         )
 
     # --- providers, events, persistence ---------------------------------------------------------
+
+    def _provider_detail(self, step: AnyStep, loop: LoopFrame | None) -> str:
+        """An agent step's provider for its header: a template rendered (`{{.inputs.
+        provider}}` reads `claude`), as the entry point describes it (a switched model)."""
+        provider = getattr(step, "provider", "") or ""
+        if "{{" in provider:
+            try:
+                provider = self.ctx.render(provider, step=step.name, what="provider", loop=loop)
+            except AwfError:
+                return provider  # the step itself reports the template's error
+            provider = provider.strip()
+        describe = self.config.describe_provider
+        return describe(provider) if provider and describe is not None else provider
 
     def provider(self, name: str) -> Provider:
         assert self.config.provider_set is not None

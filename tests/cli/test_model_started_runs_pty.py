@@ -14,7 +14,7 @@ import pexpect
 import pytest
 
 from awf_nb.store import Store
-from tests.cli.test_terminal_pty import spawn, transcript
+from tests.support.terminal import spawn, transcript
 
 pytestmark = pytest.mark.pty
 

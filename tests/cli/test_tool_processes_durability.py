@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import only_run_id, spawn_awf
-from tests.providers.cli.cli_helpers import FakeCli, is_alive, wait_until_gone
+from tests.providers.cli.cli_helpers import FakeCli, wait_until_gone
+from tests.support.cli import only_run_id, spawn_awf
+from tests.support.processes import process_alive
 from tests.support.waiting import wait_until
 
 HOSTILE = Path(__file__).parents[1] / "tools" / "hostile_mcp_server.py"
@@ -91,14 +92,14 @@ def test_resume_stops_what_a_killed_runs_tools_left(awf, storage: Path, tmp_path
         kill_awf_only(proc)
     pids = [int((tmp_path / name).read_text()) for name in ("a.pid", "b.pid", "mcp-child.pid")]
     try:
-        assert all(is_alive(pid) for pid in pids)  # they outlived awf
+        assert all(process_alive(pid) for pid in pids)  # they outlived awf
         run_id = only_run_id(storage)
         resumed = awf("resume", run_id, "--yes", timeout=120)
         assert "were still running from the interrupted run" in resumed.stderr + resumed.stdout
         assert wait_until_gone(pids, 10) == []
     finally:
         for pid in pids:
-            if is_alive(pid):
+            if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
@@ -126,10 +127,10 @@ def test_resume_stops_what_a_killed_agent_cli_left(
     child = started_child(fake)
     assert child is not None
     try:
-        assert is_alive(child)
+        assert process_alive(child)
         fake.plan({"sample": "claude-tool.jsonl"})
         awf("resume", only_run_id(storage), timeout=120)
         assert wait_until_gone([child], 10) == []
     finally:
-        if is_alive(child):
+        if process_alive(child):
             os.kill(child, signal.SIGKILL)

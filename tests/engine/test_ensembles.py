@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -20,7 +19,9 @@ from awf_nb.engine.events import RunWarning, UserMessage
 from awf_nb.engine.state import RunState
 from awf_nb.errors import DefinitionError
 from awf_nb.workflow.loader import load_text
+from tests.support.cli import run_awf
 from tests.support.events import Collect
+from tests.support.processes import process_alive
 from tests.support.waiting import until
 
 CYCLE = """
@@ -306,18 +307,10 @@ async def test_ctrl_c_kills_the_command(store, workdir: Path):
     pid = int(pid_file.read_text())
     assert runner.interrupt() == "turn"
     state = await asyncio.wait_for(task, 30)
-    await until(lambda: not _alive(pid), "the judge was killed")
+    await until(lambda: not process_alive(pid), "the judge was killed")
     # headless: the judge was asked again, and this time it ended the exchange
     assert state.status == "completed", state.error
     assert state.steps["draft"].conversation.stopped_by == "user_exit"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] not in ("Z", "X")
 
 
 def test_a_command_partner_takes_no_agent_fields() -> None:
@@ -373,11 +366,7 @@ async def test_without_storage_the_exchange_comes_from_the_conversations(workdir
 async def test_awf_status_json_includes_the_exchange(run_yaml, store, workdir: Path):
     result = await run_yaml(_cycle(1))
     assert result.completion_reason == "limit"
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "status", result.run_id, "--json",
-         "--storage", str(store.root)],
-        capture_output=True, text=True, timeout=60, cwd=workdir,
-    )  # fmt: skip
+    done = run_awf("status", result.run_id, "--json", "--storage", str(store.root), cwd=workdir)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["completion_reason"] == "limit"

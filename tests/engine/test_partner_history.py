@@ -17,8 +17,7 @@ from awf_nb.engine.ports import Message
 from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.frontends.terminal_text import describe_state
 from awf_nb.workflow.loader import load_text
-from tests.engine.test_partners import Recording
-from tests.support.events import Collect
+from tests.support.events import Collect, Recording
 from tests.support.waiting import until
 
 EXCHANGE = """

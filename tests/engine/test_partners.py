@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import textwrap
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from awf_nb.api import SimulatedUser, prepare_resume, prepare_run
 from awf_nb.engine.events import PERSON, TurnStarted, UserMessage
-from awf_nb.engine.ports import Final, Message, ProviderEvent, TurnRequest
+from awf_nb.engine.ports import Final, Message, TurnRequest
 from awf_nb.errors import DefinitionError
 from awf_nb.frontends.scripted import ScriptedReader
-from awf_nb.providers import provider_factory
 from awf_nb.providers.scripted import ScriptedProvider
 from awf_nb.workflow.loader import load_text
-from tests.support.events import Collect
+from tests.support.events import Collect, Recording
 from tests.support.waiting import until
 
 WRITER_REVIEWER = """
@@ -57,33 +55,6 @@ def writer_reviewer(
         .replace("UNTIL", until)
         .replace("MAX", str(max_turns))
     )
-
-
-class Recording:
-    """A provider factory whose scripted provider remembers every request."""
-
-    def __init__(self) -> None:
-        self.requests: list[TurnRequest] = []
-        self._inner = provider_factory()
-
-    def __call__(self, name: str) -> Any:
-        provider = self._inner(name)
-        outer = self
-
-        class Recorded:
-            session_kind = provider.session_kind
-
-            def __init__(self) -> None:
-                self.name = provider.name
-
-            def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
-                outer.requests.append(turn)
-                return provider.stream(turn)
-
-            async def aclose(self) -> None:
-                await provider.aclose()
-
-        return Recorded()
 
 
 def said(result: Any, step: str = "draft") -> list[tuple[str, str, str]]:
@@ -483,14 +454,16 @@ async def test_a_simulated_user_stops_at_max_turns(run_yaml):
 
 
 async def test_the_simulated_user_gets_its_persona_as_system_prompt(run_yaml):
+    from awf_nb.engine.partner import simulated_user_prompt
+
     recording = Recording()
     user = SimulatedUser(persona="A baker.", provider="scripted", max_turns=2)
     result = await run_yaml(CHAT, user=user, providers=recording)
     assert result.ok, result.error
     simulated = [r for r in recording.requests if r.speaker == "user (simulated)"]
-    assert (
-        simulated[0].system_prompt == "A baker." and simulated[0].prompt == "Hi, what do you need?"
-    )
+    # the persona, inside the prompt that makes the agent play the person
+    assert simulated[0].system_prompt == simulated_user_prompt("A baker.")
+    assert simulated[0].prompt == "Hi, what do you need?"
 
 
 async def test_scripted_provider_counts_replies_per_speaker():

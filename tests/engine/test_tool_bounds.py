@@ -18,9 +18,9 @@ from awf_nb.engine.tool_calls import TIMED_OUT
 from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
-from tests.engine.test_tool_loop import ScriptedModel
 from tests.support.events import Collect
-from tests.tools.conftest import process_alive
+from tests.support.processes import process_alive
+from tests.support.tool_models import ScriptedModel
 
 HOSTILE = Path(__file__).parents[1] / "tools" / "hostile_mcp_server.py"
 HANG = 60.0  # a hang guard: before, these runs did not end

@@ -10,7 +10,7 @@ from awf_nb.evals import run_store
 from awf_nb.evals.api import prepare_eval
 from awf_nb.evals.executor import ArtifactWriter, collect_artifacts
 from awf_nb.store import Store
-from tests.evals.conftest import Project
+from tests.support.eval_project import Project
 
 EVAL = 'workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "{{.case.topic}}"}\nuser: {provider: scripted, options: {replies: ["more", "exit"]}, persona: p}\n'
 

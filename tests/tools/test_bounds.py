@@ -18,7 +18,7 @@ from awf_nb.tools.builtins import MAX_READ_SCAN_BYTES, _atomic_write, _open_regu
 from awf_nb.tools.output import ToolError
 from awf_nb.tools.paths import Workspace
 from awf_nb.tools.search import MAX_GREP_FILE_BYTES, GlobPattern
-from tests.tools.conftest import process_alive
+from tests.support.processes import process_alive
 
 Make = Callable[..., StepToolSet]
 # A hang guard, not a speed check: before, these calls ran for hours.

@@ -21,8 +21,9 @@ from awf_nb.tools.builtins import (
     BuiltinTools,
     _read_lines,
 )
+from tests.support.mcp_peer import SECRET
+from tests.support.processes import process_alive
 from tests.support.waiting import until
-from tests.tools.conftest import SECRET, process_alive
 
 ALL = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
 

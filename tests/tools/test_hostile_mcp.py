@@ -16,7 +16,8 @@ from awf_nb.secrets import Masker
 from awf_nb.tools import StepToolSet, build_toolset
 from awf_nb.tools.mcp_client import MAX_LIST_PAGES, McpServerTools
 from awf_nb.tools.mcp_stdio import STDERR_TAIL_BYTES
-from tests.tools.conftest import SECRET, process_alive
+from tests.support.mcp_peer import SECRET
+from tests.support.processes import process_alive
 
 HOSTILE = Path(__file__).with_name("hostile_mcp_server.py")
 

@@ -18,8 +18,10 @@ from mcp.client.stdio import stdio_client
 
 from awf_nb.errors import UserError
 from awf_nb.tools.serve import load_serve_config, run_server
+from tests.support.cli import run_awf
+from tests.support.mcp_peer import SECRET, notes_server
+from tests.support.processes import process_alive
 from tests.support.waiting import until, wait_until
-from tests.tools.conftest import SECRET, notes_server, process_alive
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -123,10 +125,7 @@ async def test_mcp_serve_builtin_flag_serves_all_six(work: Path) -> None:
 
 
 def test_mcp_serve_with_nothing_to_serve_is_a_user_error(work: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "mcp-serve"],
-        cwd=work, env=_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    done = run_awf("mcp-serve", cwd=work)
     assert done.returncode == 1
     assert "nothing to serve" in done.stderr
     assert done.stdout == ""
@@ -134,10 +133,7 @@ def test_mcp_serve_with_nothing_to_serve_is_a_user_error(work: Path) -> None:
 
 def test_mcp_serve_with_a_server_that_cannot_start_names_it(work: Path, tmp_path: Path) -> None:
     config = _config(tmp_path, {"mcp": [{"name": "ghost", "command": "/nonexistent/server"}]})
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "mcp-serve", "--config", config],
-        cwd=work, env=_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    done = run_awf("mcp-serve", "--config", config, cwd=work)
     assert done.returncode == 3
     assert 'MCP server "ghost" failed to start' in done.stderr
 

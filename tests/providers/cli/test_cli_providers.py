@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cli_helpers import SAMPLES, FakeCli, is_alive, wait_until_gone
+from cli_helpers import SAMPLES, FakeCli, wait_until_gone
 
 from awf_nb.api import arun
 from awf_nb.engine.events import RunWarning
@@ -44,6 +44,7 @@ from awf_nb.providers.cli.gemini import GeminiProvider
 from awf_nb.providers.cli.opencode import OpencodeProvider
 from tests.support import collect
 from tests.support.events import Collect
+from tests.support.processes import process_alive
 from tests.support.waiting import until
 
 
@@ -388,7 +389,7 @@ async def test_cancel_mid_stream_kills_the_process_group(fake_cli: FakeCli, cli:
     task = asyncio.create_task(consume())
     await asyncio.wait_for(first_text.wait(), 10)
     [record] = fake_cli.records()
-    assert is_alive(record["pid"]) and is_alive(record["child_pid"])
+    assert process_alive(record["pid"]) and process_alive(record["child_pid"])
     assert record["pgid"] == record["pid"]  # its own process group
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
