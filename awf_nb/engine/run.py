@@ -596,6 +596,11 @@ class Runner:
             await self.config.provider_set.aclose()
 
     def emit(self, event: ev.RunEvent) -> None:
+        """Hand `event` to the sink, masked: this is the one place every event of the run
+        passes, so a secret in any message (a provider's error naming a URL with a key in
+        it, a warning, a step's error) never reaches a frontend or a saved output."""
+        if type(event) not in _STREAMED:
+            event = _masked_event(event, self.masker)
         # try/except rather than contextlib.suppress: this runs once per streamed token.
         try:  # noqa: SIM105
             self.config.sink.emit(event)
@@ -722,3 +727,19 @@ class PrefixSink:
         if step is not None:
             event = replace(event, step=f"{self._prefix}.{step}" if step else self._prefix)  # type: ignore[arg-type]
         self._sink.emit(event)
+
+
+# Streamed pieces are masked as they are streamed (`secrets.StreamMasker` holds back a
+# secret split across chunks); masking one piece alone could not see such a secret anyway.
+_STREAMED: frozenset[type] = frozenset({ev.AgentText, ev.StepOutput})
+
+
+def _masked_event(event: ev.RunEvent, masker: Masker) -> ev.RunEvent:
+    """`event` with every secret in its text fields replaced by `***` (the same event when
+    there is nothing to mask)."""
+    changes: dict[str, str] = {}
+    for name in getattr(event, "__dataclass_fields__", ()):
+        value = getattr(event, name)
+        if isinstance(value, str) and value and (masked := masker.mask(value)) != value:
+            changes[name] = masked
+    return replace(event, **changes) if changes else event  # type: ignore[type-var]
