@@ -245,3 +245,47 @@ def test_the_check_sees_a_function_level_import_of_the_run_loop() -> None:
     )
     assert run_time_imports_of(source, "awf_nb.engine.run") == [2]
     assert run_time_imports_of(typed, "awf_nb.engine.run") == []
+
+
+# --- one process supervisor ------------------------------------------------------------------
+
+# Where a program may be started other than through engine/process.py, and why (the module
+# docstring of engine/process.py says the same).
+PROCESS_STARTERS = {
+    "awf_nb.engine.process": "the supervisor itself",
+    "awf_nb.diagram": "Graphviz's dot, drawn outside any run by a package that has no engine",
+    "awf_nb.tools.mcp_client": "the MCP SDK starts the server it speaks to",
+}
+_STARTS_A_PROCESS = re.compile(
+    r"\bsubprocess\.(run|Popen|call|check_call|check_output)\b|create_subprocess_(exec|shell)"
+    r"|\bsubprocess_exec\b|\bstdio_client\b|\bos\.(system|exec\w*|spawn\w*|posix_spawn\w*)\("
+)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def process_starts(module: str, source: str) -> list[str]:
+    if any(module == m or module.startswith(m + ".") for m in PROCESS_STARTERS):
+        return []
+    return [
+        f"{module}:{number}: {line.strip()}"
+        for number, line in enumerate(source.splitlines(), 1)
+        if _STARTS_A_PROCESS.search(line) and not line.lstrip().startswith("#")
+    ]
+
+
+def test_programs_are_started_only_through_the_process_supervisor() -> None:
+    found: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found += process_starts(module_name(path), path.read_text())
+    assert found == [], "start them with awf_nb.engine.process:\n" + "\n".join(found)
+
+
+def test_the_process_check_catches_a_direct_start() -> None:
+    source = 'import subprocess\nurl = subprocess.run(["git", "remote"]).stdout\n'
+    assert process_starts("awf_nb.engine.operations.github", source) == [
+        'awf_nb.engine.operations.github:2: url = subprocess.run(["git", "remote"]).stdout'
+    ]

@@ -34,7 +34,7 @@ from awf_nb.engine.ports import Provider
 from awf_nb.engine.runtime import RunEnds, StepOutcome
 from awf_nb.engine.sinks import EventMasker, PrefixSink
 from awf_nb.engine.state import RunState, StepState, Turn, new_run_id, now, process_start_time
-from awf_nb.engine.summary import RunSummary
+from awf_nb.engine.summary import RunSummary, format_duration
 from awf_nb.errors import EXIT_SYSTEM, AwfError, internal_error
 from awf_nb.secrets import is_secret_input
 from awf_nb.workflow.model import (
@@ -89,6 +89,8 @@ class Runner:
         # `awf resume` re-opens the conversation of the step it starts at, once; later
         # executions of that step (a loop) start afresh as usual.
         self._restore_step = self.start_step if self.resumed else None
+        # When the interrupted session last saved: a step it left running ran until then.
+        self._interrupted_at = self.state.saved_at
         self.ctx = RunContext(
             state=self.state,
             inputs=inputs,
@@ -334,6 +336,7 @@ class Runner:
                            "tokens_estimated")  # fmt: skip
                 for name in carried:
                     setattr(st, name, getattr(previous, name))
+                st.earlier_seconds = previous.seconds_until(self._interrupted_at)
         state.steps[step.name] = st
         state.executed.append(step.name)
         self.checkpoint()
@@ -395,7 +398,7 @@ class Runner:
                 ev.RunWarning(
                     self.run_id,
                     f"step {step.name} failed (attempt {attempt}/{attempts}); "
-                    f"retrying in {delay:.1f}s",
+                    f"retrying in {format_duration(delay)}",
                     step.name,
                 )
             )
@@ -535,10 +538,11 @@ class Runner:
         return self._visits.get(step)
 
     def checkpoint(self, *, history: bool = False) -> None:
+        self.limits.record_time()  # the run's duration, with or without a store
         store = self.config.store
         if store is None:
             return
-        self.limits.record_time()
+        self.state.saved_at = now()
         store.save_state(self.state)
         if history:
             store.record_run(self.state)
