@@ -144,3 +144,41 @@ async def test_what_the_server_leaves_running_stops_with_it(work: Path, tmp_path
         child = int(pidfile.read_text())
         assert process_alive(child)
     assert not process_alive(child)
+
+
+async def test_max_list_pages_is_the_servers_to_change(work: Path) -> None:
+    async with tools_of(work, hostile("pages", "5"), []) as tools:
+        assert [spec.name for spec in tools.list()] == [f"h_t{n}" for n in range(1, 6)]
+    with pytest.raises(ExecutionError) as caught:
+        async with tools_of(work, hostile("pages", "5", max_list_pages=3), []):
+            pass
+    assert "its tool list goes on for more than 3 pages (max_list_pages)" in str(caught.value)
+
+
+async def test_max_tools_is_the_servers_to_change(work: Path) -> None:
+    async with tools_of(work, hostile("many-tools", "40"), []) as tools:
+        assert len(tools.list()) == 40
+    with pytest.raises(ExecutionError) as caught:
+        async with tools_of(work, hostile("many-tools", "40", max_tools=30), []):
+            pass
+    assert "it lists more than 30 tools (max_tools)" in str(caught.value)
+
+
+async def test_stderr_tail_bytes_is_the_servers_to_change(work: Path) -> None:
+    lines = [f"stderr line {number:05d}" for number in range(400)]  # 7,600 bytes
+    with pytest.raises(ExecutionError) as caught:
+        async with tools_of(work, hostile("stderr-exit", "400"), []):
+            pass
+    default = str(caught.value)
+    assert "its stderr ends with:\n" in default and "stderr_tail_bytes" not in default
+    assert default.endswith("\n".join(lines[-100:]))  # the last 2,000 characters shown
+    with pytest.raises(ExecutionError) as caught:
+        async with tools_of(work, hostile("stderr-exit", "400", stderr_tail_bytes=1024), []):
+            pass
+    small = str(caught.value)
+    assert (
+        "its stderr ends with (only its last 1 KiB are kept: raise the server's "
+        "stderr_tail_bytes to see more):\n"
+    ) in small
+    shown = small.split("to see more):\n", 1)[1]
+    assert len(shown.encode()) <= 1024 and shown.endswith(lines[-1])
