@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from awf_nb.engine.ports import ToolResult, ToolSpec
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ExecutionError
 from awf_nb.secrets import Masker
 from awf_nb.tools.builtins import BuiltinTools
@@ -144,7 +145,9 @@ class StepToolSet:
         except asyncio.CancelledError:
             raise
         except TimeoutError:
-            result = ToolResult(f"{name}: stopped after {limit:g} s (tools.timeout)", is_error=True)
+            result = ToolResult(
+                f"{name}: stopped after {format_duration(limit)} (tools.timeout)", is_error=True
+            )
         except Exception as exc:
             # A bug in one tool is the model's problem to route around, not the end of the step.
             result = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)

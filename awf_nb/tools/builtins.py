@@ -38,6 +38,7 @@ from typing import Any, BinaryIO
 
 from awf_nb.engine.ports import ToolResult, ToolSpec
 from awf_nb.engine.process import default_shell
+from awf_nb.engine.summary import format_duration
 from awf_nb.secrets import Masker
 from awf_nb.tools import search
 from awf_nb.tools.args import BashArgs, EditArgs, ReadArgs, WriteArgs, parse, spec
@@ -163,7 +164,7 @@ class BuiltinTools:
             except TimeoutError:
                 where = "tools.timeout" if self.timeout is not None else "its time limit"
                 raise ToolError(
-                    f"stopped after {limit:g} s ({where}): narrow the request"
+                    f"stopped after {format_duration(limit)} ({where}): narrow the request"
                 ) from None
         except ToolError as exc:
             return ToolResult(self.masker.mask(f"{name}: {exc}"), is_error=True)

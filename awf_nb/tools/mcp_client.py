@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from awf_nb.engine.ports import ToolResult, ToolSpec
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ExecutionError
 from awf_nb.secrets import Masker
 from awf_nb.tools.limits import format_size
@@ -97,7 +98,7 @@ class McpServerTools:
         except TimeoutError:
             await self.aclose()
             raise ExecutionError(
-                f'MCP server "{self.name}" did not answer within {timeout:g} s '
+                f'MCP server "{self.name}" did not answer within {format_duration(timeout)} '
                 f"({self._command_line()}){self._stderr_tail()}",
                 hint="check that it is an MCP server speaking stdio, or raise startup_timeout",
             ) from None
@@ -186,7 +187,8 @@ class McpServerTools:
             if self.server.timeout is None and self.timeout is None:
                 setting = "the default; set tools.timeout or the server's timeout"
             return ToolResult(
-                f'MCP server "{self.name}" did not answer {tool} within {limit:g} s ({setting})',
+                f'MCP server "{self.name}" did not answer {tool} within '
+                f"{format_duration(limit)} ({setting})",
                 is_error=True,
             )
         except MCPError as exc:

@@ -176,3 +176,88 @@ class _Never:
     async def read(self, prompt: str) -> str | None:
         await asyncio.Future()
         return None
+
+
+# --- the one format in messages, evaluations, and `{{.workflow.Duration}}` -----------------
+
+
+async def test_a_step_timeout_is_echoed_in_the_one_format(run_yaml: Any) -> None:
+    result = await run_yaml(
+        """
+        name: t
+        states:
+          initial: slow
+          slow:
+            type: step
+            command: exec sleep 30
+            timeout: 1.5s
+            on_success: done
+          done: {type: terminal}
+        """
+    )
+    assert result.steps["slow"].error == "timed out after 1.50 s"
+
+
+def test_eval_tables_show_times_in_the_one_format() -> None:
+    from awf_nb.evals.results import EvalRow, EvalSummary, row_cells, table_header
+
+    row = EvalRow(case="a", epoch=1, status="completed", seconds=91.2, passed=True)
+    header, cells = table_header([]), row_cells(row, [])
+    assert cells[header.index("time")] == "1 min 31 s"
+    summary = EvalSummary.of([row, EvalRow(case="b", epoch=1, seconds=0.5)], [], 1)
+    assert "; 1 min 32 s of runs" in summary.totals_line()
+
+
+def test_the_notebook_eval_table_counts_elapsed_time_in_the_one_format(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from awf_nb.frontends.notebook import eval_table
+
+    table = eval_table.EvalTable()
+    started = eval_table.time.monotonic()
+    table._started = started
+    table._total, table._finished = 4, 1
+    monkeypatch.setattr(eval_table.time, "monotonic", lambda: started + 91.6)
+    line = table._progress_line("")
+    assert "1 min 31 s elapsed" in line
+    assert "ETA 4 min 34 s" in line  # 91.6 s per run, three runs left
+
+
+@pytest.mark.parametrize(
+    ("seconds", "go"),
+    [
+        (0, "0s"),
+        (0.0004, "0s"),
+        (0.25, "250ms"),
+        (1.5, "1.5s"),
+        (60, "1m0s"),
+        (123.04, "2m3.04s"),
+        (3605, "1h0m5s"),
+    ],
+)
+def test_workflow_duration_is_written_as_awf_writes_it(seconds: float, go: str) -> None:
+    from awf_nb.workflow.durations import go_duration, parse_duration
+
+    assert go_duration(seconds) == go
+    assert parse_duration(go) == pytest.approx(round(seconds, 3))
+
+
+async def test_the_workflow_duration_template_renders_a_go_duration(run_yaml: Any) -> None:
+    from awf_nb.workflow.durations import go_duration, parse_duration
+
+    result = await run_yaml(
+        """
+        name: t
+        states:
+          initial: show
+          show:
+            type: step
+            command: echo "{{.workflow.Duration}}"
+            on_success: done
+          done: {type: terminal}
+        """
+    )
+    assert result.ok, result.error
+    shown = result.outputs["show"]
+    # Go's form, as AWF renders it: `12ms`, `1.204s` — never `0.0s` or `0.1s`.
+    assert shown == go_duration(parse_duration(shown) or 0.0), shown

@@ -104,7 +104,7 @@ async def test_a_file_tool_call_is_stopped_at_tools_timeout(
     tools = toolset(builtin=["Glob"], timeout="0.5s")
     result = await asyncio.wait_for(tools.call("Glob", {"pattern": "**"}), HANG)
     assert result.is_error
-    assert result.text == "Glob: stopped after 0.5 s (tools.timeout): narrow the request"
+    assert result.text == "Glob: stopped after 0.50 s (tools.timeout): narrow the request"
     assert await asyncio.to_thread(stopped.wait, HANG)  # the worker thread was told to stop
 
 

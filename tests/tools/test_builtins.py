@@ -345,7 +345,7 @@ async def test_bash_timeout_stops_the_command_and_its_children(
         command="sleep 60 & echo $! > child.pid; echo $$ > shell.pid; wait",
         timeout_seconds=1,
     )
-    assert result.is_error and "timed out after 1 s" in result.text
+    assert result.is_error and "timed out after 1.00 s" in result.text
     for name in ("shell.pid", "child.pid"):
         assert not process_alive(int((work / name).read_text()))
 

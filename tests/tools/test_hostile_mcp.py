@@ -63,7 +63,7 @@ async def test_a_call_the_server_never_answers_times_out(work: Path) -> None:
     async with tools_of(work, hostile("silent-call"), warnings, timeout="1s") as tools:
         result = await tools.call("h_echo", {"text": "x"})
         assert result.is_error
-        assert "did not answer echo within 1 s (tools.timeout)" in result.text
+        assert "did not answer echo within 1.00 s (tools.timeout)" in result.text
         # The server is still there for the next call (it answers pings).
         assert server_of(tools)._session is not None
 
@@ -72,7 +72,7 @@ async def test_the_servers_own_timeout_wins_over_the_blocks(work: Path) -> None:
     server = hostile("silent-call", timeout=0.5)
     async with tools_of(work, server, [], timeout="1m") as tools:
         result = await tools.call("h_echo", {"text": "x"})
-    assert "within 0.5 s (its timeout)" in result.text
+    assert "within 0.50 s (its timeout)" in result.text
 
 
 async def test_stderr_keeps_only_a_bounded_tail_and_no_file(work: Path) -> None:
