@@ -272,3 +272,22 @@ async def test_max_walk_entries_bounds_glob_and_grep(toolset: Make, work: Path) 
     assert glob.text == "(no matches)\n" + note
     grep = await tools.call("Grep", {"pattern": "needle", "output_mode": "count"})
     assert grep.text == "0 matching lines in 0 files\n" + note
+
+
+def test_the_model_is_told_the_read_limit_of_its_step(toolset: Make) -> None:
+    [default] = toolset(builtin=["Read"]).list()
+    assert "at most 5 MiB per call" in default.description
+    [small] = toolset(builtin=["Read"], max_read_bytes=1536).list()
+    assert "at most 1.5 KiB per call" in small.description
+
+
+def test_sizes_are_shown_as_a_person_reads_them() -> None:
+    from awf_nb.tools.limits import format_size
+
+    assert [format_size(n) for n in (512, 1024, 1536, 5 * 2**20, 3 * 2**29)] == [
+        "512 bytes",
+        "1 KiB",
+        "1.5 KiB",
+        "5 MiB",
+        "1.5 GiB",
+    ]
