@@ -261,3 +261,20 @@ async def test_the_workflow_duration_template_renders_a_go_duration(run_yaml: An
     shown = result.outputs["show"]
     # Go's form, as AWF renders it: `12ms`, `1.204s` — never `0.0s` or `0.1s`.
     assert shown == go_duration(parse_duration(shown) or 0.0), shown
+
+
+def test_the_terminal_eval_progress_counts_time_in_the_one_format() -> None:
+    from rich.progress import Progress
+
+    from awf_nb.frontends.eval_terminal import ElapsedColumn, RemainingColumn
+
+    now = [100.0]
+    progress = Progress(get_time=lambda: now[0])
+    task_id = progress.add_task("runs", total=4)
+    assert RemainingColumn().render(progress.tasks[0]).plain == ""  # no pace yet
+    for step in (71.6, 10.0, 10.0):  # the last two runs took 10 s each
+        now[0] += step
+        progress.update(task_id, advance=0 if step > 60 else 1)
+    task = progress.tasks[0]
+    assert ElapsedColumn().render(task).plain == "1 min 31 s elapsed"
+    assert RemainingColumn().render(task).plain == "ETA 20 s"  # two runs left
