@@ -35,14 +35,14 @@ from awf_nb.secrets import Masker
 from awf_nb.tools.limits import format_size
 from awf_nb.tools.mcp_stdio import Transport, stdio_transport
 from awf_nb.tools.output import finish
-from awf_nb.workflow.tools_model import DEFAULT_MCP_CALL_TIMEOUT, SERVER_SIZE_LIMITS, McpServer
+from awf_nb.workflow.tools_model import DEFAULT_MCP_CALL_TIMEOUT, MCP_SERVER_LIMITS, McpServer
 
 STDERR_TAIL_CHARS = 2000
 _log = logging.getLogger("awf_nb.tools.mcp")
 # A server's tool list: pages followed, tools kept (model APIs take far fewer: OpenAI 128);
 # the defaults of its `max_list_pages` and `max_tools`.
-MAX_LIST_PAGES = SERVER_SIZE_LIMITS["max_list_pages"][0]
-MAX_TOOLS = SERVER_SIZE_LIMITS["max_tools"][0]
+MAX_LIST_PAGES = MCP_SERVER_LIMITS["max_list_pages"][0]
+MAX_TOOLS = MCP_SERVER_LIMITS["max_tools"][0]
 # The SDK's own shutdown is bounded (stdin closed, then SIGTERM, then SIGKILL: ~6 s);
 # this only guards against a bug leaving aclose waiting forever.
 STOP_TIMEOUT_SECONDS = 15.0

@@ -34,9 +34,9 @@ from typing import Any
 import anyio
 
 from awf_nb.engine.process import ProcessGroup
-from awf_nb.workflow.tools_model import SERVER_SIZE_LIMITS
+from awf_nb.workflow.tools_model import MCP_SERVER_LIMITS
 
-STDERR_TAIL_BYTES = SERVER_SIZE_LIMITS["stderr_tail_bytes"][0]  # the default kept
+STDERR_TAIL_BYTES = MCP_SERVER_LIMITS["stderr_tail_bytes"][0]  # the default kept
 EXIT_GRACE_SECONDS = 2.0  # from closing its stdin to stopping the group (as the SDK does)
 GARBAGE_SHOWN_CHARS = 200
 _READ_CHUNK = 256 * 1024

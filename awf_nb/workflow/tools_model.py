@@ -20,10 +20,9 @@ tools:
 The models check one block on its own: known built-in names (with a did-you-mean), tool
 names a model API accepts, no two tools with one name, `confirm` naming only tools of this
 block, `max_rounds` between 1 and 1000, `max_parallel` between 1 and 64, every size limit
-within its range (`SIZE_LIMITS`; an MCP server's in `SERVER_SIZE_LIMITS`, `awf mcp-serve`'s
-in `ServeLimits`). Like the other
-workflow models they allow extra keys, so the loader can warn about unknown ones with a
-suggestion (AWF ignores them).
+within its range (`SIZE_LIMITS`; an MCP server's in `MCP_SERVER_LIMITS`; `awf mcp-serve`'s
+own, `ServeLimits`, in `MCP_SERVE_LIMITS`). Like the other workflow models they allow extra
+keys, so the loader can warn about unknown ones with a suggestion (AWF ignores them).
 Building the tools themselves is `awf_nb.tools.build_toolset`.
 """
 
@@ -66,12 +65,12 @@ SIZE_LIMITS: dict[str, tuple[int, int, int]] = {
     "max_walk_entries": (200_000, 1, 100_000_000),  # Glob, Grep: files and folders looked at
 }
 # `awf mcp-serve`'s bounds on its client (ServeLimits).
-SERVE_LIMITS: dict[str, tuple[int, int, int]] = {
+MCP_SERVE_LIMITS: dict[str, tuple[int, int, int]] = {
     "max_waiting_calls": (256, 1, 100_000),
     "max_request_bytes": (16 * MIB, KIB, GIB),
 }
 # The same for each MCP server of the `mcp:` list.
-SERVER_SIZE_LIMITS: dict[str, tuple[int, int, int]] = {
+MCP_SERVER_LIMITS: dict[str, tuple[int, int, int]] = {
     "max_message_bytes": (DEFAULT_MCP_MESSAGE_BYTES, KIB, GIB),  # one message it sends
     "max_list_pages": (100, 1, 10_000),  # pages of its tool list
     "max_tools": (1000, 1, 100_000),  # tools in its list
@@ -177,15 +176,15 @@ class McpServer(_Model):
     # The time bound of each call of its tools (None: the block's `timeout`, else
     # DEFAULT_MCP_CALL_TIMEOUT).
     timeout: Duration = None
-    max_message_bytes: int = SERVER_SIZE_LIMITS["max_message_bytes"][0]
-    max_list_pages: int = SERVER_SIZE_LIMITS["max_list_pages"][0]
-    max_tools: int = SERVER_SIZE_LIMITS["max_tools"][0]
-    stderr_tail_bytes: int = SERVER_SIZE_LIMITS["stderr_tail_bytes"][0]
+    max_message_bytes: int = MCP_SERVER_LIMITS["max_message_bytes"][0]
+    max_list_pages: int = MCP_SERVER_LIMITS["max_list_pages"][0]
+    max_tools: int = MCP_SERVER_LIMITS["max_tools"][0]
+    stderr_tail_bytes: int = MCP_SERVER_LIMITS["stderr_tail_bytes"][0]
 
-    @field_validator(*SERVER_SIZE_LIMITS)
+    @field_validator(*MCP_SERVER_LIMITS)
     @classmethod
     def _size_limit(cls, value: int, info: ValidationInfo) -> int:
-        return _within(info.field_name, value, SERVER_SIZE_LIMITS)
+        return _within(info.field_name, value, MCP_SERVER_LIMITS)
 
     @field_validator("name")
     @classmethod
@@ -332,14 +331,14 @@ class ServeLimits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # Calls waiting for one of the `max_parallel` places; past that a call is refused.
-    max_waiting_calls: int = SERVE_LIMITS["max_waiting_calls"][0]
+    max_waiting_calls: int = MCP_SERVE_LIMITS["max_waiting_calls"][0]
     # One JSON-RPC line from the client; a longer one is skipped as it arrives.
-    max_request_bytes: int = SERVE_LIMITS["max_request_bytes"][0]
+    max_request_bytes: int = MCP_SERVE_LIMITS["max_request_bytes"][0]
 
-    @field_validator(*SERVE_LIMITS)
+    @field_validator(*MCP_SERVE_LIMITS)
     @classmethod
     def _limit(cls, value: int, info: ValidationInfo) -> int:
-        return _within(info.field_name, value, SERVE_LIMITS)
+        return _within(info.field_name, value, MCP_SERVE_LIMITS)
 
 
 class PluginTools(_Model):

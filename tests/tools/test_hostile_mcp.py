@@ -164,7 +164,10 @@ async def test_max_tools_is_the_servers_to_change(work: Path) -> None:
     assert "it lists more than 30 tools (max_tools)" in str(caught.value)
 
 
-async def test_stderr_tail_bytes_is_the_servers_to_change(work: Path) -> None:
+async def test_stderr_tail_bytes_is_the_servers_to_change(
+    work: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="awf_nb.tools.mcp")
     lines = [f"stderr line {number:05d}" for number in range(400)]  # 7,600 bytes
     with pytest.raises(ExecutionError) as caught:
         async with tools_of(work, hostile("stderr-exit", "400"), []):
@@ -172,6 +175,7 @@ async def test_stderr_tail_bytes_is_the_servers_to_change(work: Path) -> None:
     default = str(caught.value)
     assert "its stderr ends with:\n" in default and "stderr_tail_bytes" not in default
     assert default.endswith("\n".join(lines[-100:]))  # the last 2,000 characters shown
+    assert lines[0] not in default and lines[0] in caplog.text  # the debug log: all kept
     with pytest.raises(ExecutionError) as caught:
         async with tools_of(work, hostile("stderr-exit", "400", stderr_tail_bytes=1024), []):
             pass

@@ -186,14 +186,14 @@ def test_the_editor_schema_knows_the_limits() -> None:
 
 
 def test_every_size_limit_is_read_with_its_default_and_can_be_changed() -> None:
-    from awf_nb.workflow.tools_model import SERVER_SIZE_LIMITS, SIZE_LIMITS
+    from awf_nb.workflow.tools_model import MCP_SERVER_LIMITS, SIZE_LIMITS
 
     default = ToolsConfig.model_validate({"mcp": [{"name": "n", "command": "x"}]})
     assert {key: getattr(default, key) for key in SIZE_LIMITS} == {
         key: value for key, (value, _, _) in SIZE_LIMITS.items()
     }
-    assert {key: getattr(default.mcp[0], key) for key in SERVER_SIZE_LIMITS} == {
-        key: value for key, (value, _, _) in SERVER_SIZE_LIMITS.items()
+    assert {key: getattr(default.mcp[0], key) for key in MCP_SERVER_LIMITS} == {
+        key: value for key, (value, _, _) in MCP_SERVER_LIMITS.items()
     }
     changed = ToolsConfig.model_validate(
         {
