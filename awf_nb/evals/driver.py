@@ -280,6 +280,8 @@ class EvalRun:
             status=self.manifest.status,
             total=self.manifest.total,
             storage=str(self.folder.store.root),
+            created_at=self.manifest.created_at,
+            finished_at=self.manifest.finished_at,
         )
 
 
