@@ -6,8 +6,9 @@ paced like a model: `--token-ms` per token, `--tokens` per reply. The ideal is w
 same conversations cost when made directly, with nothing of awf's: a bare
 `httpx.AsyncClient` script (the HTTP stack awf streams with) sending the same number of
 streamed requests, each conversation's in sequence, `--concurrency` conversations at once,
-to the same server. It is timed just before and just after the eval (their mean is the
-baseline), so a shared machine's load weighs on both sides alike. Prints, from one run:
+to the same server, and decoding each reply (every event's JSON, the text joined). It is
+timed just before and just after the eval (their mean is the baseline), so a shared
+machine's load weighs on both sides alike. Prints, from one run:
 
 1. overhead: the eval's wall time ÷ the direct client's at the same concurrency (the
    target, <= 1.25): what the engine, the store, the simulated user and the scorers add;
@@ -204,8 +205,8 @@ async def measure(args: argparse.Namespace, base: str, folder: Path) -> dict[str
 
 async def bare_client(args: argparse.Namespace, base: str) -> tuple[float, float]:
     """The same requests (replies per conversation in sequence, `--concurrency`
-    conversations at once) with a bare httpx client, each streamed reply's lines read:
-    its wall time and its CPU time (seconds)."""
+    conversations at once) with a bare httpx client, each streamed reply decoded (every
+    event's JSON, the text joined): its wall time and its CPU time (seconds)."""
     import httpx
 
     replies = args.turns + (args.turns - 1)
@@ -219,11 +220,13 @@ async def bare_client(args: argparse.Namespace, base: str) -> tuple[float, float
         async def conversation() -> None:
             async with gate:
                 for _ in range(replies):
+                    pieces: list[str] = []
                     async with client.stream(
                         "POST", f"{base}/chat/completions", json=body
                     ) as response:
-                        async for _line in response.aiter_lines():
-                            pass
+                        async for line in response.aiter_lines():
+                            add_text(pieces, line)
+                    "".join(pieces)  # the reply, as a client would keep it
 
         cpu_before = time.process_time()
         started = time.perf_counter()
@@ -231,6 +234,15 @@ async def bare_client(args: argparse.Namespace, base: str) -> tuple[float, float
         wall = time.perf_counter() - started
         cpu = time.process_time() - cpu_before
     return wall, cpu
+
+
+def add_text(pieces: list[str], line: str) -> None:
+    """The text of one SSE line of a streamed completion, added to `pieces`: the decoding
+    no client can skip (it has to read the reply to use it)."""
+    if not line.startswith("data: ") or line == "data: [DONE]":
+        return
+    for choice in json.loads(line[6:])["choices"]:
+        pieces.append(choice["delta"].get("content") or "")
 
 
 def process_cpu(pid: int) -> float:
