@@ -208,21 +208,6 @@ def test_eval_tables_show_times_in_the_one_format() -> None:
     assert "; 1 min 32 s of runs" in summary.totals_line()
 
 
-def test_the_notebook_eval_table_counts_elapsed_time_in_the_one_format(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from awf_nb.frontends.notebook import eval_table
-
-    table = eval_table.EvalTable()
-    started = eval_table.time.monotonic()
-    table._started = started
-    table._total, table._finished = 4, 1
-    monkeypatch.setattr(eval_table.time, "monotonic", lambda: started + 91.6)
-    line = table._progress_line("")
-    assert "1 min 31 s elapsed" in line
-    assert "ETA 4 min 34 s" in line  # 91.6 s per run, three runs left
-
-
 @pytest.mark.parametrize(
     ("seconds", "go"),
     [
