@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import AwfSystemError, UserError
 
 if TYPE_CHECKING:  # the model imports pydantic: only when a diagram is drawn
@@ -93,7 +94,9 @@ def render_with_graphviz(dot_text: str, format: str) -> bytes:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise AwfSystemError(f"Graphviz's dot took more than {GRAPHVIZ_SECONDS}s") from None
+        raise AwfSystemError(
+            f"Graphviz's dot took more than {format_duration(GRAPHVIZ_SECONDS)}"
+        ) from None
     if done.returncode != 0:
         detail = done.stderr.decode(errors="replace").strip()
         raise AwfSystemError(f"Graphviz's dot failed (exit {done.returncode}): {detail}")

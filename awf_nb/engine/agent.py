@@ -360,7 +360,7 @@ class AgentSession:
                 reply = await self._rounds(request, said)
         except TimeoutError:
             raise TurnTimeout(
-                f"step {step.name}: agent turn timed out after {step.timeout:g}s "
+                f"step {step.name}: agent turn timed out after {format_duration(step.timeout)} "
                 "(the step's timeout bounds a whole reply, its tool calls included)",
                 step=step.name,
             ) from None

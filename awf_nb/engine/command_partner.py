@@ -27,6 +27,7 @@ from awf_nb.engine import events as ev
 from awf_nb.engine.agent import Reply
 from awf_nb.engine.context import command_env
 from awf_nb.engine.process import default_shell, run_process
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ExecutionError
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ class CommandPartner:
                 step=name,
             )
         if result.timed_out:
-            raise ExecutionError(f"{where} timed out after {timeout:g}s", step=name)
+            raise ExecutionError(f"{where} timed out after {format_duration(timeout)}", step=name)
         if result.exit_code != 0:
             last = masker.mask(result.stderr).strip().splitlines()[-1:] or [""]
             detail = f": {last[0]}" if last[0] else ""

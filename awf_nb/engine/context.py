@@ -20,6 +20,7 @@ from typing import Any
 from awf_nb.engine.state import RunState, StepState, now
 from awf_nb.errors import ExecutionError
 from awf_nb.workflow import expr, template
+from awf_nb.workflow.durations import go_duration
 from awf_nb.workflow.files import FileTooLarge, read_text_capped
 
 
@@ -87,7 +88,8 @@ class RunContext:
                 "Name": state.workflow_name,
                 "CurrentState": state.current_step,
                 "StartedAt": state.started_at.isoformat(),
-                "Duration": f"{(now() - state.started_at).total_seconds():.1f}s",
+                # As AWF renders it: a Go duration since the start (`1m2.345s`).
+                "Duration": go_duration((now() - state.started_at).total_seconds()),
             },
         }
         if loop is not None:

@@ -23,6 +23,7 @@ from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession, Reply, TurnTimeout
 from awf_nb.engine.ports import Message
 from awf_nb.engine.state import ConversationState
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ExecutionError, ProviderError
 
 if TYPE_CHECKING:
@@ -76,7 +77,8 @@ async def read_message(
             text = await reader.read(PROMPT)
     except TimeoutError:
         raise TurnTimeout(
-            f"step {step}: no message at the prompt within the step timeout ({timeout:g}s)",
+            f"step {step}: no message at the prompt within the step timeout "
+            f"({format_duration(timeout)})",
             step=step,
         ) from None
     if text is not None and not text.strip():

@@ -24,6 +24,7 @@ from awf_nb.engine.context import LoopFrame, command_env, json_response
 from awf_nb.engine.process import default_shell, run_process
 from awf_nb.engine.runtime import MAX_CALL_DEPTH, RunEnds
 from awf_nb.engine.state import StepState
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import DefinitionError, ExecutionError
 from awf_nb.workflow.model import (
     AgentStep,
@@ -128,7 +129,7 @@ async def execute_command(
     st.exit_code = result.exit_code
     st.response = json_response(st.output)
     if result.timed_out:
-        raise ExecutionError(f"step {step.name}: timed out after {step.timeout:g}s")
+        raise ExecutionError(f"step {step.name}: timed out after {format_duration(step.timeout)}")
     if result.exit_code != 0:
         last = st.stderr.strip().splitlines()[-1:] or [""]
         detail = f": {last[0]}" if last[0] else ""
@@ -335,7 +336,9 @@ async def execute_call(
         called = run.call_workflow(child, resolved, step=step.name, stack=stack)
         child_state = await asyncio.wait_for(called, step.timeout)
     except TimeoutError:
-        raise ExecutionError(f"step {step.name}: timed out after {step.timeout:g}s") from None
+        raise ExecutionError(
+            f"step {step.name}: timed out after {format_duration(step.timeout)}"
+        ) from None
     st.tokens_used = child_state.total_tokens
     outputs: dict[str, Any] = {}
     for child_step, parent_key in step.outputs.items():
@@ -374,7 +377,9 @@ async def execute_operation(
         operation = run_operation(step.operation, inputs, context)
         result = await asyncio.wait_for(operation, step.timeout)
     except TimeoutError:
-        raise ExecutionError(f"step {step.name}: timed out after {step.timeout:g}s") from None
+        raise ExecutionError(
+            f"step {step.name}: timed out after {format_duration(step.timeout)}"
+        ) from None
     except ExecutionError as exc:
         raise ExecutionError(f"step {step.name}: {run.masker.mask(exc.message)}") from None
     st.response = run.masker.mask_data(result.outputs)

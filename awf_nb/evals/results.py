@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from awf_nb.engine.summary import format_duration
 from awf_nb.evals.scorers import ScoreValue
 
 Outcome = str  # "pass" | "fail" | "error"
@@ -268,7 +269,7 @@ class EvalSummary:
             f"{self.passed} passed, {self.failed} failed, {self.errors} errors",
             f"{self.tokens} tokens"
             + (f" (+{self.judge_tokens} judging)" if self.judge_tokens else ""),
-            f"{self.seconds:.1f}s of runs",
+            f"{format_duration(self.seconds)} of runs",
         ]
         if self.errors_by_kind:
             parts.append("errors: " + ", ".join(f"{k} {v}" for k, v in self.errors_by_kind.items()))
@@ -389,10 +390,10 @@ _COLOURS = {
 
 
 def row_cells(row: EvalRow, scorers: Sequence[tuple[str, str]]) -> list[str]:
-    """A row as the tables show it: case, epoch, outcome, status, turns, tokens, seconds,
+    """A row as the tables show it: case, epoch, outcome, status, turns, tokens, time,
     each scorer, error."""
     cells = [row.case, str(row.epoch), row.outcome, row.status or "-", str(row.turns),
-             str(row.tokens), f"{row.seconds:.1f}"]  # fmt: skip
+             str(row.tokens), format_duration(row.seconds)]  # fmt: skip
     for name, _ in scorers:
         cells.append(score_cell(row.scores.get(name)))
     cells.append(row.error)
@@ -411,7 +412,7 @@ def score_cell(value: ScoreValue | None) -> str:
 
 
 def table_header(scorers: Sequence[tuple[str, str]]) -> list[str]:
-    return ["case", "epoch", "outcome", "status", "turns", "tokens", "seconds",
+    return ["case", "epoch", "outcome", "status", "turns", "tokens", "time",
             *[name for name, _ in scorers], "error"]  # fmt: skip
 
 

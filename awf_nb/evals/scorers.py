@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import AwfError
 from awf_nb.evals.model import JudgeSpec, ScorerSpec
 
@@ -298,7 +299,9 @@ async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringConte
                     final = event.text
     except TimeoutError:
         return ScoreValue(
-            None, error=f"the judge did not answer within {spec.timeout:g}s (judge.timeout)"
+            None,
+            error=f"the judge did not answer within {format_duration(spec.timeout)} "
+            "(judge.timeout)",
         )
     finally:
         with contextlib.suppress(Exception):
@@ -367,7 +370,9 @@ async def _command(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> S
     stderr_tail = outputs["stderr"].decode("utf-8", "replace").strip()[-STDERR_TAIL_CHARS:]
     if timed_out:
         return ScoreValue(
-            None, error=f"command did not finish within {timeout:g}s (timeout)", detail=stderr_tail
+            None,
+            error=f"command did not finish within {format_duration(timeout)} (timeout)",
+            detail=stderr_tail,
         )
     if too_much:
         return ScoreValue(

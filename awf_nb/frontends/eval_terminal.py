@@ -21,14 +21,15 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
+    Task,
     TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.table import Table
 from rich.text import Text
 
+from awf_nb.engine.summary import format_elapsed
 from awf_nb.safe_text import terminal_safe
 
 if TYPE_CHECKING:
@@ -67,8 +68,8 @@ class TerminalEvalProgress:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[counts]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
+            ElapsedColumn(),
+            RemainingColumn(),
             console=self.err,
             transient=False,
         )
@@ -104,6 +105,26 @@ class TerminalEvalProgress:
                 )
             )
         print_summary(result, self.out)
+
+
+class ElapsedColumn(ProgressColumn):
+    """The time the eval has run, in awf's one format (`1 min 31 s elapsed`)."""
+
+    def render(self, task: Task) -> Text:
+        elapsed = task.finished_time if task.finished else task.elapsed
+        return Text(f"{format_elapsed(elapsed or 0.0)} elapsed", style="progress.elapsed")
+
+
+class RemainingColumn(ProgressColumn):
+    """The time left at the pace so far (`ETA 4 min 34 s`); nothing before a run ends."""
+
+    max_refresh = 0.5  # rich's own: an estimate that changes every frame is unreadable
+
+    def render(self, task: Task) -> Text:
+        remaining = task.time_remaining
+        if remaining is None or task.finished:
+            return Text("")
+        return Text(f"ETA {format_elapsed(remaining)}", style="progress.remaining")
 
 
 def console(stream: TextIO) -> Console:

@@ -251,7 +251,7 @@ class TerminalSink:
             case ev.ModelLoading(model=model, done=done, seconds=seconds):
                 if not silent:  # the first reply waits for the model: say why
                     if done:
-                        self._note(s.dim(f"  (model ready in {seconds:.1f}s)"))
+                        self._note(s.dim(f"  (model ready in {format_duration(seconds)})"))
                     else:
                         self._note(s.dim(f"loading model {safe(model)}…"))
             case ev.LogMessage(message=message):

@@ -38,6 +38,7 @@ import httpx
 from pydantic import Field
 
 from awf_nb.engine.ports import Final, Message, ProviderEvent, TurnRequest
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ProviderError
 from awf_nb.providers.batched_reads import BatchedReads
 from awf_nb.providers.history import (
@@ -355,7 +356,7 @@ async def _answer(
                 raise reader.error("stream ended before [DONE]", retryable=True)
     except httpx.ReadTimeout:
         raise reader.error(
-            f"no data from the server for {read_timeout:g}s (read timeout)"
+            f"no data from the server for {format_duration(read_timeout)} (read timeout)"
         ) from None
     except httpx.TransportError as exc:  # the server dropped the connection mid-answer
         raise reader.error(

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ProviderError
 from awf_nb.secrets import Masker
 
@@ -36,7 +37,7 @@ def http_error(
         )
     if status == 429:
         retry_after = retry_after_seconds(response.headers)
-        wait = f", retry after {retry_after:g}s" if retry_after is not None else ""
+        wait = f", retry after {format_duration(retry_after)}" if retry_after is not None else ""
         return ProviderError(
             provider,
             f"{url}: rate limited{wait} (HTTP 429)",
@@ -68,15 +69,16 @@ def transport_error(
 
         return ProviderError(
             provider,
-            f"{url}: no free connection within {read_timeout:g}s ({max_connections()} in "
-            f"use, the most this process opens: ${MAX_CONNECTIONS_VARIABLE})",
+            f"{url}: no free connection within {format_duration(read_timeout)} "
+            f"({max_connections()} in use, the most this process opens: "
+            f"${MAX_CONNECTIONS_VARIABLE})",
             retryable=True,
         )
     if isinstance(exc, httpx.ConnectTimeout):
-        reason = f"timed out after {CONNECT_TIMEOUT:g}s"
+        reason = f"timed out after {format_duration(CONNECT_TIMEOUT)}"
     elif isinstance(exc, httpx.TimeoutException):
         return ProviderError(
-            provider, f"{url}: no response within {read_timeout:g}s (read timeout)"
+            provider, f"{url}: no response within {format_duration(read_timeout)} (read timeout)"
         )
     elif isinstance(exc, httpx.ConnectError):
         reason = connect_reason(exc)

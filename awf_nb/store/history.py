@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from awf_nb.engine.statuses import RunStatus
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import AwfSystemError, UserError
 from awf_nb.store.files import Layout, create_private
 
@@ -227,7 +228,7 @@ def _db_error(path: Path, exc: sqlite3.Error) -> AwfSystemError:
     if "locked" in str(exc) or "busy" in str(exc):
         return AwfSystemError(
             f"run history {path} is locked by another process "
-            f"(still locked after {_SQLITE_BUSY_TIMEOUT_MS // 1000}s)",
+            f"(still locked after {format_duration(_SQLITE_BUSY_TIMEOUT_MS / 1000)})",
             hint="wait for the other awf (or the program holding the file) to finish, "
             "then try again; the run's own files are saved either way",
         )

@@ -7,7 +7,8 @@
 - `mcp_client.McpServerTools`: MCP servers over stdio, tools named `<server>_<tool>` —
 
 into one `StepToolSet`, which also answers `needs_confirmation` (the block's `confirm`
-list) and carries `max_rounds` and `max_parallel`. Every call is bounded in time: each
+list) and carries `max_rounds` and `max_parallel`; the block's size limits reach the
+built-ins as `limits.FileLimits`. Every call is bounded in time: each
 source enforces its own limit (the block's `timeout`, else the tool's default), and the set
 adds a net a little longer than that over every call. MCP servers start when the set is
 entered (`async with`, or `await start()`) and stop on `aclose()`:
@@ -28,10 +29,12 @@ from types import TracebackType
 from typing import Any
 
 from awf_nb.engine.ports import ToolResult, ToolSpec
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ExecutionError
 from awf_nb.secrets import Masker
 from awf_nb.tools.builtins import BuiltinTools
 from awf_nb.tools.commands import CommandTools
+from awf_nb.tools.limits import FileLimits
 from awf_nb.tools.mcp_client import McpServerTools
 from awf_nb.workflow.tools_model import ToolsConfig
 
@@ -62,7 +65,14 @@ class StepToolSet:
         self.masker = masker
         timeout = config.timeout
         self._local: list[BuiltinTools | CommandTools] = [
-            BuiltinTools(config.builtin, cwd=cwd, env=env, masker=masker, timeout=timeout),
+            BuiltinTools(
+                config.builtin,
+                cwd=cwd,
+                env=env,
+                masker=masker,
+                timeout=timeout,
+                limits=FileLimits.of(config),
+            ),
             CommandTools(config.commands, cwd=cwd, env=env, masker=masker, timeout=timeout),
         ]
         self._servers = [
@@ -135,7 +145,9 @@ class StepToolSet:
         except asyncio.CancelledError:
             raise
         except TimeoutError:
-            result = ToolResult(f"{name}: stopped after {limit:g} s (tools.timeout)", is_error=True)
+            result = ToolResult(
+                f"{name}: stopped after {format_duration(limit)} (tools.timeout)", is_error=True
+            )
         except Exception as exc:
             # A bug in one tool is the model's problem to route around, not the end of the step.
             result = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)

@@ -38,15 +38,18 @@ from typing import Any, BinaryIO
 
 from awf_nb.engine.ports import ToolResult, ToolSpec
 from awf_nb.engine.process import default_shell
+from awf_nb.engine.summary import format_duration
 from awf_nb.secrets import Masker
 from awf_nb.tools import search
 from awf_nb.tools.args import BashArgs, EditArgs, ReadArgs, WriteArgs, parse, spec
+from awf_nb.tools.limits import FileLimits, format_size
 from awf_nb.tools.output import ToolError, finish, masked
 from awf_nb.tools.paths import Workspace
 from awf_nb.tools.shell import run_command
 from awf_nb.workflow.files import read_at_most
 
-MAX_READ_BYTES = 5 * 1024 * 1024
+# Read's default per call (`tools.max_read_bytes`); Edit's fixed file size.
+MAX_READ_BYTES = FileLimits.read_bytes
 # A file this small is read on the event loop: handing the read to a thread and back costs
 # two thread wake-ups, more than reading a few pages (a tool round's main cost otherwise).
 INLINE_READ_BYTES = 64 * 1024
@@ -56,14 +59,15 @@ MAX_BASH_TIMEOUT = 600.0
 
 # Bounds of one call of Read, Write, Edit, Glob or Grep (Bash has its own, below).
 DEFAULT_FILE_TOOL_TIMEOUT = 60.0
-# Read's `offset` skips lines by reading them: past this many bytes it gives up.
-MAX_READ_SCAN_BYTES = 256 * 1024 * 1024
+# Read's `offset` skips lines by reading them: past this many bytes (by default; the
+# step's `tools.max_read_skip_bytes`) it gives up.
+MAX_READ_SCAN_BYTES = FileLimits.read_skip_bytes
 
 SPECS: dict[str, ToolSpec] = {
     "Read": spec(
         "Read",
         "Read a text file. Returns its content from line `offset` (0-based, default 0), at "
-        "most `limit` lines, at most 5 MiB per call.",
+        f"most `limit` lines, at most {format_size(MAX_READ_BYTES)} per call.",
         ReadArgs,
     ),
     "Write": spec(
@@ -95,7 +99,8 @@ class BuiltinTools:
     """The chosen built-ins, for one working directory (a `ToolSet`).
 
     `timeout` is the step's `tools.timeout`: the time bound of every call (and the most a
-    Bash call may ask for); None keeps each tool's default.
+    Bash call may ask for); None keeps each tool's default. `limits` are the step's size
+    limits of Read, Glob and Grep (default: the documented ones).
     """
 
     def __init__(
@@ -106,6 +111,7 @@ class BuiltinTools:
         env: Mapping[str, str],
         masker: Masker,
         timeout: float | None = None,
+        limits: FileLimits | None = None,
     ) -> None:
         unknown = [name for name in names if name not in SPECS]
         if unknown:
@@ -115,9 +121,10 @@ class BuiltinTools:
         self.env = dict(env)
         self.masker = masker
         self.timeout = timeout
+        self.limits = limits or FileLimits()
 
     def list(self) -> list[ToolSpec]:
-        specs = [SPECS[name] for name in self.names]
+        specs = [self._read_spec() if name == "Read" else SPECS[name] for name in self.names]
         if self.timeout is None or "Bash" not in self.names:
             return specs
         bash = SPECS["Bash"]
@@ -126,6 +133,14 @@ class BuiltinTools:
             f"{self.timeout:g})."
         )
         return [ToolSpec("Bash", description, bash.parameters) if s is bash else s for s in specs]
+
+    def _read_spec(self) -> ToolSpec:
+        read = SPECS["Read"]
+        if self.limits.read_bytes == MAX_READ_BYTES:
+            return read
+        default, chosen = format_size(MAX_READ_BYTES), format_size(self.limits.read_bytes)
+        description = read.description.replace(f"{default} per call", f"{chosen} per call")
+        return ToolSpec("Read", description, read.parameters)
 
     def time_limit(self, name: str) -> float:
         """The longest a call of `name` may take (Bash: the most it may ask for)."""
@@ -149,7 +164,7 @@ class BuiltinTools:
             except TimeoutError:
                 where = "tools.timeout" if self.timeout is not None else "its time limit"
                 raise ToolError(
-                    f"stopped after {limit:g} s ({where}): narrow the request"
+                    f"stopped after {format_duration(limit)} ({where}): narrow the request"
                 ) from None
         except ToolError as exc:
             return ToolResult(self.masker.mask(f"{name}: {exc}"), is_error=True)
@@ -166,10 +181,13 @@ class BuiltinTools:
         handle, size = _open_regular(path, self.workspace)
         try:
             with handle:
+                limits = self.limits
                 if size <= INLINE_READ_BYTES and not offset:
-                    text, note = _read_lines(None, handle, offset, limit, size)
+                    text, note = _read_lines(None, handle, offset, limit, size, limits)
                 else:
-                    text, note = await search.in_thread(_read_lines, handle, offset, limit, size)
+                    text, note = await search.in_thread(
+                        _read_lines, handle, offset, limit, size, limits
+                    )
         except OSError as exc:
             raise ToolError(f"{self.workspace.show(path)}: {exc.strerror or exc}") from None
         if not text and not note:
@@ -217,10 +235,10 @@ class BuiltinTools:
         )
 
     async def _glob(self, arguments: dict[str, Any]) -> str:
-        return finish(await search.glob_tool(self.workspace, arguments), self.masker)
+        return finish(await search.glob_tool(self.workspace, arguments, self.limits), self.masker)
 
     async def _grep(self, arguments: dict[str, Any]) -> str:
-        return finish(await search.grep_tool(self.workspace, arguments), self.masker)
+        return finish(await search.grep_tool(self.workspace, arguments, self.limits), self.masker)
 
 
 _HANDLERS: dict[str, _Handler] = {
@@ -264,33 +282,39 @@ def _open_regular(path: Path | str, workspace: Workspace) -> tuple[BinaryIO, int
 
 
 def _read_lines(
-    stop: threading.Event | None, handle: BinaryIO, offset: int, limit: int | None, size: int
+    stop: threading.Event | None,
+    handle: BinaryIO,
+    offset: int,
+    limit: int | None,
+    size: int,
+    limits: FileLimits,
 ) -> tuple[str, str]:
     """The text from line `offset` of a regular file opened as `handle` (of `size` bytes
-    when it was opened), and a note when it was cut at MAX_READ_BYTES."""
-    if offset and not _skip_lines(handle, offset, stop):
+    when it was opened), and a note when it was cut at `limits.read_bytes`."""
+    if offset and not _skip_lines(handle, offset, stop, limits.read_skip_bytes):
         return "", ""
-    data = read_at_most(handle, MAX_READ_BYTES + 1, size - handle.tell())
-    cut = len(data) > MAX_READ_BYTES
-    data = data[:MAX_READ_BYTES]
+    most = limits.read_bytes
+    data = read_at_most(handle, most + 1, size - handle.tell())
+    cut = len(data) > most
+    data = data[:most]
     lines = _split_lines(data)
     if limit is not None and len(lines) >= limit and (len(lines) > limit or not cut):
         return b"".join(lines[:limit]).decode("utf-8", errors="replace"), ""
     if not cut:
         return data.decode("utf-8", errors="replace"), ""
-    mib = MAX_READ_BYTES // (1024 * 1024)
+    shown_size = format_size(most)
     if len(lines) == 1 and not lines[0].endswith(b"\n"):
         note = (
-            f"\n[line {offset} is longer than {mib} MiB: only its beginning is shown; the "
-            f"next line is offset={offset + 1}]"
+            f"\n[line {offset} is longer than {shown_size} (tools.max_read_bytes): only its "
+            f"beginning is shown; the next line is offset={offset + 1}]"
         )
         return lines[0].decode("utf-8", errors="replace"), note
     if not lines[-1].endswith(b"\n"):
         lines.pop()  # whole lines only
     shown = len(lines)
     note = (
-        f"\n[Read stops at {mib} MiB per call: lines {offset} to {offset + shown - 1} shown; "
-        f"continue with offset={offset + shown}]"
+        f"\n[Read stops at {shown_size} per call (tools.max_read_bytes): lines {offset} to "
+        f"{offset + shown - 1} shown; continue with offset={offset + shown}]"
     )
     return b"".join(lines).decode("utf-8", errors="replace"), note
 
@@ -305,19 +329,19 @@ def _split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
-def _skip_lines(handle: Any, count: int, stop: threading.Event | None) -> bool:
+def _skip_lines(handle: Any, count: int, stop: threading.Event | None, reach: int) -> bool:
     """Move past `count` newlines; False when the file has fewer lines. Reads at most
-    MAX_READ_SCAN_BYTES (a huge or sparse file), and stops when the call is cancelled."""
+    `reach` bytes (a huge or sparse file), and stops when the call is cancelled."""
     seen = 0
     scanned = 0
     while True:
         if stop is not None and stop.is_set():
             raise ToolError("cancelled")
-        if scanned >= MAX_READ_SCAN_BYTES:
-            mib = MAX_READ_SCAN_BYTES // (1024 * 1024)
+        if scanned >= reach:
             raise ToolError(
-                f"line {count} is not within the first {mib} MiB of the file (it has {seen} "
-                "lines there): Read cannot skip further; find the part you need with Grep"
+                f"line {count} is not within the first {format_size(reach)} of the file (it "
+                f"has {seen} lines there): Read cannot skip further (tools.max_read_skip_bytes); "
+                "find the part you need with Grep"
             )
         chunk = handle.read(65536)
         if not chunk:

@@ -29,16 +29,20 @@ from pathlib import Path
 from typing import Any
 
 from awf_nb.engine.ports import ToolResult, ToolSpec
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ExecutionError
 from awf_nb.secrets import Masker
+from awf_nb.tools.limits import format_size
 from awf_nb.tools.mcp_stdio import Transport, stdio_transport
 from awf_nb.tools.output import finish
-from awf_nb.workflow.tools_model import DEFAULT_MCP_CALL_TIMEOUT, McpServer
+from awf_nb.workflow.tools_model import DEFAULT_MCP_CALL_TIMEOUT, MCP_SERVER_LIMITS, McpServer
 
 STDERR_TAIL_CHARS = 2000
-# A server's tool list: pages followed, tools kept (model APIs take far fewer: OpenAI 128).
-MAX_LIST_PAGES = 100
-MAX_TOOLS = 1000
+_log = logging.getLogger("awf_nb.tools.mcp")
+# A server's tool list: pages followed, tools kept (model APIs take far fewer: OpenAI 128);
+# the defaults of its `max_list_pages` and `max_tools`.
+MAX_LIST_PAGES = MCP_SERVER_LIMITS["max_list_pages"][0]
+MAX_TOOLS = MCP_SERVER_LIMITS["max_tools"][0]
 # The SDK's own shutdown is bounded (stdin closed, then SIGTERM, then SIGKILL: ~6 s);
 # this only guards against a bug leaving aclose waiting forever.
 STOP_TIMEOUT_SECONDS = 15.0
@@ -65,7 +69,12 @@ class McpServerTools:
         self.masker = masker
         self.timeout = timeout  # the block's `tools.timeout`
         self._warn = warn
-        self.transport = Transport(server.name, server.max_message_bytes, self._warning)
+        self.transport = Transport(
+            server.name,
+            server.max_message_bytes,
+            self._warning,
+            stderr_tail_bytes=server.stderr_tail_bytes,
+        )
         self._specs: list[ToolSpec] = []
         self._names: dict[str, str] = {}  # offered name -> the server's tool name
         self._session: Any = None
@@ -89,7 +98,7 @@ class McpServerTools:
         except TimeoutError:
             await self.aclose()
             raise ExecutionError(
-                f'MCP server "{self.name}" did not answer within {timeout:g} s '
+                f'MCP server "{self.name}" did not answer within {format_duration(timeout)} '
                 f"({self._command_line()}){self._stderr_tail()}",
                 hint="check that it is an MCP server speaking stdio, or raise startup_timeout",
             ) from None
@@ -178,7 +187,8 @@ class McpServerTools:
             if self.server.timeout is None and self.timeout is None:
                 setting = "the default; set tools.timeout or the server's timeout"
             return ToolResult(
-                f'MCP server "{self.name}" did not answer {tool} within {limit:g} s ({setting})',
+                f'MCP server "{self.name}" did not answer {tool} within '
+                f"{format_duration(limit)} ({setting})",
                 is_error=True,
             )
         except MCPError as exc:
@@ -209,26 +219,37 @@ class McpServerTools:
 
     def _stderr_tail(self) -> str:
         """The end of what the server wrote on stderr, as a suffix for an error message."""
-        text = self.transport.stderr_tail(STDERR_TAIL_CHARS * 4)[-STDERR_TAIL_CHARS:]
-        text = self.masker.mask(text.strip())
-        return f"\nits stderr ends with:\n{text}" if text else ""
+        transport = self.transport
+        kept = transport.stderr_tail()
+        text = self.masker.mask(kept[-STDERR_TAIL_CHARS:].strip())
+        if not text:
+            return ""
+        _log.debug("MCP server %r: the end of its stderr:\n%s", self.name, self.masker.mask(kept))
+        if transport.stderr_cut and len(kept) <= STDERR_TAIL_CHARS:
+            # What is shown is all that was kept: the limit, not the message, cut it short.
+            size = format_size(transport.stderr_tail_bytes)
+            return (
+                f"\nits stderr ends with (only its last {size} are kept: raise the server's "
+                f"stderr_tail_bytes to see more):\n{text}"
+            )
+        return f"\nits stderr ends with:\n{text}"
 
 
 async def _list_all_tools(session: Any, server: McpServer) -> list[Any]:
-    """Every tool of the server, following pagination: at most MAX_LIST_PAGES pages,
-    MAX_TOOLS tools and `max_message_bytes` of names, descriptions and schemas."""
+    """Every tool of the server, following pagination: at most `max_list_pages` pages,
+    `max_tools` tools and `max_message_bytes` of names, descriptions and schemas."""
     from mcp.types import PaginatedRequestParams
 
     tools: list[Any] = []
     cursor: str | None = None
     size = 0
-    for _ in range(MAX_LIST_PAGES):
+    for _ in range(server.max_list_pages):
         params = PaginatedRequestParams(cursor=cursor) if cursor else None
         listing = await session.list_tools(params=params)
         tools.extend(listing.tools)
         size += sum(_tool_size(tool) for tool in listing.tools)
-        if len(tools) > MAX_TOOLS:
-            raise ValueError(f"it lists more than {MAX_TOOLS} tools")
+        if len(tools) > server.max_tools:
+            raise ValueError(f"it lists more than {server.max_tools} tools (max_tools)")
         if size > server.max_message_bytes:
             raise ValueError(
                 f"its tool list is longer than {server.max_message_bytes} bytes (max_message_bytes)"
@@ -236,7 +257,9 @@ async def _list_all_tools(session: Any, server: McpServer) -> list[Any]:
         cursor = listing.next_cursor
         if not cursor:
             return tools
-    raise ValueError(f"its tool list goes on for more than {MAX_LIST_PAGES} pages")
+    raise ValueError(
+        f"its tool list goes on for more than {server.max_list_pages} pages (max_list_pages)"
+    )
 
 
 def _tool_size(tool: Any) -> int:

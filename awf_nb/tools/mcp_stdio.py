@@ -13,8 +13,9 @@ is not a JSON-RPC message with a traceback holding that line. This one, used by
   error naming the limit (its id is read from the line's beginning);
 - drops lines that are not JSON-RPC, counting them: one warning per server (masked, the
   line shortened), the number in `Transport.garbage_lines`;
-- keeps the last `STDERR_TAIL_BYTES` of stderr (read as it comes, so the server never
-  blocks on a full pipe, and the disk is not filled), for the error messages;
+- keeps the last `stderr_tail_bytes` of stderr (the server's setting, default
+  `STDERR_TAIL_BYTES`; read as it comes, so the server never blocks on a full pipe, and
+  the disk is not filled), for the error messages;
 - on the way out closes stdin, lets the server exit for `EXIT_GRACE_SECONDS`, then stops
   its whole group.
 """
@@ -33,8 +34,9 @@ from typing import Any
 import anyio
 
 from awf_nb.engine.process import ProcessGroup
+from awf_nb.workflow.tools_model import MCP_SERVER_LIMITS
 
-STDERR_TAIL_BYTES = 64 * 1024
+STDERR_TAIL_BYTES = MCP_SERVER_LIMITS["stderr_tail_bytes"][0]  # the default kept
 EXIT_GRACE_SECONDS = 2.0  # from closing its stdin to stopping the group (as the SDK does)
 GARBAGE_SHOWN_CHARS = 200
 _READ_CHUNK = 256 * 1024
@@ -50,21 +52,29 @@ class Transport:
     name: str
     max_message_bytes: int
     warn: Callable[[str], None]
+    stderr_tail_bytes: int = STDERR_TAIL_BYTES  # how much of its stderr is kept
     garbage_lines: int = 0
     oversized_messages: int = 0
     stderr_bytes: int = 0
     _stderr: bytearray = field(default_factory=bytearray)
     pgid: int = 0
 
-    def stderr_tail(self, limit: int = STDERR_TAIL_BYTES) -> str:
-        """The end of what the server wrote on stderr (at most `limit` bytes of it)."""
-        return bytes(self._stderr[-limit:]).decode("utf-8", errors="replace")
+    def stderr_tail(self, limit: int | None = None) -> str:
+        """The end of what the server wrote on stderr (at most `limit` bytes of it; by
+        default all that is kept)."""
+        kept = self._stderr if limit is None else self._stderr[-limit:]
+        return bytes(kept).decode("utf-8", errors="replace")
+
+    @property
+    def stderr_cut(self) -> bool:
+        """Whether the server wrote more on stderr than is kept."""
+        return self.stderr_bytes > len(self._stderr)
 
     def _keep_stderr(self, chunk: bytes) -> None:
         self.stderr_bytes += len(chunk)
         self._stderr += chunk
-        if len(self._stderr) > STDERR_TAIL_BYTES:
-            del self._stderr[: len(self._stderr) - STDERR_TAIL_BYTES]
+        if len(self._stderr) > self.stderr_tail_bytes:
+            del self._stderr[: len(self._stderr) - self.stderr_tail_bytes]
 
     def _garbage(self, line: bytes) -> None:
         self.garbage_lines += 1

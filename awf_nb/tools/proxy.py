@@ -35,11 +35,12 @@ from typing import Any
 
 from awf_nb.engine.ports import McpServerSpec
 from awf_nb.errors import AwfError, ExecutionError
-from awf_nb.workflow.tools_model import BUILTIN_TOOLS, McpProxyConfig, ToolsConfig
+from awf_nb.workflow.tools_model import BUILTIN_TOOLS, SIZE_LIMITS, McpProxyConfig, ToolsConfig
 
 SERVER_NAME = "awf"
 PROXY_DIR = "mcp-proxy"  # in the run's folder
-_TOOLS_KEYS = ("builtin", "commands", "mcp", "confirm", "timeout", "max_parallel")
+_LIMIT_KEYS = ("timeout", "max_parallel", *SIZE_LIMITS)
+_TOOLS_KEYS = ("builtin", "commands", "mcp", "confirm", *_LIMIT_KEYS)
 
 
 def serve_config(
@@ -62,7 +63,7 @@ def serve_config(
         dumped = tools.model_dump(mode="json", include=set(_TOOLS_KEYS))
         config = {key: dumped[key] for key in _TOOLS_KEYS if dumped.get(key)}
         # The limits only when the step sets them: mcp-serve has the same defaults.
-        for key in ("timeout", "max_parallel"):
+        for key in _LIMIT_KEYS:
             if key not in tools.model_fields_set:
                 config.pop(key, None)
     if proxy.intercept_builtins and "builtin" not in config:

@@ -10,9 +10,10 @@ pattern of many `**` takes time linear in its length for each name, never the ex
 backtracking of a recursive matcher. The walk descends only into folders the pattern can
 still match. Grep's patterns are RE2 (google-re2): matching takes linear time.
 
-Every call is bounded: entries examined (`MAX_WALK_ENTRIES`), results shown, bytes read
-per file and per call (`MAX_GREP_FILE_BYTES`, `MAX_GREP_TOTAL_BYTES`), and time — the walk
-runs in a worker thread that stops when the call is cancelled (its timeout included).
+Every call is bounded: entries examined, results shown, bytes read per file and per call
+(a step's `FileLimits`: `tools.max_walk_entries`, `max_grep_file_bytes`, `max_grep_bytes`),
+and time — the walk runs in a worker thread that stops when the call is cancelled (its
+timeout included).
 """
 
 from __future__ import annotations
@@ -29,16 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from awf_nb.tools.args import GlobArgs, GrepArgs, parse, spec
+from awf_nb.tools.limits import FileLimits, format_size
 from awf_nb.tools.output import ToolError
 from awf_nb.tools.paths import Workspace, is_regular
 
 MAX_GLOB_RESULTS = 1000
 MAX_GREP_LINES = 1000
 MAX_LINE_CHARS = 500  # of a matching line shown (minified files have megabyte lines)
-MAX_WALK_ENTRIES = 200_000  # files and folders looked at by one Glob or Grep
-MAX_GREP_FILE_BYTES = 32 * 1024 * 1024  # searched of one file
-MAX_GREP_TOTAL_BYTES = 512 * 1024 * 1024  # searched by one call
 MAX_PATTERN_CHARS = 1000
+# The defaults of a step's limits (its `tools:` block may change them: FileLimits).
+MAX_WALK_ENTRIES = FileLimits.walk_entries  # files and folders looked at by one Glob or Grep
+MAX_GREP_FILE_BYTES = FileLimits.grep_file_bytes  # searched of one file
+MAX_GREP_TOTAL_BYTES = FileLimits.grep_bytes  # searched by one call
 _LINE_READ_LIMIT = 1024 * 1024  # a longer "line" is read in pieces
 _BINARY_PROBE = 8192
 
@@ -142,9 +145,10 @@ def path_matches(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
 
 @dataclass
 class _Walk:
-    """What one walk has looked at, against `MAX_WALK_ENTRIES`."""
+    """What one walk has looked at, against its limit of entries."""
 
     stop: threading.Event
+    limit: int = FileLimits.walk_entries
     entries: int = 0
     cut: bool = False
     errors: list[str] = field(default_factory=list)
@@ -152,7 +156,7 @@ class _Walk:
     def count(self, entries: int) -> bool:
         """Count `entries` more; False once the walk must stop (limit or cancelled)."""
         self.entries += entries
-        if self.entries > MAX_WALK_ENTRIES:
+        if self.entries > self.limit:
             self.cut = True
         return not (self.cut or self.stop.is_set())
 
@@ -160,8 +164,8 @@ class _Walk:
         if not self.cut:
             return ""
         return (
-            f"\n[stopped after looking at {MAX_WALK_ENTRIES} files and folders: narrow the "
-            "pattern, path or cwd]"
+            f"\n[stopped after looking at {self.limit} files and folders "
+            "(tools.max_walk_entries): narrow the pattern, path or cwd]"
         )
 
 
@@ -214,17 +218,25 @@ def _walk_matching(
 # --- Glob ----------------------------------------------------------------------------------------
 
 
-async def glob_tool(workspace: Workspace, arguments: dict[str, Any]) -> str:
+async def glob_tool(
+    workspace: Workspace, arguments: dict[str, Any], limits: FileLimits | None = None
+) -> str:
     args = parse(GlobArgs, arguments)
     pattern = GlobPattern(_pattern_parts(args.pattern, "pattern"))
     base = workspace.resolve(args.cwd or ".", what="cwd")
     if not base.is_dir():
         raise ToolError(f"cwd {args.cwd} is not a folder")
-    return await in_thread(_glob, workspace, base, pattern)
+    return await in_thread(_glob, workspace, base, pattern, limits or FileLimits())
 
 
-def _glob(stop: threading.Event, workspace: Workspace, base: Path, pattern: GlobPattern) -> str:
-    walk = _Walk(stop)
+def _glob(
+    stop: threading.Event,
+    workspace: Workspace,
+    base: Path,
+    pattern: GlobPattern,
+    limits: FileLimits,
+) -> str:
+    walk = _Walk(stop, limits.walk_entries)
     found: list[str] = []
     total = 0
     for relative, is_dir in _walk_matching(str(base), pattern, walk):
@@ -257,23 +269,31 @@ def _compile(pattern: str, case_insensitive: bool) -> Any:
         raise ToolError(f"invalid pattern {pattern!r}: {detail}") from None
 
 
-async def grep_tool(workspace: Workspace, arguments: dict[str, Any]) -> str:
+async def grep_tool(
+    workspace: Workspace, arguments: dict[str, Any], limits: FileLimits | None = None
+) -> str:
     args = parse(GrepArgs, arguments)
     regex = _compile(args.pattern, args.case_insensitive)
     target = workspace.resolve(args.path or ".")
     if not target.exists():
         raise ToolError(f"{workspace.show(target)} does not exist")
     glob = _pattern_parts(args.glob, "glob") if args.glob else None
-    return await in_thread(_grep, workspace, target, regex, args.output_mode, glob)
+    limits = limits or FileLimits()
+    return await in_thread(_grep, workspace, target, regex, args.output_mode, glob, limits)
 
 
 @dataclass
 class _Budget:
-    """Bytes Grep may still read in this call."""
+    """Bytes Grep may still read in this call (`left`), and of each file (`per_file`)."""
 
-    left: int = MAX_GREP_TOTAL_BYTES
+    total: int
+    per_file: int
+    left: int = field(init=False)
     cut_files: list[str] = field(default_factory=list)
     spent: bool = False
+
+    def __post_init__(self) -> None:
+        self.left = self.total
 
 
 def _grep(
@@ -283,12 +303,13 @@ def _grep(
     regex: Any,
     mode: str,
     glob: tuple[str, ...] | None,
+    limits: FileLimits,
 ) -> str:
     lines: list[str] = []
     files: list[str] = []
     count = 0
-    walk = _Walk(stop)
-    budget = _Budget()
+    walk = _Walk(stop, limits.walk_entries)
+    budget = _Budget(limits.grep_bytes, limits.grep_file_bytes)
     for path in _grep_files(walk, target, glob):
         if budget.spent or stop.is_set():
             break
@@ -321,12 +342,15 @@ def _grep(
 def _budget_note(budget: _Budget) -> str:
     notes = ""
     if budget.cut_files:
-        mib = MAX_GREP_FILE_BYTES // (1024 * 1024)
+        size = format_size(budget.per_file)
         names = ", ".join(budget.cut_files[:5]) + (" …" if len(budget.cut_files) > 5 else "")
-        notes += f"\n[only the first {mib} MiB of each file is searched; cut short: {names}]"
+        notes += (
+            f"\n[only the first {size} of each file is searched (tools.max_grep_file_bytes); "
+            f"cut short: {names}]"
+        )
     if budget.spent:
-        mib = MAX_GREP_TOTAL_BYTES // (1024 * 1024)
-        notes += f"\n[stopped after reading {mib} MiB: narrow the path or glob]"
+        size = format_size(budget.total)
+        notes += f"\n[stopped after reading {size} (tools.max_grep_bytes): narrow the path or glob]"
     return notes
 
 
@@ -360,8 +384,8 @@ def _text_lines(
     path: Path, workspace: Workspace, stop: threading.Event, budget: _Budget, shown: str
 ) -> Iterator[tuple[int, str]]:
     """(1-based number, text) of each line; nothing for binary, unreadable or special
-    files, or a symlink leading out of the workspace. At most MAX_GREP_FILE_BYTES of the
-    file, and no more than is left of the call's budget."""
+    files, or a symlink leading out of the workspace. At most `budget.per_file` bytes of
+    the file, and no more than is left of the call's budget."""
     try:
         fd = workspace.open_inside(path, os.O_RDONLY | os.O_NONBLOCK)
     except (OSError, ToolError):
@@ -375,7 +399,7 @@ def _text_lines(
         os.close(fd)
         return
     read = number = 0
-    limit = min(MAX_GREP_FILE_BYTES, budget.left)
+    limit = min(budget.per_file, budget.left)
     with handle:
         try:
             if b"\0" in handle.read(_BINARY_PROBE):
@@ -389,7 +413,7 @@ def _text_lines(
                 number += 1
                 yield number, raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
             if read >= limit and handle.read(1):
-                if limit == MAX_GREP_FILE_BYTES:
+                if limit == budget.per_file:
                     budget.cut_files.append(shown)
                 else:
                     budget.spent = True

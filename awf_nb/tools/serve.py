@@ -24,9 +24,10 @@ here, so tools listed in `confirm` are refused unless `--yes` is given, as in an
 run. The protocol (the SDK's low-level `Server`) owns stdout: nothing else is written there.
 
 What a client can make it do is bounded: `max_parallel` calls run at once (the others wait,
-at most MAX_WAITING_CALLS of them; past that a call is refused at once), and a request line
-is at most MAX_REQUEST_BYTES (a longer one is skipped as it arrives, never held whole, and
-a `tools/call` among them is answered with an error naming the limit).
+at most `--max-waiting-calls` of them, default 256; past that a call is refused at once),
+and a request line is at most `--max-request-bytes` (default 16 MiB; a longer one is skipped
+as it arrives, never held whole, and a `tools/call` among them is answered with an error
+naming the limit). The two are `ServeLimits`, checked as a workflow's limits are.
 """
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ from awf_nb.errors import UserError
 from awf_nb.secrets import Masker
 from awf_nb.tools import StepToolSet, build_toolset
 from awf_nb.workflow.checks import did_you_mean
-from awf_nb.workflow.tools_model import BUILTIN_TOOLS, ToolsConfig
+from awf_nb.workflow.tools_model import BUILTIN_TOOLS, ServeLimits, ToolsConfig
 
 _SERVE_KEYS = ("root_dir", "env", "intercept_builtins", "plugin_tools")
-MAX_REQUEST_BYTES = 16 * 1024 * 1024  # one JSON-RPC line from the client
-MAX_WAITING_CALLS = 256  # calls waiting for one of the max_parallel places
+# The defaults of --max-request-bytes (one JSON-RPC line from the client) and
+# --max-waiting-calls (calls waiting for one of the max_parallel places).
+MAX_REQUEST_BYTES = ServeLimits().max_request_bytes
+MAX_WAITING_CALLS = ServeLimits().max_waiting_calls
 _READ_CHUNK = 256 * 1024
 # A tools/call request whose line was too long becomes a call of this (impossible) tool
 # name, which is answered with the error; the id is read from the line's beginning.
@@ -69,12 +72,20 @@ class ServeConfig:
     tools: ToolsConfig
     root_dir: Path
     env: dict[str, str] = field(default_factory=dict)
+    limits: ServeLimits = field(default_factory=ServeLimits)
 
 
 def load_serve_config(
-    path: str | None, *, builtin: str | None = None, root_dir: str | None = None
+    path: str | None,
+    *,
+    builtin: str | None = None,
+    root_dir: str | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> ServeConfig:
-    """The JSON file at `path` (if any) with the command line's `--builtin` and `--dir`."""
+    """The JSON file at `path` (if any) with the command line's `--builtin` and `--dir`,
+    and the limits its flags set (`max_waiting_calls`, `max_request_bytes`; None: the
+    default)."""
+    serve_limits = _serve_limits(limits or {})
     data = _read_json(path) if path else {}
     unknown = [key for key in data if key not in (*_SERVE_KEYS, *_TOOLS_KEYS)]
     if unknown:
@@ -108,7 +119,19 @@ def load_serve_config(
     env = data.get("env") or {}
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise UserError(f"{path}: env must map names to strings")
-    return ServeConfig(config, root, {str(k): v for k, v in env.items()})
+    return ServeConfig(config, root, {str(k): v for k, v in env.items()}, serve_limits)
+
+
+def _serve_limits(values: Mapping[str, Any]) -> ServeLimits:
+    given = {key: value for key, value in values.items() if value is not None}
+    try:
+        return ServeLimits.model_validate(given)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"--{str(err['loc'][0]).replace('_', '-')}: {_message(err)}"
+            for err in exc.errors(include_url=False)
+        )
+        raise UserError(problems) from None
 
 
 def _read_json(path: str) -> dict[str, Any]:
@@ -142,7 +165,7 @@ def run_server(config: ServeConfig, *, yes: bool = False) -> int:
     toolset = build_toolset(
         config.tools, cwd=config.root_dir, env=env, masker=masker, warn=_warner(masker)
     )
-    asyncio.run(_serve(toolset, yes=yes))
+    asyncio.run(_serve(toolset, config.limits, yes=yes))
     return 0
 
 
@@ -161,7 +184,7 @@ def _loop_running() -> bool:
     return True
 
 
-async def _serve(toolset: StepToolSet, *, yes: bool) -> None:
+async def _serve(toolset: StepToolSet, limits: ServeLimits, *, yes: bool) -> None:
     main = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if main is not None:
@@ -171,12 +194,12 @@ async def _serve(toolset: StepToolSet, *, yes: bool) -> None:
             loop.add_signal_handler(signal.SIGTERM, main.cancel)
     try:
         async with toolset:
-            await _serve_stdio(toolset, yes=yes)
+            await _serve_stdio(toolset, limits, yes=yes)
     except asyncio.CancelledError:
         return
 
 
-async def _serve_stdio(toolset: StepToolSet, *, yes: bool) -> None:
+async def _serve_stdio(toolset: StepToolSet, limits: ServeLimits, *, yes: bool) -> None:
     from mcp import types
     from mcp.server.lowlevel import Server
     from mcp.server.stdio import stdio_server
@@ -202,7 +225,10 @@ async def _serve_stdio(toolset: StepToolSet, *, yes: bool) -> None:
         nonlocal waiting
         name = params.name
         if name == _OVERSIZED:
-            text = f"the request is longer than {MAX_REQUEST_BYTES} bytes: it was not read"
+            text = (
+                f"the request is longer than {limits.max_request_bytes} bytes "
+                "(--max-request-bytes): it was not read"
+            )
             return _result(text, is_error=True)
         if toolset.needs_confirmation(name) and not yes:
             text = (
@@ -210,10 +236,11 @@ async def _serve_stdio(toolset: StepToolSet, *, yes: bool) -> None:
                 "cannot ask (start it with --yes to allow it)"
             )
             return _result(text, is_error=True)
-        if places.locked() and waiting >= MAX_WAITING_CALLS:
+        if places.locked() and waiting >= limits.max_waiting_calls:
             text = (
-                f"{name} was refused: {MAX_WAITING_CALLS} calls are already waiting for one "
-                f"of the {toolset.max_parallel} places (max_parallel); try again later"
+                f"{name} was refused: {limits.max_waiting_calls} calls are already waiting "
+                f"(--max-waiting-calls) for one of the {toolset.max_parallel} places "
+                "(max_parallel); try again later"
             )
             return _result(text, is_error=True)
         waiting += 1
@@ -230,7 +257,7 @@ async def _serve_stdio(toolset: StepToolSet, *, yes: bool) -> None:
     server: Server[Any] = Server(
         "awf", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool
     )
-    stdin = _BoundedLines(sys.stdin.fileno(), MAX_REQUEST_BYTES, _warner(toolset.masker))
+    stdin = _BoundedLines(sys.stdin.fileno(), limits.max_request_bytes, _warner(toolset.masker))
     async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]
         await server.run(read, write, server.create_initialization_options())
 
@@ -286,7 +313,7 @@ class _BoundedLines:
     def _oversized(self, head: bytes) -> str | None:
         """The line that stands for a request too long to read: a call of `_OVERSIZED`
         (answered with the error) when it was a tools/call with an id; else nothing."""
-        self.warn(f"a request longer than {self.limit} bytes was skipped (MAX_REQUEST_BYTES)")
+        self.warn(f"a request longer than {self.limit} bytes was skipped (--max-request-bytes)")
         match = _ID.search(head)
         if match is None or b'"tools/call"' not in head:
             return None

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from awf_nb.engine.ports import ToolResult
 from awf_nb.engine.process import ProcessResult, run_process
+from awf_nb.engine.summary import format_duration
 from awf_nb.secrets import Masker
 from awf_nb.tools.output import MAX_OUTPUT_CHARS, finish
 
@@ -91,7 +92,9 @@ async def run_command(
             is_error=True,
         )
     if result.timed_out:
-        return ToolResult(_with_note(text, f"[timed out after {timeout:g} s]"), is_error=True)
+        return ToolResult(
+            _with_note(text, f"[timed out after {format_duration(timeout)}]"), is_error=True
+        )
     if result.exit_code != 0:
         return ToolResult(_with_note(text, f"[exit code {result.exit_code}]"), is_error=True)
     return ToolResult(text if text else "(no output)")

@@ -14,13 +14,15 @@ tools:
   max_rounds: 20                         # tool rounds per turn before the step fails
   timeout: 2m                            # the time bound of every call (default: per tool)
   max_parallel: 8                        # calls of one reply running at once
+  max_read_bytes: 5242880                # and the other size limits: see docs/tools.md
 ```
 
 The models check one block on its own: known built-in names (with a did-you-mean), tool
 names a model API accepts, no two tools with one name, `confirm` naming only tools of this
-block, `max_rounds` between 1 and 1000, `max_parallel` between 1 and 64. Like the other
-workflow models they allow extra keys, so the loader can warn about unknown ones with a
-suggestion (AWF ignores them).
+block, `max_rounds` between 1 and 1000, `max_parallel` between 1 and 64, every size limit
+within its range (`SIZE_LIMITS`; an MCP server's in `MCP_SERVER_LIMITS`; `awf mcp-serve`'s
+own, `ServeLimits`, in `MCP_SERVE_LIMITS`). Like the other workflow models they allow extra
+keys, so the loader can warn about unknown ones with a suggestion (AWF ignores them).
 Building the tools themselves is `awf_nb.tools.build_toolset`.
 """
 
@@ -48,6 +50,32 @@ MAX_PARALLEL_LIMIT = 64
 # The largest message an MCP server may send (one JSON-RPC line): a tool result, a page
 # of its tool list. All its tool-list pages together are bounded by the same number.
 DEFAULT_MCP_MESSAGE_BYTES = 16 * 1024 * 1024
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+# The size limits of the file tools: (default, lowest, highest) of each `tools:` key. The
+# highest keeps a value from hurting: what Read returns is held in memory and sent to the
+# model; what Grep and the walk look at only costs time (bounded by `timeout` too).
+SIZE_LIMITS: dict[str, tuple[int, int, int]] = {
+    "max_read_bytes": (5 * MIB, KIB, 256 * MIB),  # Read: text returned by one call
+    "max_read_skip_bytes": (256 * MIB, MIB, 1024 * GIB),  # Read: how far `offset` may reach
+    "max_grep_file_bytes": (32 * MIB, KIB, 1024 * GIB),  # Grep: read of one file
+    "max_grep_bytes": (512 * MIB, KIB, 1024 * GIB),  # Grep: read by one call
+    "max_walk_entries": (200_000, 1, 100_000_000),  # Glob, Grep: files and folders looked at
+}
+# `awf mcp-serve`'s bounds on its client (ServeLimits).
+MCP_SERVE_LIMITS: dict[str, tuple[int, int, int]] = {
+    "max_waiting_calls": (256, 1, 100_000),
+    "max_request_bytes": (16 * MIB, KIB, GIB),
+}
+# The same for each MCP server of the `mcp:` list.
+MCP_SERVER_LIMITS: dict[str, tuple[int, int, int]] = {
+    "max_message_bytes": (DEFAULT_MCP_MESSAGE_BYTES, KIB, GIB),  # one message it sends
+    "max_list_pages": (100, 1, 10_000),  # pages of its tool list
+    "max_tools": (1000, 1, 100_000),  # tools in its list
+    "stderr_tail_bytes": (64 * KIB, KIB, 64 * MIB),  # of its stderr kept, for error messages
+}
 
 # The function names OpenAI-style APIs accept (the strictest of the provider APIs).
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -148,7 +176,15 @@ class McpServer(_Model):
     # The time bound of each call of its tools (None: the block's `timeout`, else
     # DEFAULT_MCP_CALL_TIMEOUT).
     timeout: Duration = None
-    max_message_bytes: int = Field(DEFAULT_MCP_MESSAGE_BYTES, ge=1024)
+    max_message_bytes: int = MCP_SERVER_LIMITS["max_message_bytes"][0]
+    max_list_pages: int = MCP_SERVER_LIMITS["max_list_pages"][0]
+    max_tools: int = MCP_SERVER_LIMITS["max_tools"][0]
+    stderr_tail_bytes: int = MCP_SERVER_LIMITS["stderr_tail_bytes"][0]
+
+    @field_validator(*MCP_SERVER_LIMITS)
+    @classmethod
+    def _size_limit(cls, value: int, info: ValidationInfo) -> int:
+        return _within(info.field_name, value, MCP_SERVER_LIMITS)
 
     @field_validator("name")
     @classmethod
@@ -173,6 +209,16 @@ class ToolsConfig(_Model):
     # The time bound of every tool call; None: each tool's default (see docs/tools.md).
     timeout: Duration = None
     max_parallel: int = DEFAULT_MAX_PARALLEL
+    max_read_bytes: int = SIZE_LIMITS["max_read_bytes"][0]
+    max_read_skip_bytes: int = SIZE_LIMITS["max_read_skip_bytes"][0]
+    max_grep_file_bytes: int = SIZE_LIMITS["max_grep_file_bytes"][0]
+    max_grep_bytes: int = SIZE_LIMITS["max_grep_bytes"][0]
+    max_walk_entries: int = SIZE_LIMITS["max_walk_entries"][0]
+
+    @field_validator(*SIZE_LIMITS)
+    @classmethod
+    def _size_limit(cls, value: int, info: ValidationInfo) -> int:
+        return _within(info.field_name, value, SIZE_LIMITS)
 
     @field_validator("max_rounds")
     @classmethod
@@ -278,6 +324,23 @@ class ToolsConfig(_Model):
         )
 
 
+class ServeLimits(BaseModel):
+    """`awf mcp-serve`'s own bounds on what its client sends (its `--max-waiting-calls` and
+    `--max-request-bytes` flags)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Calls waiting for one of the `max_parallel` places; past that a call is refused.
+    max_waiting_calls: int = MCP_SERVE_LIMITS["max_waiting_calls"][0]
+    # One JSON-RPC line from the client; a longer one is skipped as it arrives.
+    max_request_bytes: int = MCP_SERVE_LIMITS["max_request_bytes"][0]
+
+    @field_validator(*MCP_SERVE_LIMITS)
+    @classmethod
+    def _limit(cls, value: int, info: ValidationInfo) -> int:
+        return _within(info.field_name, value, MCP_SERVE_LIMITS)
+
+
 class PluginTools(_Model):
     """AWF's `mcp_proxy.plugin_tools` entry (AWF plugins; not supported by awf-nb yet)."""
 
@@ -291,6 +354,14 @@ class McpProxyConfig(_Model):
     enable: bool = False
     intercept_builtins: bool = True
     plugin_tools: list[PluginTools] = Field(default_factory=list)
+
+
+def _within(name: str | None, value: int, ranges: dict[str, tuple[int, int, int]]) -> int:
+    """`value` if it lies in the range of the limit `name`, else the error naming both."""
+    _, low, high = ranges[name or ""]
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low} and {high}, not {value}")
+    return value
 
 
 def _tool_name(value: str) -> str:

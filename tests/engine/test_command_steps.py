@@ -252,7 +252,7 @@ async def test_timeout_kills_the_whole_process_group(run_yaml, tmp_path):
         """
     )
     assert result.status == "failed"
-    assert "timed out after 0.5s" in result.error
+    assert "timed out after 0.50 s" in result.error
     pid = int(pidfile.read_text())
     for _ in range(50):
         try:

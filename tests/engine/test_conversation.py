@@ -196,7 +196,7 @@ async def test_turn_timeout_stops_with_cancelled(run_yaml):
     result = await run_yaml(text, replies=[""])
     conv = result.steps["chat"].conversation
     assert conv.stopped_by == "cancelled"
-    assert "timed out after 0.3s" in result.steps["chat"].error
+    assert "timed out after 0.30 s" in result.steps["chat"].error
 
 
 async def test_state_persisted_after_every_turn(store, workdir):
@@ -303,7 +303,7 @@ async def test_the_step_timeout_bounds_the_wait_at_the_prompt(store, workdir):
     step = state.steps["chat"]
     assert reader.cancelled
     assert step.status == "failed"
-    assert "no message at the prompt within the step timeout (0.3s)" in step.error
+    assert "no message at the prompt within the step timeout (0.30 s)" in step.error
     assert step.conversation.stopped_by == "cancelled"
     assert step.output == "first reply"  # the reply before the wait is kept
     saved = store.load_state(runner.run_id)

@@ -176,3 +176,90 @@ class _Never:
     async def read(self, prompt: str) -> str | None:
         await asyncio.Future()
         return None
+
+
+# --- the one format in messages, evaluations, and `{{.workflow.Duration}}` -----------------
+
+
+async def test_a_step_timeout_is_echoed_in_the_one_format(run_yaml: Any) -> None:
+    result = await run_yaml(
+        """
+        name: t
+        states:
+          initial: slow
+          slow:
+            type: step
+            command: exec sleep 30
+            timeout: 1.5s
+            on_success: done
+          done: {type: terminal}
+        """
+    )
+    assert result.steps["slow"].error == "timed out after 1.50 s"
+
+
+def test_eval_tables_show_times_in_the_one_format() -> None:
+    from awf_nb.evals.results import EvalRow, EvalSummary, row_cells, table_header
+
+    row = EvalRow(case="a", epoch=1, status="completed", seconds=91.2, passed=True)
+    header, cells = table_header([]), row_cells(row, [])
+    assert cells[header.index("time")] == "1 min 31 s"
+    summary = EvalSummary.of([row, EvalRow(case="b", epoch=1, seconds=0.5)], [], 1)
+    assert "; 1 min 32 s of runs" in summary.totals_line()
+
+
+@pytest.mark.parametrize(
+    ("seconds", "go"),
+    [
+        (0, "0s"),
+        (0.0004, "0s"),
+        (0.25, "250ms"),
+        (1.5, "1.5s"),
+        (60, "1m0s"),
+        (123.04, "2m3.04s"),
+        (3605, "1h0m5s"),
+    ],
+)
+def test_workflow_duration_is_written_as_awf_writes_it(seconds: float, go: str) -> None:
+    from awf_nb.workflow.durations import go_duration, parse_duration
+
+    assert go_duration(seconds) == go
+    assert parse_duration(go) == pytest.approx(round(seconds, 3))
+
+
+async def test_the_workflow_duration_template_renders_a_go_duration(run_yaml: Any) -> None:
+    from awf_nb.workflow.durations import go_duration, parse_duration
+
+    result = await run_yaml(
+        """
+        name: t
+        states:
+          initial: show
+          show:
+            type: step
+            command: echo "{{.workflow.Duration}}"
+            on_success: done
+          done: {type: terminal}
+        """
+    )
+    assert result.ok, result.error
+    shown = result.outputs["show"]
+    # Go's form, as AWF renders it: `12ms`, `1.204s` — never `0.0s` or `0.1s`.
+    assert shown == go_duration(parse_duration(shown) or 0.0), shown
+
+
+def test_the_terminal_eval_progress_counts_time_in_the_one_format() -> None:
+    from rich.progress import Progress
+
+    from awf_nb.frontends.eval_terminal import ElapsedColumn, RemainingColumn
+
+    now = [100.0]
+    progress = Progress(get_time=lambda: now[0])
+    task_id = progress.add_task("runs", total=4)
+    assert RemainingColumn().render(progress.tasks[0]).plain == ""  # no pace yet
+    for step in (71.6, 10.0, 10.0):  # the last two runs took 10 s each
+        now[0] += step
+        progress.update(task_id, advance=0 if step > 60 else 1)
+    task = progress.tasks[0]
+    assert ElapsedColumn().render(task).plain == "1 min 31 s elapsed"
+    assert RemainingColumn().render(task).plain == "ETA 20 s"  # two runs left

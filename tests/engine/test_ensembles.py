@@ -287,7 +287,7 @@ async def test_a_command_that_prints_too_much_is_stopped(run_yaml):
 async def test_a_slow_command_times_out(run_yaml):
     result = await run_yaml(_judged("sleep 30", extra=", timeout: 0.5"))
     assert not result.ok
-    assert result.error.endswith("conversation.with.command timed out after 0.5s")
+    assert result.error.endswith("conversation.with.command timed out after 0.50 s")
 
 
 async def test_a_secret_printed_by_the_command_is_masked(run_yaml):

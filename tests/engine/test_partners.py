@@ -394,7 +394,7 @@ async def test_the_timeout_limit_ends_the_run_naming_it(run_yaml):
     )
     result = await run_yaml(text)
     assert result.status == "failed"
-    assert "limits.timeout (0.3s) reached" in result.error
+    assert "limits.timeout (0.30 s) reached" in result.error
 
 
 async def test_limits_count_partner_agents_too(run_yaml):

@@ -56,7 +56,7 @@ async def test_the_step_timeout_bounds_the_tool_calls_too(tmp_path: Path) -> Non
     text = agent_workflow({"builtin": ["Bash"]}, timeout="1s")
     state, _ = await run(text, model, tmp_path, storage=Store(tmp_path / "store"))
     assert state.status == "failed"
-    assert "agent turn timed out after 1s" in state.error
+    assert "agent turn timed out after 1.00 s" in state.error
     assert "tool calls included" in state.error
     assert not process_alive(int(pidfile.read_text()))
     results = [t for t in state.steps["work"].conversation.turns if t.role == "tool"]
@@ -83,7 +83,7 @@ async def test_an_mcp_server_that_never_answers_cannot_hang_the_run(tmp_path: Pa
     assert state.status == "completed", state.error
     result = model.requests[1].history[-1]
     assert result.role == "tool"
-    assert 'MCP server "h" did not answer echo within 1 s (tools.timeout)' in result.content
+    assert 'MCP server "h" did not answer echo within 1.00 s (tools.timeout)' in result.content
 
 
 async def test_garbage_from_an_mcp_server_is_one_warning_in_the_run(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -41,6 +42,7 @@ def test_awf_eval_prints_progress_failures_and_the_summary(
     assert "case b" not in err  # passing runs get no line
     assert "mentions" in out and "pass^1" in out and "50%" in out
     assert "2 runs of 2 cases; 1 passed, 1 failed, 0 errors" in out
+    assert re.search(r"; \d+\.\d\d s of runs", out), out  # the one duration format
 
 
 def test_json_prints_only_json_and_all_passing_exits_0(
@@ -80,6 +82,7 @@ def test_evals_and_eval_show_with_case_failed_and_vs(
 
     code, out, _ = run(capsys, "eval-show", older["eval_id"], "--failed", *storage)
     assert code == 0
+    assert re.search(r"\btime\b", out) and re.search(r" \d+\.\d\d s ", out), out
     assert " a " in out and " b " not in out.split("eval ")[1].split("scorer")[0]
 
     code, out, _ = run(capsys, "eval-show", older["eval_id"], "--case", "a", *storage)

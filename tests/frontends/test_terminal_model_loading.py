@@ -16,7 +16,7 @@ def test_loading_and_ready_are_progress_lines_on_stderr() -> None:
     sink.emit(ev.ModelLoading("r", "chat", "SmolLM2-135M-Instruct.Q4_1.gguf", True, 1.25))
     sink.emit(ev.AgentText("r", "chat", "Hello"))
     assert err.getvalue() == (
-        "loading model SmolLM2-135M-Instruct.Q4_1.gguf…\n  (model ready in 1.2s)\n"
+        "loading model SmolLM2-135M-Instruct.Q4_1.gguf…\n  (model ready in 1.25 s)\n"
     )
     assert out.getvalue() == "Hello"
 

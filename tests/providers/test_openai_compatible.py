@@ -408,7 +408,7 @@ async def test_429_says_when_to_retry(
     openai_server.script(Reply.rate_limited(retry_after="2"))
     error = await fail(provider, turn_for(openai_server, api_key=API_KEY))
     assert error.message == (
-        f"openai_compatible: {endpoint(openai_server)}: rate limited, retry after 2s (HTTP 429)"
+        f"openai_compatible: {endpoint(openai_server)}: rate limited, retry after 2.00 s (HTTP 429)"
     )
     assert error.retryable
     assert error.retry_after == 2.0
@@ -426,7 +426,7 @@ async def test_429_with_an_http_date(
     date = email.utils.parsedate_to_datetime(when).timestamp()
     assert error.retry_after is not None
     assert date - answered - 0.001 <= error.retry_after <= date - asked + 0.001
-    assert re.search(r"rate limited, retry after \d+(\.\d+)?s \(HTTP 429\)$", error.message)
+    assert re.search(r"rate limited, retry after \d+\.\d+ s \(HTTP 429\)$", error.message)
 
 
 async def test_429_without_retry_after(
@@ -541,7 +541,7 @@ async def test_connection_refused(provider: OpenAICompatibleProvider) -> None:
     [
         (httpx.ConnectError("[Errno -2] Name or service not known"), "cannot connect to", True),
         (httpx.ConnectTimeout("timed out"), "cannot connect to", True),
-        (httpx.ReadTimeout("timed out"), "no response within 7s (read timeout)", False),
+        (httpx.ReadTimeout("timed out"), "no response within 7.00 s (read timeout)", False),
         (httpx.RemoteProtocolError("Server disconnected"), "Server disconnected", True),
     ],
 )
@@ -595,7 +595,7 @@ async def test_connect_timeout_message_names_the_limit() -> None:
     )
     assert error.message == (
         "openai_compatible: cannot connect to http://h.test/v1/chat/completions: "
-        "timed out after 10s"
+        "timed out after 10.0 s"
     )
 
 
@@ -608,7 +608,7 @@ async def test_a_silent_server_hits_the_turn_timeout(
     error = await fail(provider, request)
     assert error.message == (
         f"openai_compatible: {endpoint(openai_server)}: "
-        "no data from the server for 0.3s (read timeout)"
+        "no data from the server for 0.30 s (read timeout)"
     )
 
 

@@ -112,7 +112,7 @@ async def test_connections_are_bounded_and_waiting_for_one_is_too(
             await collect(second.stream(waiting))
         assert caught.value.message == (
             f"openai_compatible: {openai_server.base_url}/chat/completions: no free connection "
-            "within 0.3s (1 in use, the most this process opens: $AWF_HTTP_MAX_CONNECTIONS)"
+            "within 0.30 s (1 in use, the most this process opens: $AWF_HTTP_MAX_CONNECTIONS)"
         )
         assert caught.value.retryable
         assert len(openai_server.requests) == 1  # the second never went out

@@ -5,6 +5,9 @@
 - `silent-call`: never answers `tools/call`;
 - `stderr-flood N`: writes N MiB on stderr before answering `initialize`;
 - `endless-pages`: `tools/list` always has a next page (each with new tools);
+- `pages N`: `tools/list` in N pages of one tool each;
+- `many-tools N`: `tools/list` holds N tools in one page;
+- `stderr-exit N`: writes N numbered lines on stderr, then exits with status 1;
 - `huge-result N`: answers `tools/call` with a text of N MiB;
 - `long-line N`: writes a line of N MiB with no JSON in it before answering `initialize`;
 - `child PIDFILE`: starts `sleep 300` (its pid in PIDFILE) before answering, and leaves it;
@@ -53,6 +56,10 @@ def main() -> None:
             sys.stderr.buffer.write(block)
         sys.stderr.buffer.write(b"the end of the flood\n")
         sys.stderr.buffer.flush()
+    if MODE == "stderr-exit":
+        for number in range(int(ARG)):
+            sys.stderr.write(f"stderr line {number:05d}\n")
+        sys.exit(1)
     if MODE == "long-line":
         block = b"y" * MIB
         for _ in range(int(ARG)):
@@ -79,9 +86,14 @@ def main() -> None:
                 },
             )
         elif method == "tools/list":
-            if MODE == "endless-pages":
+            if MODE in ("endless-pages", "pages"):
                 page += 1
-                answer(request, {"tools": [tool(f"t{page}")], "nextCursor": f"page-{page}"})
+                listing: dict = {"tools": [tool(f"t{page}")]}
+                if MODE == "endless-pages" or page < int(ARG):
+                    listing["nextCursor"] = f"page-{page}"
+                answer(request, listing)
+            elif MODE == "many-tools":
+                answer(request, {"tools": [tool(f"t{n}") for n in range(int(ARG))]})
             else:
                 answer(request, {"tools": [tool("echo")]})
         elif method == "tools/call":

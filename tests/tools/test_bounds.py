@@ -104,7 +104,7 @@ async def test_a_file_tool_call_is_stopped_at_tools_timeout(
     tools = toolset(builtin=["Glob"], timeout="0.5s")
     result = await asyncio.wait_for(tools.call("Glob", {"pattern": "**"}), HANG)
     assert result.is_error
-    assert result.text == "Glob: stopped after 0.5 s (tools.timeout): narrow the request"
+    assert result.text == "Glob: stopped after 0.50 s (tools.timeout): narrow the request"
     assert await asyncio.to_thread(stopped.wait, HANG)  # the worker thread was told to stop
 
 
@@ -195,3 +195,99 @@ async def test_nothing_a_bash_call_starts_outlives_it(
     if Path(f"{pids}.2").exists():
         started.append(int(Path(f"{pids}.2").read_text()))
     assert started and not [pid for pid in started if process_alive(pid)]
+
+
+# --- every size limit can be changed in the `tools:` block, and its message names it ---------
+
+
+async def test_max_read_bytes_cuts_a_read_short_and_can_be_raised(
+    toolset: Make, work: Path
+) -> None:
+    (work / "long.txt").write_text("a line of text\n" * 500)  # 7,500 bytes
+    default = await toolset(builtin=["Read"]).call("Read", {"path": "long.txt"})
+    assert default.text == "a line of text\n" * 500
+    small = await toolset(builtin=["Read"], max_read_bytes=2048).call("Read", {"path": "long.txt"})
+    assert small.text.endswith(
+        "[Read stops at 2 KiB per call (tools.max_read_bytes): lines 0 to 135 shown; "
+        "continue with offset=136]"
+    )
+    # Raised past the default, a file longer than 5 MiB is read whole in one call.
+    (work / "big.txt").write_bytes(b"x" * 99 + b"\n" + b"y" * (6 * 2**20))
+    read = {"path": "big.txt", "offset": 1}
+    cut = await toolset(builtin=["Read"]).call("Read", read)
+    assert "longer than 5 MiB (tools.max_read_bytes)" in cut.text
+    whole = await toolset(builtin=["Read"], max_read_bytes=8 * 2**20).call("Read", read)
+    assert whole.text == "y" * (6 * 2**20)
+
+
+async def test_max_read_skip_bytes_bounds_how_far_offset_reaches(toolset: Make, work: Path) -> None:
+    (work / "lines.txt").write_bytes(b"x" * 1023 + b"\n" + (b"z" * 1023 + b"\n") * 2048)
+    read = {"path": "lines.txt", "offset": 2000, "limit": 1}
+    default = await toolset(builtin=["Read"]).call("Read", read)
+    assert default.text == "z" * 1023 + "\n"
+    near = await toolset(builtin=["Read"], max_read_skip_bytes=2**20).call("Read", read)
+    assert near.is_error
+    assert near.text == (
+        "Read: line 2000 is not within the first 1 MiB of the file (it has 1024 lines there): "
+        "Read cannot skip further (tools.max_read_skip_bytes); find the part you need with Grep"
+    )
+
+
+async def test_max_grep_file_bytes_bounds_the_read_of_each_file(toolset: Make, work: Path) -> None:
+    (work / "a.txt").write_text("hay\n" * 1000 + "needle\n")
+    search = {"pattern": "needle", "output_mode": "count"}
+    default = await toolset(builtin=["Grep"]).call("Grep", search)
+    assert default.text == "1 matching lines in 1 files"
+    small = await toolset(builtin=["Grep"], max_grep_file_bytes=1024).call("Grep", search)
+    assert small.text == (
+        "0 matching lines in 0 files\n[only the first 1 KiB of each file is searched "
+        "(tools.max_grep_file_bytes); cut short: a.txt]"
+    )
+
+
+async def test_max_grep_bytes_bounds_the_read_of_one_call(toolset: Make, work: Path) -> None:
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (work / name).write_text("hay\n" * 200 + "needle\n")  # 807 bytes each
+    search = {"pattern": "needle", "output_mode": "files_with_matches"}
+    default = await toolset(builtin=["Grep"]).call("Grep", search)
+    assert default.text == "a.txt\nb.txt\nc.txt"
+    small = await toolset(builtin=["Grep"], max_grep_bytes=2048).call("Grep", search)
+    assert small.text == (
+        "a.txt\nb.txt\n[stopped after reading 2 KiB (tools.max_grep_bytes): narrow the path "
+        "or glob]"
+    )
+
+
+async def test_max_walk_entries_bounds_glob_and_grep(toolset: Make, work: Path) -> None:
+    for number in range(20):
+        (work / f"f{number:02d}.txt").write_text("needle\n")
+    default = await toolset(builtin=["Glob"]).call("Glob", {"pattern": "*.txt"})
+    assert len(default.text.splitlines()) == 20
+    note = (
+        "[stopped after looking at 10 files and folders (tools.max_walk_entries): narrow the "
+        "pattern, path or cwd]"
+    )
+    tools = toolset(builtin=["Glob", "Grep"], max_walk_entries=10)
+    glob = await tools.call("Glob", {"pattern": "*.txt"})
+    assert glob.text == "(no matches)\n" + note
+    grep = await tools.call("Grep", {"pattern": "needle", "output_mode": "count"})
+    assert grep.text == "0 matching lines in 0 files\n" + note
+
+
+def test_the_model_is_told_the_read_limit_of_its_step(toolset: Make) -> None:
+    [default] = toolset(builtin=["Read"]).list()
+    assert "at most 5 MiB per call" in default.description
+    [small] = toolset(builtin=["Read"], max_read_bytes=1536).list()
+    assert "at most 1.5 KiB per call" in small.description
+
+
+def test_sizes_are_shown_as_a_person_reads_them() -> None:
+    from awf_nb.tools.limits import format_size
+
+    assert [format_size(n) for n in (512, 1024, 1536, 5 * 2**20, 3 * 2**29)] == [
+        "512 bytes",
+        "1 KiB",
+        "1.5 KiB",
+        "5 MiB",
+        "1.5 GiB",
+    ]

@@ -21,6 +21,7 @@ from awf_nb.tools.builtins import (
     BuiltinTools,
     _read_lines,
 )
+from awf_nb.tools.limits import FileLimits
 from tests.support.mcp_peer import SECRET
 from tests.support.processes import process_alive
 from tests.support.waiting import until
@@ -166,11 +167,11 @@ def test_a_file_that_grew_after_its_size_was_taken_is_read_whole(work: Path) -> 
     that size are still all read, up to the cap."""
     (work / "growing.txt").write_text("line\n" * 1000)
     with (work / "growing.txt").open("rb") as handle:
-        text, note = _read_lines(None, handle, 0, None, size=10)
+        text, note = _read_lines(None, handle, 0, None, 10, FileLimits())
     assert text == "line\n" * 1000 and note == ""
     (work / "big.txt").write_bytes(b"z" * (MAX_READ_BYTES + 10))
     with (work / "big.txt").open("rb") as handle:
-        text, note = _read_lines(None, handle, 0, None, size=10)
+        text, note = _read_lines(None, handle, 0, None, 10, FileLimits())
     assert text == "z" * MAX_READ_BYTES and "longer than 5 MiB" in note
 
 
@@ -344,7 +345,7 @@ async def test_bash_timeout_stops_the_command_and_its_children(
         command="sleep 60 & echo $! > child.pid; echo $$ > shell.pid; wait",
         timeout_seconds=1,
     )
-    assert result.is_error and "timed out after 1 s" in result.text
+    assert result.is_error and "timed out after 1.00 s" in result.text
     for name in ("shell.pid", "child.pid"):
         assert not process_alive(int((work / name).read_text()))
 

@@ -141,7 +141,7 @@ async def test_a_failing_command_is_an_error_result(work: Path, masker: Masker) 
 async def test_a_command_past_its_timeout_is_stopped(work: Path, masker: Masker) -> None:
     tool = {"name": "slow", "description": "slow", "command": "sleep 30", "timeout": 0.5}
     result = await tools(work, masker, tool).call("slow", {})
-    assert result == ToolResult("[timed out after 0.5 s]", is_error=True)
+    assert result == ToolResult("[timed out after 0.50 s]", is_error=True)
 
 
 async def test_the_tool_spec_is_the_declared_json_schema(work: Path, masker: Masker) -> None:

@@ -63,7 +63,7 @@ async def test_a_call_the_server_never_answers_times_out(work: Path) -> None:
     async with tools_of(work, hostile("silent-call"), warnings, timeout="1s") as tools:
         result = await tools.call("h_echo", {"text": "x"})
         assert result.is_error
-        assert "did not answer echo within 1 s (tools.timeout)" in result.text
+        assert "did not answer echo within 1.00 s (tools.timeout)" in result.text
         # The server is still there for the next call (it answers pings).
         assert server_of(tools)._session is not None
 
@@ -72,7 +72,7 @@ async def test_the_servers_own_timeout_wins_over_the_blocks(work: Path) -> None:
     server = hostile("silent-call", timeout=0.5)
     async with tools_of(work, server, [], timeout="1m") as tools:
         result = await tools.call("h_echo", {"text": "x"})
-    assert "within 0.5 s (its timeout)" in result.text
+    assert "within 0.50 s (its timeout)" in result.text
 
 
 async def test_stderr_keeps_only_a_bounded_tail_and_no_file(work: Path) -> None:
@@ -144,3 +144,45 @@ async def test_what_the_server_leaves_running_stops_with_it(work: Path, tmp_path
         child = int(pidfile.read_text())
         assert process_alive(child)
     assert not process_alive(child)
+
+
+async def test_max_list_pages_is_the_servers_to_change(work: Path) -> None:
+    async with tools_of(work, hostile("pages", "5"), []) as tools:
+        assert [spec.name for spec in tools.list()] == [f"h_t{n}" for n in range(1, 6)]
+    with pytest.raises(ExecutionError) as caught:
+        async with tools_of(work, hostile("pages", "5", max_list_pages=3), []):
+            pass
+    assert "its tool list goes on for more than 3 pages (max_list_pages)" in str(caught.value)
+
+
+async def test_max_tools_is_the_servers_to_change(work: Path) -> None:
+    async with tools_of(work, hostile("many-tools", "40"), []) as tools:
+        assert len(tools.list()) == 40
+    with pytest.raises(ExecutionError) as caught:
+        async with tools_of(work, hostile("many-tools", "40", max_tools=30), []):
+            pass
+    assert "it lists more than 30 tools (max_tools)" in str(caught.value)
+
+
+async def test_stderr_tail_bytes_is_the_servers_to_change(
+    work: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="awf_nb.tools.mcp")
+    lines = [f"stderr line {number:05d}" for number in range(400)]  # 7,600 bytes
+    with pytest.raises(ExecutionError) as caught:
+        async with tools_of(work, hostile("stderr-exit", "400"), []):
+            pass
+    default = str(caught.value)
+    assert "its stderr ends with:\n" in default and "stderr_tail_bytes" not in default
+    assert default.endswith("\n".join(lines[-100:]))  # the last 2,000 characters shown
+    assert lines[0] not in default and lines[0] in caplog.text  # the debug log: all kept
+    with pytest.raises(ExecutionError) as caught:
+        async with tools_of(work, hostile("stderr-exit", "400", stderr_tail_bytes=1024), []):
+            pass
+    small = str(caught.value)
+    assert (
+        "its stderr ends with (only its last 1 KiB are kept: raise the server's "
+        "stderr_tail_bytes to see more):\n"
+    ) in small
+    shown = small.split("to see more):\n", 1)[1]
+    assert len(shown.encode()) <= 1024 and shown.endswith(lines[-1])

@@ -99,7 +99,7 @@ async def test_a_server_that_never_answers_is_an_error_and_is_stopped(
     with pytest.raises(ExecutionError) as caught:
         async with toolset(mcp=[server]):
             pass
-    assert 'MCP server "mute" did not answer within 1 s' in str(caught.value)
+    assert 'MCP server "mute" did not answer within 1.00 s' in str(caught.value)
     await until(pidfile.exists, "the pid file")
     assert not process_alive(int(pidfile.read_text()))
 

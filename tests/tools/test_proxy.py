@@ -169,3 +169,19 @@ def test_the_steps_limits_reach_the_server(work: Path) -> None:
     proxy = McpProxy()  # its files live as long as it does
     _, config = _config_of(proxy(tools, McpProxyConfig(enable=True), work, {}, False))
     assert (config["timeout"], config["max_parallel"]) == (30.0, 2)
+
+
+async def test_the_steps_size_limits_reach_the_server_and_it_applies_them(work: Path) -> None:
+    from awf_nb.tools import build_toolset
+    from awf_nb.tools.serve import load_serve_config
+
+    tools = _tools(builtin=["Read"], max_read_bytes=2048, max_walk_entries=7)
+    proxy = McpProxy()
+    path, config = _config_of(proxy(tools, McpProxyConfig(enable=True), work, {}, False))
+    assert (config["max_read_bytes"], config["max_walk_entries"]) == (2048, 7)
+    assert "max_grep_bytes" not in config  # not set by the step: mcp-serve's default
+    (work / "long.txt").write_text("a line of text\n" * 500)
+    served = load_serve_config(str(path))
+    async with build_toolset(served.tools, cwd=served.root_dir, env={}) as toolset:
+        result = await toolset.call("Read", {"path": "long.txt"})
+    assert "[Read stops at 2 KiB per call (tools.max_read_bytes)" in result.text

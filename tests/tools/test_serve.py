@@ -192,9 +192,9 @@ class RawClient:
     """`awf mcp-serve` driven with raw JSON-RPC lines: requests can be pipelined, and a
     line can be anything."""
 
-    def __init__(self, config: str, cwd: Path) -> None:
+    def __init__(self, config: str, cwd: Path, *flags: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "awf_nb.cli", "mcp-serve", "--config", config],
+            [sys.executable, "-m", "awf_nb.cli", "mcp-serve", "--config", config, *flags],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -288,3 +288,74 @@ def test_mcp_serve_skips_an_overlong_request_line(work: Path, tmp_path: Path) ->
     assert not (work / "big.txt").exists()
     assert after["id"] == 2 and not after["result"]["isError"]
     assert "a request longer than" in stderr
+
+
+def test_max_request_bytes_is_a_flag(work: Path, tmp_path: Path) -> None:
+    config = _config(tmp_path, {"root_dir": str(work), "builtin": ["Write"]})
+    write = {"path": "ten.txt", "content": "x" * 10_000}
+    client = RawClient(config, work)
+    try:
+        accepted = client.call(1, "Write", write)
+        client.send(accepted)
+        assert not client.receive()["result"]["isError"]
+    finally:
+        client.close()
+    (work / "ten.txt").unlink()
+    client = RawClient(config, work, "--max-request-bytes", "4096")
+    try:
+        client.send(client.call(1, "Write", write))
+        refused = client.receive()
+    finally:
+        stderr = client.close()
+    assert refused["result"]["isError"]
+    assert refused["result"]["content"][0]["text"] == (
+        "the request is longer than 4096 bytes (--max-request-bytes): it was not read"
+    )
+    assert "a request longer than 4096 bytes was skipped (--max-request-bytes)" in stderr
+    assert not (work / "ten.txt").exists()
+
+
+@pytest.mark.parametrize(("flags", "refused"), [((), 0), (("--max-waiting-calls", "2"), 3)])
+def test_max_waiting_calls_is_a_flag(
+    work: Path, tmp_path: Path, flags: tuple[str, ...], refused: int
+) -> None:
+    release = tmp_path / "release"
+    wait = {
+        "name": "wait",
+        "description": "wait for the release file",
+        "command": f"while [ ! -e {release} ]; do sleep 0.05; done",
+    }
+    config = _config(tmp_path, {"root_dir": str(work), "commands": [wait], "max_parallel": 1})
+    client = RawClient(config, work, *flags)
+    try:
+        for number in range(1, 7):  # one runs, the others wait or are refused
+            client.send(client.call(number, "wait", {}))
+        answers = [client.receive() for _ in range(refused)]  # before anything ran to its end
+        release.touch()
+        answers += [client.receive() for _ in range(6 - refused)]
+    finally:
+        client.close()
+    texts = [answer["result"]["content"][0]["text"] for answer in answers[:refused]]
+    assert (
+        texts
+        == [
+            "wait was refused: 2 calls are already waiting (--max-waiting-calls) for one of the "
+            "1 places (max_parallel); try again later"
+        ]
+        * refused
+    )
+    assert not [answer for answer in answers[refused:] if answer["result"]["isError"]]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--max-waiting-calls", "0"], "--max-waiting-calls: max_waiting_calls must be between "),
+        (["--max-request-bytes", "-1"], "--max-request-bytes: max_request_bytes must be between"),
+        (["--max-request-bytes", str(2**40)], f"not {2**40}"),
+    ],
+)
+def test_bad_mcp_serve_limits_are_user_errors(work: Path, flags: list[str], message: str) -> None:
+    done = run_awf("mcp-serve", "--builtin", "Read", *flags, cwd=work)
+    assert done.returncode == 1, done.stderr
+    assert message in done.stderr

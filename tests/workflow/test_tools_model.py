@@ -183,3 +183,113 @@ def test_the_editor_schema_knows_the_limits() -> None:
         properties["timeout"]["anyOf"]
     )
     assert properties["max_parallel"]["type"] == "integer"
+
+
+def test_every_size_limit_is_read_with_its_default_and_can_be_changed() -> None:
+    from awf_nb.workflow.tools_model import MCP_SERVER_LIMITS, SIZE_LIMITS
+
+    default = ToolsConfig.model_validate({"mcp": [{"name": "n", "command": "x"}]})
+    assert {key: getattr(default, key) for key in SIZE_LIMITS} == {
+        key: value for key, (value, _, _) in SIZE_LIMITS.items()
+    }
+    assert {key: getattr(default.mcp[0], key) for key in MCP_SERVER_LIMITS} == {
+        key: value for key, (value, _, _) in MCP_SERVER_LIMITS.items()
+    }
+    changed = ToolsConfig.model_validate(
+        {
+            "max_read_bytes": 2048,
+            "max_walk_entries": 10,
+            "mcp": [{"name": "n", "command": "x", "max_tools": 3, "stderr_tail_bytes": 4096}],
+        }
+    )
+    assert (changed.max_read_bytes, changed.max_walk_entries) == (2048, 10)
+    assert (changed.mcp[0].max_tools, changed.mcp[0].stderr_tail_bytes) == (3, 4096)
+
+
+@pytest.mark.parametrize(
+    ("block", "where", "message"),
+    [
+        ({"max_read_bytes": 0}, "max_read_bytes", "between 1024 and 268435456, not 0"),
+        ({"max_read_bytes": 2**40}, "max_read_bytes", f"between 1024 and 268435456, not {2**40}"),
+        ({"max_read_skip_bytes": -1}, "max_read_skip_bytes", "not -1"),
+        ({"max_grep_file_bytes": 10}, "max_grep_file_bytes", "between 1024 and"),
+        ({"max_grep_bytes": 2**50}, "max_grep_bytes", f"not {2**50}"),
+        ({"max_walk_entries": 0}, "max_walk_entries", "between 1 and 100000000, not 0"),
+        ({"max_walk_entries": "many"}, "max_walk_entries", "Input should be a valid integer"),
+        (
+            {"mcp": [{"name": "n", "command": "x", "max_list_pages": 0}]},
+            "mcp.0.max_list_pages",
+            "between 1 and 10000, not 0",
+        ),
+        (
+            {"mcp": [{"name": "n", "command": "x", "max_tools": 10**9}]},
+            "mcp.0.max_tools",
+            f"between 1 and 100000, not {10**9}",
+        ),
+        (
+            {"mcp": [{"name": "n", "command": "x", "stderr_tail_bytes": -5}]},
+            "mcp.0.stderr_tail_bytes",
+            "between 1024 and 67108864, not -5",
+        ),
+        (
+            {"mcp": [{"name": "n", "command": "x", "max_message_bytes": 2**40}]},
+            "mcp.0.max_message_bytes",
+            f"between 1024 and 1073741824, not {2**40}",
+        ),
+    ],
+)
+def test_a_size_limit_out_of_its_range_is_refused_where_it_is(
+    block: dict[str, Any], where: str, message: str
+) -> None:
+    found = problems(block)
+    assert list(found) == [where]
+    assert message in found[where]
+    if "between" in message:
+        assert found[where].startswith(f"{where.split('.')[-1]} must be between")
+
+
+def test_a_bad_size_limit_in_a_workflow_is_a_located_error() -> None:
+    from tests.support.problems import only, problems_of
+
+    problem = only(
+        problems_of(
+            """
+            name: t
+            states:
+              initial: a
+              a:
+                type: agent
+                provider: scripted
+                prompt: hi
+                tools:
+                  builtin: [Grep]
+                  max_grep_bytes: 0
+                on_success: done
+              done: {type: terminal}
+            """
+        ),
+        "max_grep_bytes must be between 1024 and 1099511627776, not 0",
+    )
+    assert (problem.severity, problem.path, problem.line) == (
+        "error",
+        "states.a.tools.max_grep_bytes",
+        10,
+    )
+    assert problem.file == "wf.yaml"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"max_waiting_calls": 0}, "max_waiting_calls must be between 1 and 100000, not 0"),
+        ({"max_request_bytes": -1}, "max_request_bytes must be between 1024 and 1073741824"),
+        ({"max_request_bytes": 2**31}, f"not {2**31}"),
+    ],
+)
+def test_mcp_serve_limits_are_checked_too(values: dict[str, int], message: str) -> None:
+    from awf_nb.workflow.tools_model import ServeLimits
+
+    assert ServeLimits().max_waiting_calls == 256
+    assert ServeLimits().max_request_bytes == 16 * 1024 * 1024
+    with pytest.raises(ValidationError, match=message):
+        ServeLimits.model_validate(values)

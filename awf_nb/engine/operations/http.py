@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ExecutionError
 
 if TYPE_CHECKING:
@@ -68,7 +69,9 @@ async def fetch(
                 truncated=truncated,
             )
     except httpx.TimeoutException:
-        raise ExecutionError(f"{what}: {method} {url}: no answer within {timeout:g}s") from None
+        raise ExecutionError(
+            f"{what}: {method} {url}: no answer within {format_duration(timeout)}"
+        ) from None
     except httpx.HTTPError as exc:
         detail = str(exc) or type(exc).__name__
         raise ExecutionError(f"{what}: {method} {url}: {detail}") from None

@@ -22,6 +22,18 @@ def _configure_mcp_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--yes", action="store_true", help="allow the tools listed in confirm (no one is asked)"
     )
+    parser.add_argument(
+        "--max-waiting-calls",
+        type=int,
+        metavar="N",
+        help="calls that may wait for a free place before more are refused (default 256)",
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=int,
+        metavar="N",
+        help="the longest request line read from the client (default 16777216: 16 MiB)",
+    )
 
 
 @command(
@@ -41,9 +53,15 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
                      "command": "pytest -q \\"$path\\""}]}
 
     AWF's intercept_builtins: true serves all six built-ins. Tools in confirm are refused
-    unless --yes is given. Stop the server by closing its stdin or with SIGTERM.
+    unless --yes is given. At most max_parallel calls run at once, --max-waiting-calls more
+    wait; a request line longer than --max-request-bytes is skipped. Stop the server by
+    closing its stdin or with SIGTERM.
     """
     from awf_nb.tools.serve import load_serve_config, run_server
 
-    config = load_serve_config(args.config, builtin=args.builtin, root_dir=args.dir)
+    limits = {
+        "max_waiting_calls": args.max_waiting_calls,
+        "max_request_bytes": args.max_request_bytes,
+    }
+    config = load_serve_config(args.config, builtin=args.builtin, root_dir=args.dir, limits=limits)
     return run_server(config, yes=args.yes)

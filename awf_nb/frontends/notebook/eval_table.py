@@ -26,6 +26,7 @@ import anywidget
 import ipywidgets as widgets
 import traitlets
 
+from awf_nb.engine.summary import format_elapsed
 from awf_nb.evals.results import row_cells, table_header
 from awf_nb.frontends.notebook.panel_items import PanelBox
 
@@ -181,7 +182,7 @@ class EvalTable:
         parts = [
             f"eval {escape(self.eval_id)}: {done}/{self._total} runs",
             f"✓ {c['pass']} ✗ {c['fail']} ! {c['error']}",
-            f"{_clock(elapsed)} elapsed",
+            f"{format_elapsed(elapsed)} elapsed",
         ]
         if final == "cancelled":
             resume = f"%%awf eval --resume {escape(self.eval_id)}"
@@ -190,7 +191,7 @@ class EvalTable:
             parts.append(escape(final))
         elif self._finished and done < self._total:
             left = elapsed / self._finished * (self._total - done)
-            parts.append(f"ETA {_clock(left)}")
+            parts.append(f"ETA {format_elapsed(left)}")
         return " · ".join(parts)
 
     # -- a run's conversation -------------------------------------------------------------
@@ -243,8 +244,3 @@ def conversation_panel(state: RunState) -> Any:
     emit(ev.RunFinished(run_id, RunSummary.from_state(state)))
     panel.flush()
     return panel
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 60}:{seconds % 60:02d}"

@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from awf_nb.engine.ports import Notice, ProviderEvent, ToolUse, Usage
+from awf_nb.engine.summary import format_duration
 from awf_nb.providers.cli.base import (
     MCP_STARTUP_TIMEOUT_SECONDS,
     CliProvider,
@@ -201,7 +202,7 @@ def _retry_message(event: dict[str, Any]) -> str:
     if event.get("error"):
         reason += f": {event['error']}"
     delay = event.get("retry_delay_ms")
-    when = f" in {delay / 1000:.1f}s" if isinstance(delay, int | float) else ""
+    when = f" in {format_duration(delay / 1000)}" if isinstance(delay, int | float) else ""
     attempt, most = event.get("attempt"), event.get("max_retries")
     count = f" (attempt {attempt} of {most})" if attempt and most else ""
     return f"claude: API request failed ({reason}); retrying{when}{count}"

@@ -36,19 +36,21 @@ async def test_the_progress_line_counts_the_runs_and_estimates_what_is_left(
     table.eval_started(run)  # type: ignore[arg-type]
     for case in ("c", "d", "e"):
         table.run_started(case, 1, f"run-{case}")
-    assert table.progress.value.startswith("eval e1: 2/6 runs · ✓ 1 ✗ 1 ! 0 · 0:00 elapsed")
+    assert table.progress.value.startswith("eval e1: 2/6 runs · ✓ 1 ✗ 1 ! 0 · 0 s elapsed")
     assert "ETA" not in table.progress.value  # no pace to go by yet
 
     clock.now += 30
     table.run_finished(EvalRow("c", 1, passed=True))
-    # one run in 30 s, three left: 1:30
-    assert table.progress.value == "eval e1: 3/6 runs · ✓ 2 ✗ 1 ! 0 · 0:30 elapsed · ETA 1:30"
+    # one run in 30 s, three left: 90 s (times in awf's one format)
+    assert table.progress.value == (
+        "eval e1: 3/6 runs · ✓ 2 ✗ 1 ! 0 · 30 s elapsed · ETA 1 min 30 s"
+    )
 
     clock.now += 10
     table.run_finished(EvalRow("d", 1, passed=None, error="boom"))
-    assert table.progress.value.endswith("4/6 runs · ✓ 2 ✗ 1 ! 1 · 0:40 elapsed · ETA 0:40")
+    assert table.progress.value.endswith("4/6 runs · ✓ 2 ✗ 1 ! 1 · 40 s elapsed · ETA 40 s")
 
     for case in ("e", "f"):
         table.run_finished(EvalRow(case, 1, passed=True))
     table.eval_finished(EvalResult("e1", "w", [], [], 1, status="completed", total=6))
-    assert table.progress.value == "eval e1: 6/6 runs · ✓ 4 ✗ 1 ! 1 · 0:40 elapsed · completed"
+    assert table.progress.value == "eval e1: 6/6 runs · ✓ 4 ✗ 1 ! 1 · 40 s elapsed · completed"

@@ -5,6 +5,7 @@ shows its run's conversation in the run panel, and Stop cancels the runs in flig
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -86,6 +87,8 @@ def test_an_eval_cell_fills_the_table_binds_the_result_and_saves_a_static_table(
                "both rows finished")  # fmt: skip
     row_cells = {row["key"]: row["cells"] for row in table(awf_kernel).state["rows"]}
     assert row_cells["bread/1"][:4] == ["bread", "1", "fail", "completed"]
+    header = table(awf_kernel).state["header"]
+    assert re.fullmatch(r"\d+\.\d\d s", row_cells["bread/1"][header.index("time")])
     assert table(awf_kernel).state["rows"][0]["key"] == "bread/1"  # failed rows first
     check = awf_kernel.execute(
         "_r = await res_task\nprint(_r.summary.passed, _r.summary.failed, res.eval_id == _r.eval_id)",

@@ -361,7 +361,7 @@ def test_claude_api_retry_is_a_notice() -> None:
         SessionId("s1"),
         Notice(
             "claude: API request failed (HTTP 401: authentication_failed); "
-            "retrying in 1.2s (attempt 2 of 10)"
+            "retrying in 1.20 s (attempt 2 of 10)"
         ),
     ]
 
