@@ -279,6 +279,7 @@ class AwfMagics(Magics):
             f"`{name}.cancel()` stops it"
         )
         if handle.panel is not None:
+            handle.panel.static_in_place = True  # this cell returns: no output added later
             handle.panel.note(text)
         else:
             print(f"{handle.workflow} (run {handle.run_id}) is {text}")

@@ -11,8 +11,8 @@ Streaming without flooding the kernel: `emit` only buffers text; a flush at most
 what changed: replies and command output are `StreamHTML` widgets (stream_view.py) that
 receive finished blocks once and the open one as a diff. The status line's clock only ticks
 when nothing else is being sent. Widgets are changed on the run's loop only. When the run
-ends, the cell's output also gets a static HTML copy of the panel (panel_static.py), for
-readers of the saved notebook.
+ends, the widget view in the cell's output gives way to a static HTML copy of the panel
+(panel_static.py), so the saved notebook shows the run without a kernel or network.
 
 The pieces: panel_items.py (sections, replies, output), panel_controls.py (the text box
 and buttons), panel_tools.py (tool-call blocks), panel_flush.py (when changes are sent).
@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 FLUSH_INTERVAL = 0.1  # seconds between flushes of streamed text: 10 Hz
 STATUS_INTERVAL = 1.0  # the status line's clock
 TOOL_ARGUMENT_CHARS = 200
+# The live panel's text form: empty, so that the output it leaves when the run ends (see
+# `RunPanel._save_static`) is the same for every output checker.
+LIVE_TEXT = {"text/plain": ""}
 
 
 class RunPanel:
@@ -79,6 +82,9 @@ class RunPanel:
         self.finished = False
         self.summary: RunSummary | None = None
         self.display_handle: Any = None  # IPython's DisplayHandle once displayed
+        # When the run ends, replace the live output in place (the cell has returned: a
+        # background run) instead of adding the static copy after it (`_save_static`).
+        self.static_in_place = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sections: dict[str, Section] = {}
         self._order: list[Section] = []
@@ -444,14 +450,26 @@ class RunPanel:
         self._save_static()
 
     def _save_static(self) -> None:
-        """Put the static rendering of the run next to the widget in the cell's output."""
+        """Put the static rendering of the run in the cell's output, in the widget's place
+        (panel_static.py says why the widget view must go).
+
+        While the cell still runs (it awaits its run) the rendering is a new output and the
+        live one is emptied to its bare `text/plain` "": an output that a display update
+        rewrote in place is not seen by output checkers that ignore updates (nbval), and
+        "" is what they recorded for it. A background run's cell has returned, so there
+        the live output itself is replaced (`static_in_place`)."""
         if self.display_handle is None:
             return
-        from awf_nb.frontends.notebook.panel_static import static_html
+        from IPython.display import display
 
-        bundle = dict(self.widget._repr_mimebundle_() or {})
-        bundle["text/html"] = static_html(self.widget)
-        self.display_handle.update(bundle, raw=True)
+        from awf_nb.frontends.notebook.panel_static import static_html, static_text
+
+        bundle = {"text/html": static_html(self.widget), "text/plain": static_text(self.widget)}
+        if self.static_in_place:
+            self.display_handle.update(bundle, raw=True)
+        else:
+            self.display_handle.update(LIVE_TEXT, raw=True)
+            display(bundle, raw=True)
 
     def _refresh_diagram(self) -> None:
         """Redraw the workflow diagram with the run's progress, when it is shown."""
@@ -522,13 +540,14 @@ class RunPanel:
 def display_panel(panel: RunPanel) -> None:
     """Show the panel in the current cell's output (with Enter-to-send when it asks).
 
-    The output gets a display id: when the run ends it is updated to carry a static HTML
-    rendering of the run too, for readers of the saved notebook (panel_static.py)."""
+    The output gets a display id: when the run ends the widget view makes way for a static
+    rendering of the run, for readers of the saved notebook (`RunPanel._save_static`)."""
     from IPython.display import display
 
     if panel.interactive:
         display({"application/javascript": ENTER_TO_SEND_JS, "text/plain": ""}, raw=True)
-    panel.display_handle = display(panel.widget, display_id=True)
+    bundle = {**panel.widget._repr_mimebundle_(), **LIVE_TEXT}
+    panel.display_handle = display(bundle, raw=True, display_id=True)
 
 
 _HANDLERS: dict[type, Callable[[RunPanel, Any], None]] = {

@@ -343,7 +343,10 @@ def test_headless_panel_runs_show_the_summary(
 
     assert outcome.success, outcome.error_in_exec
     panel = ip.user_ns["chat"].panel
-    assert "awf run panel: chat" in capsys.readouterr().out  # the panel's text form
+    # The panel's text form: empty while live, then the run as a transcript.
+    shown = capsys.readouterr().out
+    assert "awf run panel" not in shown
+    assert "chat · completed in" in shown and "  you: " in shown
     assert panel.summary is not None and panel.summary.status == "completed"
     assert panel.input.widget not in panel.widget.children
 
