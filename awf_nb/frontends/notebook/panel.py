@@ -74,6 +74,7 @@ class RunPanel:
         # finished steps marked. Off by default; redrawn only while shown.
         self.workflow = workflow
         self._step_status: dict[str, str] = {}
+        self._step_errors: list[str] = []  # the errors shown in the steps' sections
         self._current_step = ""
         self.interactive = interactive
         self.status_interval = status_interval
@@ -425,6 +426,7 @@ class RunPanel:
         self._stop_tools(event.step)
         if event.error and event.status == "failed":
             section.add_html(error_html(event.error), "awf-error")
+            self._step_errors.append(event.error)
         section.finish(event)
         self._update_status()
         self._step_status[event.step] = event.status
@@ -442,7 +444,9 @@ class RunPanel:
         self._activity = event.status
         self._update_status()
         classes = ("awf-summary", "awf-failed") if event.status == "failed" else ("awf-summary",)
-        summary = self.html(summary_html(self.summary), *classes)
+        # An error its step states already is not repeated in the summary.
+        shown = any(error in self.summary.error for error in self._step_errors)
+        summary = self.html(summary_html(self.summary, error_shown=shown), *classes)
         kept = tuple(c for c in self.widget.children if c is not self.input.widget)
         self.widget.children = (*kept, summary)
         self._current_step = ""

@@ -16,8 +16,11 @@ STATUS_COLORS = {
 }
 
 
-def summary_html(summary: RunSummary) -> str:
-    """The headline, the message or error, a table of steps and how to continue."""
+def summary_html(summary: RunSummary, *, error_shown: bool = False) -> str:
+    """The headline, the message or error, a table of steps and how to continue.
+
+    `error_shown`: the error is stated already (in its step's section of the run panel),
+    so it is not repeated."""
     color = STATUS_COLORS.get(summary.status, "inherit")
     parts = [
         f"<div><b>{esc(summary.workflow)}</b>: "
@@ -26,7 +29,7 @@ def summary_html(summary: RunSummary) -> str:
     ]
     if summary.message:
         parts.append(f'<div class="awf-message">{esc(summary.message)}</div>')
-    if summary.error:
+    if summary.error and not error_shown:
         parts.append(f'<div class="awf-error-text">{esc(summary.error)}</div>')
     if summary.steps:
         rows = "".join(

@@ -372,3 +372,37 @@ async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveS
 
     assert handle.state.status == "cancelled"
     assert "cancelled" in panel.status.value
+
+
+FAILING = """\
+name: broken
+states:
+  initial: build
+  build:
+    type: command
+    command: "echo compiling; echo 'missing header' >&2; exit 3"
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+def test_a_failed_cell_states_its_error_once(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from awf_nb.frontends.notebook.panel_static import html_to_text, static_html
+
+    as_kernel(monkeypatch, (7, 4, 0))
+
+    outcome = cell(ip, "%%awf --out chat\n" + FAILING)
+
+    error = outcome.error_in_exec
+    assert isinstance(error, magic.AwfCellError)
+    assert "exit code 3: missing header" in str(error)  # the whole story, for code
+    # What the person sees: the panel, then the cell's own red line.
+    panel_text = html_to_text(static_html(ip.user_ns["chat"].panel.widget))
+    cell_text = "\n".join(error._render_traceback_())
+    assert panel_text.count("exit code 3") == 1, panel_text
+    assert "exit code" not in cell_text and "missing header" not in cell_text
+    assert cell_text == "\x1b[0;31mworkflow broken failed (see the run above)\x1b[0m"
+    assert "continue it with %awf resume" in panel_text
+    capsys.readouterr()
