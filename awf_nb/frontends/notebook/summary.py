@@ -9,10 +9,15 @@ from awf_nb.engine.summary import RunSummary, format_duration
 from awf_nb.safe_text import mark_bidi
 
 RESUME_COMMAND = "%awf resume"
+# Readable in light and dark themes alike: the theme's accent mixed towards its text colour
+# (the plain accents are too pale on white, or too dark on black; see panel.css).
 STATUS_COLORS = {
-    "completed": "var(--jp-success-color1, #2e7d32)",
-    "failed": "var(--jp-error-color1, #c62828)",
-    "cancelled": "var(--jp-warn-color1, #b26a00)",
+    "completed": "color-mix(in srgb, var(--jp-success-color1, #388e3c) 68%, "
+    "var(--jp-content-font-color1, #000))",
+    "failed": "color-mix(in srgb, var(--jp-error-color1, #d32f2f) 80%, "
+    "var(--jp-content-font-color1, #000))",
+    "cancelled": "color-mix(in srgb, var(--jp-warn-color1, #f57c00) 62%, "
+    "var(--jp-content-font-color1, #000))",
 }
 
 
