@@ -78,6 +78,7 @@ class _Progress:
     parts: list[str] = field(default_factory=list)
     streamed: bool = False
     final: str | None = None
+    cut: bool = False  # the provider cut the reply at max_tokens
     usage: Usage | None = None
     session_id: str = ""
     truncated_turns: int = 0
@@ -431,6 +432,7 @@ class AgentSession:
                 run.emit(ev.RunWarning(run.run_id, run.masker.mask(event.message), name))
         elif isinstance(event, Final):
             progress.final = valid_unicode(event.text)
+            progress.cut = event.cut
 
     def _finish_turn(
         self,
@@ -479,6 +481,7 @@ class AgentSession:
                 tokens=tokens_out,
                 tokens_estimated=estimated,
                 interrupted=interrupted,
+                cut=progress.cut and not interrupted,
                 truncated_turns=progress.truncated_turns,
                 duration=round(duration, 3),
                 tool_calls=[
@@ -498,6 +501,7 @@ class AgentSession:
                 interrupted=interrupted,
                 text=masked,
                 speaker=self.speaker,
+                cut=progress.cut and not interrupted,
             )
         )
         # A conversation is saved with each reply (single-mode steps when they end). Not

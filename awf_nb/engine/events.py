@@ -175,6 +175,7 @@ class TurnFinished:
     interrupted: bool = False
     text: str = ""  # the whole reply, for frontends that do not render deltas
     speaker: str = ""  # "" for the step's agent; a conversation partner's name otherwise
+    cut: bool = False  # the reply was cut at its length limit (max_tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,6 +134,9 @@ class Notice:
 @dataclass(frozen=True, slots=True)
 class Final:
     text: str
+    # The reply reached its length limit (`max_tokens`) and was cut there: the model did
+    # not finish what it was saying. Frontends mark it.
+    cut: bool = False
 
 
 ProviderEvent = TextDelta | ToolUse | ToolCall | Usage | SessionId | Notice | Final

@@ -34,6 +34,7 @@ class Turn(_State):
     tokens: int = 0
     tokens_estimated: bool = False
     interrupted: bool = False  # a reply cut short by Ctrl-C / Stop
+    cut: bool = False  # a reply cut at its length limit (max_tokens)
     duration: float = 0.0  # seconds the reply took to stream (an agent's, a partner agent's)
     truncated_turns: int = 0  # pairs the provider dropped to fit its context window
     # Who said it, when not the obvious party: on a user turn, the conversation partner

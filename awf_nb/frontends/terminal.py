@@ -217,12 +217,16 @@ class TerminalSink:
                 interrupted=interrupted,
                 text=text,
                 speaker=speaker,
+                cut=cut,
             ):
                 if self.mode == "buffered":
                     label = self.out_style.partner(f"{safe(speaker)}: ") if speaker else ""
                     self._write_out(label + safe(text))
+                if cut and not silent and self.out_style.enabled:
+                    self._write_out(self.out_style.dim(" …"))  # the reply ends mid-thought
                 if not silent:
                     flag = ", interrupted" if interrupted else ""
+                    flag = ", cut at max_tokens" if cut else flag
                     who = f"{safe(speaker)} " if speaker else ""
                     figures = f"{_tokens(tokens, est)} · {duration:.1f}s{flag}"
                     self._note(s.dim(f"  ({who}turn {turn} · {figures})"))

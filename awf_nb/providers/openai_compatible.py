@@ -155,7 +155,7 @@ class OpenAICompatibleProvider:
         yield reader.usage(messages)
         if dropped:
             yield truncation_notice(dropped, settings.context_window)
-        yield Final(reader.text)
+        yield Final(reader.text, cut=reader.cut)
 
     async def aclose(self) -> None:
         """Stop the turns still streaming, then close the run's HTTP clients (and their
@@ -542,6 +542,7 @@ class _StreamReader:
         self.reported_usage: Usage | None = None
         self._tool_calls: dict[int, _CallPieces] = {}  # by the pieces' `index`
         self._call_tokens = 0  # estimated tokens of the tool calls (for Usage without usage)
+        self.cut = False  # finish_reason "length": the reply was cut at max_tokens
 
     @property
     def text(self) -> str:
@@ -635,6 +636,8 @@ class _StreamReader:
             if isinstance(content, str) and content:
                 self.parts.append(content)
                 events.append(TextDelta(content))
+            if choice.get("finish_reason") == "length":
+                self.cut = True
         return events
 
     def _add_tool_call_pieces(self, pieces: Any) -> None:

@@ -9,8 +9,9 @@ with Send / End conversation, and Stop); the summary when the run ends.
 Streaming without flooding the kernel: `emit` only buffers text; a flush at most every
 `FLUSH_INTERVAL` seconds (10 Hz) sends each changed widget once (panel_flush.py), and only
 what changed: replies and command output are `StreamHTML` widgets (stream_view.py) that
-receive finished blocks once and the open one as a diff. The status line's clock only ticks
-when nothing else is being sent. Widgets are changed on the run's loop only. When the run
+receive finished blocks once and the open one as a diff. The status line is sent when what it
+says changes; its elapsed time ticks in the browser (status_view.py). Widgets are changed on
+the run's loop only. When the run
 ends, the widget view in the cell's output gives way to a static HTML copy of the panel
 (panel_static.py), so the saved notebook shows the run without a kernel or network.
 
@@ -43,6 +44,7 @@ from awf_nb.frontends.notebook.panel_items import (
     error_html,
 )
 from awf_nb.frontends.notebook.panel_tools import ToolBlock
+from awf_nb.frontends.notebook.status_view import StatusLine
 from awf_nb.frontends.notebook.summary import STATUS_COLORS, esc, summary_html
 
 if TYPE_CHECKING:
@@ -50,7 +52,6 @@ if TYPE_CHECKING:
     from awf_nb.workflow.model import Workflow
 
 FLUSH_INTERVAL = 0.1  # seconds between flushes of streamed text: 10 Hz
-STATUS_INTERVAL = 1.0  # the status line's clock
 TOOL_ARGUMENT_CHARS = 200
 # The live panel's text form: empty, so that the output it leaves when the run ends (see
 # `RunPanel._save_static`) is the same for every output checker.
@@ -66,7 +67,6 @@ class RunPanel:
         *,
         interactive: bool = False,
         flush_interval: float = FLUSH_INTERVAL,
-        status_interval: float = STATUS_INTERVAL,
         workflow: Workflow | None = None,
     ) -> None:
         self.title = title
@@ -77,7 +77,6 @@ class RunPanel:
         self._step_errors: list[str] = []  # the errors shown in the steps' sections
         self._current_step = ""
         self.interactive = interactive
-        self.status_interval = status_interval
         self.stats = PanelStats()
         self.run_id = ""
         self.finished = False
@@ -93,7 +92,6 @@ class RunPanel:
         self._tools: dict[tuple[str, str], ToolBlock] = {}
         self._confirming: tuple[str, str] | None = None  # the call whose buttons are shown
         self.flusher = Flusher(flush_interval, self.stats, lambda: self._loop)
-        self._tick_handle: asyncio.TimerHandle | None = None
         self._started = time.monotonic()
         self._tokens = 0
         self._activity = "starting"
@@ -106,7 +104,7 @@ class RunPanel:
         self.shared_layout = widgets.Layout()
         self.html_style = HTMLStyle()
         css = widgets.HTML(PANEL_CSS, layout=widgets.Layout(display="none"))
-        self.status = self.html("", "awf-status")
+        self.status = StatusLine(layout=self.shared_layout, _dom_classes=("awf-status",))
         self.notes = widgets.VBox(layout=self.shared_layout, _dom_classes=("awf-notes",))
         self.steps = widgets.VBox(layout=self.shared_layout, _dom_classes=("awf-steps",))
         self.input = Controls(self, interactive=self.interactive)
@@ -216,7 +214,6 @@ class RunPanel:
         self._started = time.monotonic()
         self._activity = "resuming" if event.resumed else "running"
         self._update_status()
-        self._schedule_tick()
 
     def _on_step_started(self, event: ev.StepStarted) -> None:
         section = self._sections.get(event.step)
@@ -284,11 +281,11 @@ class RunPanel:
                 # The turn's text is shown already, in bubbles between its tool calls
                 # (`event.text` may span them all): only what streamed since is finished.
                 if section.reply is not None:
-                    self._close_reply(section, event.interrupted)
+                    self._close_reply(section, event.interrupted, event.cut)
             else:
                 reply = section.reply or section.new_reply(event.speaker)
                 self.flusher.forget(reply)
-                reply.finish(event.text, event.interrupted)
+                reply.finish(event.text, event.interrupted, event.cut)
                 # A reply of tool calls only ends with no text, before its calls start: if
                 # calls come next, this bubble goes (see `_tool_block`).
                 if not reply.text.strip() and not event.interrupted:
@@ -297,7 +294,7 @@ class RunPanel:
             section.tools_in_turn = False
         self._update_status()
 
-    def _close_reply(self, section: Section, interrupted: bool = False) -> None:
+    def _close_reply(self, section: Section, interrupted: bool = False, cut: bool = False) -> None:
         """End the open bubble where a tool call comes: with the text it has, or, when
         nothing was said before the call (a reply of tool calls only), remove it."""
         reply = section.reply
@@ -306,7 +303,7 @@ class RunPanel:
             return
         self.flusher.forget(reply)
         if reply.text.strip():
-            reply.finish("", interrupted)
+            reply.finish("", interrupted, cut)
         else:
             section.drop_reply(reply)
 
@@ -502,40 +499,27 @@ class RunPanel:
         """Send every buffered change now (one update per changed widget)."""
         self.flusher.flush()
 
-    def _schedule_tick(self) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed() and not self.finished:
-            self._tick_handle = loop.call_later(self.status_interval, self._tick)
-
-    def _tick(self) -> None:
-        self._tick_handle = None
-        if self.finished:
-            return
-        # At most one message per flush: while text streams, the clock waits.
-        if self.flusher.quiet():
-            self._update_status()
-        self._schedule_tick()
-
     def _cancel_timers(self) -> None:
         self.flusher.cancel()
-        if self._tick_handle is not None:
-            self._tick_handle.cancel()
-            self._tick_handle = None
 
     # --- the status line ----------------------------------------------------------------------
 
     def _update_status(self) -> None:
-        value = self._status_html()
+        """Send the status line when what it says changed (the browser ticks its clock)."""
+        elapsed = time.monotonic() - self._started
+        value = self._status_html(elapsed)
         if value != self._status_sent:
-            self._status_sent = self.status.value = value
+            self._status_sent = value
+            self.status.show(value, elapsed=elapsed, running=not self.finished)
 
-    def _status_html(self) -> str:
+    def _status_html(self, elapsed: float) -> str:
         title = f"<b>{esc(self.title)}</b>"
         if self.finished and self.summary is not None:
             s = self.summary
             color = STATUS_COLORS.get(s.status, "inherit")
             return f'{title} · <b style="color:{color}">{esc(s.status)}</b> {esc(s.figures())}'
-        parts = [title, esc(self._activity), format_elapsed(time.monotonic() - self._started)]
+        clock = f'<span class="awf-elapsed">{format_elapsed(elapsed)}</span>'
+        parts = [title, esc(self._activity), clock]
         if self._tokens:
             parts.append(f"{self._tokens} tokens")
         return " · ".join(parts)

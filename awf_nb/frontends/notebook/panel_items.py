@@ -92,6 +92,7 @@ class HtmlMaker(Protocol):
 
 
 _WAITING = '<p class="awf-note">…</p>'
+CUT_MARK = "… cut at max_tokens"  # after a reply that reached its length limit
 
 
 class Reply:
@@ -125,13 +126,16 @@ class Reply:
         tail = render_markdown(rest) if rest.strip() else ("" if text else _WAITING)
         return self.widget.push(append, tail)
 
-    def finish(self, text: str, interrupted: bool) -> None:
+    def finish(self, text: str, interrupted: bool, cut: bool = False) -> None:
+        """The final reply; `cut`: it reached max_tokens, so it may end mid-word."""
         if text:
             self.parts = [text]
         self.finished = True
         value = render_markdown(self.text) if self.text else ""
         if interrupted:
             value += '<p class="awf-note">■ reply interrupted</p>'
+        elif cut:
+            value += f'<p class="awf-note awf-cut">{CUT_MARK}</p>'
         if not value:
             value = '<p class="awf-note">(empty reply)</p>'
         self.widget.finish(value)

@@ -22,6 +22,7 @@ from html.parser import HTMLParser
 import ipywidgets as widgets
 
 from awf_nb.frontends.notebook.panel_items import PANEL_CSS
+from awf_nb.frontends.notebook.status_view import StatusLine
 from awf_nb.frontends.notebook.stream_view import StreamHTML
 
 __all__ = ["static_html", "static_text"]
@@ -43,7 +44,7 @@ def _render(widget: widgets.Widget) -> str:
         inner = widget.value or widget.html
         tag = "pre" if widget.tag == "pre" else "div"
         return f'<div class="{classes}"><{tag} class="awf-stream">{inner}</{tag}></div>'
-    if isinstance(widget, widgets.HTML):
+    if isinstance(widget, widgets.HTML | StatusLine):
         content = f'<div class="widget-html-content">{widget.value}</div>'
         return f'<div class="widget-html {classes}">{content}</div>'
     if isinstance(widget, widgets.Accordion):
@@ -80,7 +81,7 @@ def _text(widget: widgets.Widget, lines: list[str], indent: str, label: list[str
     if isinstance(widget, _SKIPPED) or _hidden(widget):
         return
     classes = set(getattr(widget, "_dom_classes", ()))
-    if isinstance(widget, StreamHTML | widgets.HTML):
+    if isinstance(widget, StreamHTML | widgets.HTML | StatusLine):
         value = widget.value or (widget.html if isinstance(widget, StreamHTML) else "")
         if "awf-speaker" in classes:  # a name above the bubble that follows
             label[:] = [html_to_text(value).strip()]

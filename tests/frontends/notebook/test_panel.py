@@ -434,3 +434,17 @@ async def test_stop_during_an_exchange_then_a_typed_message_takes_over() -> None
     kinds = [kind for kind, _ in bubbles(panel)]
     assert kinds[:3] == ["awf-user", "awf-assistant", "awf-user"]
     assert "awf-partner" in kinds[3:]
+
+
+async def test_a_reply_cut_at_max_tokens_ends_with_a_marker() -> None:
+    cut = conversation(["Once upon a time there was a fox.", "The end."]).replace(
+        "delay_ms: 0", "delay_ms: 0\n      max_tokens: 5"
+    )
+    panel, handle = start(cut, interactive=False)
+    await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+
+    (reply,) = [text for kind, text in bubbles(panel) if kind == "awf-assistant"]
+    assert reply == (
+        '<p>Once upon a time the</p>\n<p class="awf-note awf-cut">… cut at max_tokens</p>'
+    )
+    assert "… cut at max_tokens" in static_html(panel.widget)
