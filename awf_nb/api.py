@@ -505,7 +505,8 @@ def _show(runner: Runner, show: Show, *, replies: list[str] | None, reader: Any)
 
         assert isinstance(shown, RunPanel)
         display_panel(shown)
-        shown.attach(stop=runner.interrupt, loop=asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        shown.attach(stop=runner.interrupt_turn, cancel=runner.cancel, loop=loop)
 
 
 def run(

@@ -105,7 +105,8 @@ class RunHandle:
         if self.panel is not None:
             self.panel.attach(
                 reader=reader if isinstance(reader, WidgetReader) else None,
-                stop=self.runner.interrupt,
+                stop=self.runner.interrupt_turn,
+                cancel=self.runner.cancel,
                 loop=loop,
             )
         try:
@@ -134,7 +135,7 @@ class RunHandle:
         return True
 
     def interrupt(self) -> str:
-        """Like the Stop button: interrupt the reply being streamed, else cancel the run."""
+        """Like Ctrl-C in a terminal: interrupt the reply being streamed, else cancel the run."""
         return self.runner.interrupt()
 
     def result(self) -> RunResult:

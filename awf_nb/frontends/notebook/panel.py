@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from awf_nb.workflow.model import Workflow
 
 FLUSH_INTERVAL = 0.1  # seconds between flushes of streamed text: 10 Hz
+STOP_PATIENCE = 2.0  # seconds Stop waits for the next reply of an exchange to stop it
+STOP_RETRY = 0.05
 TOOL_ARGUMENT_CHARS = 200
 # The live panel's text form: empty, so that the output it leaves when the run ends (see
 # `RunPanel._save_static`) is the same for every output checker.
@@ -75,6 +77,10 @@ class RunPanel:
         self.workflow = workflow
         self._step_status: dict[str, str] = {}
         self._step_errors: list[str] = []  # the errors shown in the steps' sections
+        self._stop: Callable[[], object] | None = None
+        self._cancel: Callable[[], object] | None = None
+        self._reply_running = False  # a reply or tool call is being written: Stop applies
+        self._stepping_in: list[str | None] = []  # a message typed into an exchange, waiting
         self._current_step = ""
         self.interactive = interactive
         self.stats = PanelStats()
@@ -127,12 +133,15 @@ class RunPanel:
         self,
         *,
         reader: WidgetReader | None = None,
-        stop: Callable[[], str] | None = None,
+        stop: Callable[[], object] | None = None,
+        cancel: Callable[[], object] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
-        """Connect the buttons: Send/End to `reader`, Stop to `stop` (`Runner.interrupt`)."""
+        """Connect the buttons: Send/End to `reader`, Stop to `stop` (`Runner.interrupt_turn`:
+        truthy when a reply was stopped), Cancel run to `cancel` (`Runner.cancel`)."""
         self.input.reader = reader
-        self.input.stop = stop
+        self._stop = stop
+        self._cancel = cancel
         if loop is not None:
             self._loop = loop
 
@@ -160,9 +169,32 @@ class RunPanel:
         else:
             loop.call_later(delay, action)
 
-    def stopping(self) -> None:
+    def stop_reply(self, deadline: float | None = None) -> None:
+        """Stop the reply (or tool calls) being written. Between two replies of an exchange
+        there is none for a moment: Stop is tried again until one starts, for at most
+        STOP_PATIENCE seconds."""
+        stop = self._stop
+        if stop is None or self.finished:
+            return
+        if stop():
+            return
+        deadline = time.monotonic() + STOP_PATIENCE if deadline is None else deadline
+        if self._reply_running and time.monotonic() < deadline:
+            self.later(STOP_RETRY, lambda: self.stop_reply(deadline))
+
+    def cancel_run(self) -> None:
+        if self._cancel is None or self.finished:
+            return
         self._activity = "cancelling"
         self._update_status()
+        self._cancel()
+
+    def step_in(self, message: str | None) -> None:
+        """The person typed into an exchange between agents: stop the reply being written;
+        at the pause that follows (`_on_awaiting_input`) the message answers in the
+        partner's place (None ends the exchange)."""
+        self._stepping_in = [message]
+        self.stop_reply()
 
     # --- public helpers for the magic -------------------------------------------------------
 
@@ -177,7 +209,7 @@ class RunPanel:
         self.notes.children = (*self.notes.children, item)
 
     def close_controls(self) -> None:
-        self.input.set_input_enabled(False)
+        self.input.run_ended()
         self.widget.children = tuple(c for c in self.widget.children if c is not self.input.widget)
 
     def abort(self, message: str) -> None:
@@ -221,6 +253,9 @@ class RunPanel:
             section.add_html(f"attempt {event.attempt}", "awf-log")
         else:
             section = Section(self, event)
+            section.partner = self._partner_of(event.step)
+            if section.partner:  # say what typing does before anyone can type
+                self.input.set_exchange((section.name, section.partner))
             self._sections[event.step] = section
             self._order.append(section)
             self.steps.children = (*self.steps.children, section.widget)
@@ -228,6 +263,16 @@ class RunPanel:
         self._update_status()
         self._current_step = event.step
         self._refresh_diagram()
+
+    def _partner_of(self, step: str) -> str:
+        """The partner agent of a conversation step, as the workflow names it ("" if none)."""
+        model = self.workflow.steps.get(step) if self.workflow is not None else None
+        partner = getattr(getattr(model, "conversation", None), "partner", None)
+        return "" if partner is None else str(partner.name)
+
+    def _set_reply_running(self, running: bool) -> None:
+        self._reply_running = running
+        self.input.set_reply_running(running)
 
     def _on_step_output(self, event: ev.StepOutput) -> None:
         section = self._sections.get(event.step)
@@ -244,9 +289,14 @@ class RunPanel:
             self._finish_reply(section)
             section.tools_in_turn = False
             section.empty_reply = None
+            if event.speaker:
+                section.met_partner(event.speaker)
             section.new_reply(event.speaker)
             # The status line is left alone here: the new bubble shows that a reply comes.
             self._activity = f"running {event.step}"
+            self._set_reply_running(True)
+            if section.partner and self.input.exchange is None:
+                self.input.set_exchange((section.name, section.partner))
 
     def _on_tool_use(self, event: ev.AgentToolUse) -> None:
         section = self._sections.get(event.step)
@@ -268,13 +318,21 @@ class RunPanel:
         self.input.set_input_enabled(False)
         section.empty_reply = None  # it was the whole reply: it stays
         if event.speaker and event.speaker != ev.PERSON:  # scripted replies of a partner
+            section.met_partner(event.speaker)
+            if self.input.exchange is None:
+                self.input.set_exchange((section.name, section.partner))
             section.add_html(esc(event.speaker), "awf-speaker")
             section.add_html(esc(event.text), "awf-partner")
+        elif event.turn == 1 and not event.speaker:  # the step's prompt: not the person's
+            section.add_html(esc(event.text), "awf-user", "awf-prompt")
         else:
+            if section.partner:  # the person stepping into an exchange between agents
+                section.add_html("you", "awf-speaker")
             section.add_html(esc(event.text), "awf-user")
 
     def _on_turn_finished(self, event: ev.TurnFinished) -> None:
         self._tokens += event.tokens
+        self._set_reply_running(False)
         section = self._sections.get(event.step)
         if section is not None:
             if section.tools_in_turn:
@@ -331,6 +389,7 @@ class RunPanel:
         return block
 
     def _on_tool_started(self, event: ev.ToolCallStarted) -> None:
+        self._set_reply_running(True)  # Stop stops the calls running
         self._tools.pop((event.step, event.call_id), None)  # an id a later round reuses
         self._tool_block(event.step, event.call_id, event.name, event.arguments, event.speaker)
 
@@ -391,6 +450,11 @@ class RunPanel:
 
     def _on_awaiting_input(self, event: ev.AwaitingInput) -> None:
         self.flush()
+        self._set_reply_running(False)
+        reader = self.input.reader
+        if self._stepping_in and reader is not None:  # typed while the agents talked
+            reader.submit(self._stepping_in.pop())
+            return
         self._activity = f"{event.step}: waiting for your message"
         if self.interactive:
             self.input.set_input_enabled(True)
@@ -419,6 +483,12 @@ class RunPanel:
         if section is None:
             return
         self.flush()
+        self._set_reply_running(False)
+        if section.partner:
+            self.input.set_exchange(None)
+            if self._stepping_in:
+                self._stepping_in.clear()
+                self.note("The agents had finished: your message was not sent.")
         self._finish_reply(section)
         self._stop_tools(event.step)
         if event.error and event.status == "failed":
@@ -435,6 +505,7 @@ class RunPanel:
             self._finish_reply(section)
         self._stop_tools()
         self.finished = True
+        self.input.run_ended()
         self._cancel_timers()
         self._tokens = event.tokens or self._tokens
         self.summary = event.summary

@@ -229,6 +229,9 @@ class Section:
         self.tools_in_turn = False
         self.empty_reply: Reply | None = None  # the last reply, when it said nothing
         self.output: Output | None = None
+        # The other agent when the step's agent talks with one (`conversation.with`, a
+        # simulated user): then every bubble is labelled with who says it.
+        self.partner = ""
         self._output_note: widgets.HTML | None = None
         what = event.kind if event.mode in ("", "single") else f"{event.kind}, {event.mode}"
         self.what = mark_bidi(f"{what}, {event.detail}" if event.detail else what)
@@ -241,8 +244,8 @@ class Section:
             _dom_classes=("awf-step",),
         )
 
-    def add_html(self, value: str, css_class: str) -> widgets.HTML:
-        item = self.maker.html(value, css_class)
+    def add_html(self, value: str, *css_classes: str) -> widgets.HTML:
+        item = self.maker.html(value, *css_classes)
         self.body.children = (*self.body.children, item)
         return item
 
@@ -264,13 +267,40 @@ class Section:
 
     def new_reply(self, speaker: str = "") -> Reply:
         """A bubble for the step's agent, or (`speaker`) for a partner agent: on the
-        person's side, in its own colour, under its name."""
-        label = self.add_html(esc(speaker), "awf-speaker") if speaker else None
+        person's side, in its own colour, under its name. In an exchange between agents
+        the step's agent is named too (by its step)."""
+        if speaker:
+            label: widgets.HTML | None = self.add_html(esc(speaker), "awf-speaker")
+        elif self.partner:
+            label = self.add_html(self.own_label(), "awf-speaker", "awf-own")
+        else:
+            label = None
         self.reply = Reply(
             self.add_stream("awf-partner" if speaker else "awf-assistant", tail=_WAITING)
         )
         self.reply.label = label
         return self.reply
+
+    def own_label(self) -> str:
+        return esc(self.name)
+
+    def met_partner(self, partner: str) -> None:
+        """The step's agent turns out to talk with `partner` (a simulated user, a partner
+        not known from the workflow): the bubbles so far get their labels too (the step's
+        agent; the person, who may have stepped in)."""
+        if self.partner:
+            return
+        self.partner = partner
+        children: list[widgets.Widget] = []
+        for child in self.body.children:
+            classes = child._dom_classes
+            labelled = children and "awf-speaker" in children[-1]._dom_classes
+            if "awf-assistant" in classes and not labelled:
+                children.append(self.maker.html(self.own_label(), "awf-speaker", "awf-own"))
+            elif "awf-user" in classes and "awf-prompt" not in classes and not labelled:
+                children.append(self.maker.html("you", "awf-speaker"))
+            children.append(child)
+        self.body.children = tuple(children)
 
     def drop_reply(self, reply: Reply) -> None:
         """Take away a bubble that never got any text (a reply of tool calls only)."""

@@ -70,8 +70,8 @@ def _hidden(widget: widgets.Widget) -> bool:
 
 def static_text(root: widgets.Widget) -> str:
     """`root` as plain text: the status line, each step (its title, then what it showed,
-    indented: `you: …` for the person's messages, `NAME: …` for a labelled speaker), the
-    summary."""
+    indented: `prompt: …` for the step's prompt, `you: …` for the person's messages,
+    `NAME: …` for a labelled speaker), the summary."""
     lines: list[str] = []
     _text(root, lines, indent="", label=[])
     return "\n".join(lines).strip("\n") + "\n"
@@ -92,6 +92,8 @@ def _text(widget: widgets.Widget, lines: list[str], indent: str, label: list[str
         prefix = ""
         if label:
             prefix = f"{label.pop()}: "
+        elif "awf-prompt" in classes:
+            prefix = "prompt: "
         elif "awf-user" in classes:
             prefix = "you: "
         first, *rest = text.split("\n")

@@ -191,14 +191,18 @@ def test_an_agent_exchange_is_labelled_and_stop_lets_the_person_take_over(
     )
     notebook.run_all_cells()
     notebook.wait_for_reply("word03")  # the writer's first draft is streaming
+    # The text box says what typing there does while the agents talk.
+    placeholder = notebook.textarea.get_attribute("placeholder") or ""
+    assert "draft and reviewer are talking. Type here and Send to step in" in placeholder
     notebook.click("Stop")  # pause the exchange: the person speaks next
     notebook.send("Make it about snow.")
     notebook.wait_for_reply("Snow on the branches.")
 
     partner = notebook.panel.locator(".awf-partner").filter(has_text="Make it quieter.")
     partner.first.wait_for(timeout=STEP_MS)
-    labels = notebook.panel.locator(".awf-speaker").all_inner_texts()
-    assert labels and all(label.strip() == "reviewer" for label in labels), labels
+    # Every speaker is named: the writer (its step), the reviewer, and the person.
+    labels = [label.strip() for label in notebook.panel.locator(".awf-speaker").all_inner_texts()]
+    assert labels[:4] == ["draft", "you", "draft", "reviewer"], labels
     notebook.wait_for_reply("Snow on quiet branches.")
     notebook.panel.locator(".awf-partner").filter(has_text="APPROVED").first.wait_for(
         timeout=STEP_MS

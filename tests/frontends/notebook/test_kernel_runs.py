@@ -341,8 +341,13 @@ def test_provider_error_fails_the_cell_and_shows_in_the_panel(awf_kernel: Kernel
         'replies: ["The **summary** is ready."]', 'replies: [{error: "the model is on fire"}]'
     )
     outcome = awf_kernel.execute(awf_cell(failing), timeout=CELL_SECONDS)
-    assert_short_error(awf_kernel, outcome, "the model is on fire")
-    # all_text leaves out the cell's error message: this is the panel's own copy.
+    # The error is stated once, in the panel; the cell's red line points at it (the
+    # exception itself still carries the whole message, for code that catches it).
+    assert_short_error(awf_kernel, outcome, "workflow quick failed (see the run above)")
+    assert "the model is on fire" in outcome.reply["content"]["evalue"]
+    # The panel's own copy, in the failed step (the summary does not repeat it).
+    assert awf_kernel.texts("awf-error") == ["<p>scripted: the model is on fire</p>"]
+    assert "on fire" not in "".join(awf_kernel.texts("awf-summary"))
     assert "the model is on fire" in all_text(awf_kernel), awf_kernel.describe()
     assert any("failed" in text for text in awf_kernel.texts("awf-status"))
 

@@ -298,7 +298,7 @@ def test_no_wait_forces_the_background(
     assert ip.user_ns["result"].ok
 
 
-def test_stop_at_the_prompt_cancels_an_awaiting_run(
+def test_cancel_run_at_the_prompt_cancels_an_awaiting_run(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     as_kernel(monkeypatch, (7, 4, 0))
@@ -308,7 +308,7 @@ def test_stop_at_the_prompt_cancels_an_awaiting_run(
             wait_until(lambda: "chat" in ip.user_ns, "the handle")
             panel = ip.user_ns["chat"].panel
             wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
-            panel.input.stop_button._handle_msg(CLICK)
+            panel.input.cancel_button._handle_msg(CLICK)
         except AssertionError:
             give_up(ip)  # the assertions below then report what went wrong
 
@@ -346,7 +346,7 @@ def test_headless_panel_runs_show_the_summary(
     # The panel's text form: empty while live, then the run as a transcript.
     shown = capsys.readouterr().out
     assert "awf run panel" not in shown
-    assert "chat · completed in" in shown and "  you: " in shown
+    assert "chat · completed in" in shown and "  prompt: Let's talk." in shown
     assert panel.summary is not None and panel.summary.status == "completed"
     assert panel.input.widget not in panel.widget.children
 
