@@ -4,7 +4,7 @@ The public API is imported lazily so that `import awf_nb` stays fast and never p
 IPython, ipywidgets or httpx:
 
     import awf_nb
-    result = awf_nb.run("workflows/review.yaml", inputs={"path": "src"})
+    result = awf_nb.run("workflows/code-review.yaml", inputs={"target": "src"})
     result.status, result.outputs
 """
 
@@ -14,10 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 __all__ = [
+    "EvalResult",
     "RunResult",
     "SimulatedUser",
     "__version__",
+    "aevaluate",
     "arun",
+    "evaluate",
     "load",
     "load_ipython_extension",
     "run",
@@ -25,6 +28,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from awf_nb.api import RunResult, SimulatedUser, arun, load, run
+    from awf_nb.eval_api import aevaluate, evaluate
+    from awf_nb.evals.results import EvalResult
 
 
 def __getattr__(name: str) -> Any:
@@ -32,6 +37,14 @@ def __getattr__(name: str) -> Any:
         from awf_nb import api
 
         return getattr(api, name)
+    if name in ("evaluate", "aevaluate"):
+        from awf_nb import eval_api
+
+        return getattr(eval_api, name)
+    if name == "EvalResult":
+        from awf_nb.evals.results import EvalResult
+
+        return EvalResult
     raise AttributeError(f"module 'awf_nb' has no attribute {name!r}")
 
 

@@ -1,7 +1,7 @@
 """The Python API: `load`, `arun`, `run`, `RunResult` — and the run set-up the CLI and the
 notebook share (`prepare_run`, `prepare_resume`).
 
-    result = awf_nb.run("workflows/code-review.yaml", inputs={"path": "src"})
+    result = awf_nb.run("workflows/code-review.yaml", inputs={"target": "src"})
     result = await awf_nb.arun(yaml_text, replies=["yes", ""])
     result = awf_nb.run("chat.yaml", record="chat.cassette.jsonl")   # then replay="…"
 """
@@ -13,10 +13,11 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from awf_nb.engine.exchange import ExchangeTurn, run_exchange
 from awf_nb.engine.inputs import AskFunction, resolve_inputs
 from awf_nb.engine.partner import SimulatedUser
 from awf_nb.engine.ports import (
@@ -33,6 +34,9 @@ from awf_nb.frontends.connect import Show
 from awf_nb.secrets import Masker
 from awf_nb.store import Store
 from awf_nb.workflow.model import Workflow
+
+if TYPE_CHECKING:
+    from awf_nb.providers.model_switch import ModelChoice
 
 MASK = "***"
 
@@ -62,12 +66,24 @@ def _store(storage: Store | str | os.PathLike[str] | bool | None) -> Store | Non
     return Store(None if storage in (None, True) else storage)  # type: ignore[arg-type]
 
 
-def _providers(providers: ProviderFactory | None) -> ProviderFactory:
+def _providers(providers: ProviderFactory | None, model: ModelChoice | None) -> ProviderFactory:
+    """A caller's own factory as it is; else the registry's, with `local` steps on the
+    model `--model` / $AWF_MODEL chose (providers/model_switch.py)."""
     if providers is not None:
         return providers
     from awf_nb.providers import provider_factory
+    from awf_nb.providers.model_switch import switch_model
 
-    return provider_factory()
+    return switch_model(provider_factory(), model)
+
+
+def model_choice(model: str | None, env: Mapping[str, str]) -> ModelChoice | None:
+    """What `local` steps run on: `model` (`--model`, `model=`), else $AWF_MODEL, else the
+    bundled model (None). A spec that names nothing is a `UserError` before the run starts."""
+    from awf_nb.providers.model_switch import MODEL_VARIABLE, parse_model
+
+    spec = model if model is not None else env.get(MODEL_VARIABLE)
+    return None if spec is None or (model is None and not spec.strip()) else parse_model(spec, env)
 
 
 def _run_providers(
@@ -78,6 +94,7 @@ def _run_providers(
     record: str | os.PathLike[str] | None,
     replay: str | os.PathLike[str] | None,
     speed: float,
+    model: ModelChoice | None = None,
 ) -> ProviderFactory:
     """The run's provider factory: recorded to a cassette, or replaced by one's replay.
 
@@ -89,7 +106,7 @@ def _run_providers(
             from awf_nb.providers.cassette import check_speed
 
             check_speed(speed)
-        return _providers(providers)
+        return _providers(providers, model)
     from awf_nb.providers.cassette import Replayer, open_cassette
 
     opened = open_cassette(
@@ -98,14 +115,16 @@ def _run_providers(
     if isinstance(opened, Replayer):
         return opened.providers()
     assert opened is not None
-    return opened.providers(_providers(providers))
+    return opened.providers(_providers(providers, model))
 
 
-async def _start_toolset(config: Any, cwd: Path, env: Mapping[str, str], masker: Any) -> Any:
+async def _start_toolset(
+    config: Any, cwd: Path, env: Mapping[str, str], masker: Any, warn: Any = None
+) -> Any:
     """The run's `ToolSetFactory`: an agent step's tools, MCP servers started."""
     from awf_nb.tools import build_toolset
 
-    tools = build_toolset(config, cwd=cwd, env=env, masker=masker)
+    tools = build_toolset(config, cwd=cwd, env=env, masker=masker, warn=warn)
     await tools.start()
     return tools
 
@@ -142,13 +161,18 @@ def _run_config(
     record: str | os.PathLike[str] | None,
     replay: str | os.PathLike[str] | None,
     replay_speed: float,
+    model: str | None = None,
 ) -> RunConfig:
-    """What a new run and a resumed one are both given: providers (recorded or replayed),
-    the person's side, the store, tools and `mcp_proxy`."""
+    """What a new run and a resumed one are both given: providers (recorded or replayed,
+    `local` switched to `model`), the person's side, the store, tools and `mcp_proxy`."""
+    # A replay calls no model, so it switches none (a bad spec is still an error).
+    choice = model_choice(model, env) if providers is None else None
+    if replay is not None:
+        choice = None
     config = RunConfig(
         providers=_run_providers(
             providers, workflow=workflow, masker=masker, record=record, replay=replay,
-            speed=replay_speed,
+            speed=replay_speed, model=choice,
         ),
         reader=reader,
         store=store,
@@ -160,6 +184,7 @@ def _run_config(
         toolsets=_start_toolset,
         mcp_proxy=_mcp_proxy(),
         yes=yes,
+        describe_provider=choice.describe if choice is not None else None,
     )  # fmt: skip
     if sink is not None:
         config.sink = sink
@@ -200,6 +225,7 @@ def prepare_run(
     replay: str | os.PathLike[str] | None = None,
     replay_speed: float = 0.0,
     yes: bool = False,
+    model: str | None = None,
 ) -> Runner:
     """Validate inputs and build a `Runner` ready to `await runner.execute()`.
 
@@ -207,6 +233,7 @@ def prepare_run(
     `yes=True` runs tool calls that ask for confirmation without asking.
     `record=PATH` writes a cassette of the run; `replay=PATH` serves its provider turns
     (and person messages) from one, `replay_speed` times the recorded delays (0: at once).
+    `model="ollama:llama3.2"` (else $AWF_MODEL) runs `provider: local` steps on that model.
     """
     cwd = (cwd or Path.cwd()).resolve()
     env = dict(os.environ if env is None else env)
@@ -217,18 +244,43 @@ def prepare_run(
         if problems := provider_problems(workflow):
             raise DefinitionError(problems)
         _check_simulated_user(user)
-    warnings: list[str] = []
+    warnings = _check_roles_and_skills(workflow, cwd, env)
     resolved = resolve_inputs(workflow, inputs or {}, ask=ask, cwd=cwd, warnings=warnings)
     masker = Masker.for_run(workflow, resolved, env)
     config = _run_config(
         workflow, masker, providers, reader, sink, store, env, cwd, user, yes,
-        record=record, replay=replay, replay_speed=replay_speed,
+        record=record, replay=replay, replay_speed=replay_speed, model=model,
     )  # fmt: skip
     runner = Runner(workflow, resolved, config)
     use_cassette_input(runner)
     runner.state.defaulted_inputs = [name for name in resolved if name not in (inputs or {})]
     runner.startup_warnings.extend(warnings)
     return runner
+
+
+def _check_roles_and_skills(workflow: Workflow, cwd: Path, env: Mapping[str, str]) -> list[str]:
+    """Every role and skill the workflow names must be there before anything runs (errors);
+    what `awf validate` would warn about is returned, to show once the run starts."""
+    from awf_nb.workflow.roles_skills import agent_file_problems
+
+    problems = agent_file_problems(workflow, cwd=cwd, env=env)
+    if any(p.severity == "error" for p in problems):
+        raise DefinitionError(problems)
+    return [f"{p.path}: {p.message}" for p in problems]
+
+
+def _transcript(store: Any, run_id: str) -> list[dict[str, Any]] | None:
+    """The run's transcript records, or None when the run is not stored."""
+    reader = getattr(store, "read_transcript", None)
+    return reader(run_id) if reader is not None else None
+
+
+def status_json(state: RunState, store: Any) -> str:
+    """`awf status --json`: the run's state, with its conversation in order (`exchange`)."""
+    data = json.loads(state.to_json())
+    records = _transcript(store, state.run_id)
+    data["exchange"] = [turn.as_dict() for turn in run_exchange(state, records)]
+    return json.dumps(data, indent=2)
 
 
 def _check_simulated_user(user: SimulatedUser | None) -> None:
@@ -291,9 +343,10 @@ def prepare_resume(
     replay: str | os.PathLike[str] | None = None,
     replay_speed: float = 0.0,
     yes: bool = False,
+    model: str | None = None,
 ) -> Runner:
     """A `Runner` that continues a failed, cancelled or interrupted run from a step
-    (`record`, `replay`, `replay_speed`: as for `prepare_run`)."""
+    (`record`, `replay`, `replay_speed`, `model`: as for `prepare_run`)."""
     from awf_nb.workflow.loader import load_text, load_workflow
 
     state = store.load_state(run_id)
@@ -342,7 +395,7 @@ def prepare_resume(
     masker = Masker.for_run(workflow, values, env)
     config = _run_config(
         workflow, masker, providers, reader, sink, store, env, (cwd or Path.cwd()).resolve(),
-        user, yes, record=record, replay=replay, replay_speed=replay_speed,
+        user, yes, record=record, replay=replay, replay_speed=replay_speed, model=model,
     )  # fmt: skip
     runner = Runner(workflow, values, config, state=state, start_step=start)
     use_cassette_input(runner)
@@ -356,9 +409,11 @@ def prepare_resume(
 
 @dataclass
 class RunResult:
-    """What a finished run produced. `steps["chat"].conversation.turns` etc."""
+    """What a finished run produced. `steps["chat"].conversation.turns` etc.; the whole
+    conversation in order as `exchange`, and why the run ended as `completion_reason`."""
 
     state: RunState
+    store: Store | None = field(default=None, repr=False)  # where its transcript is
 
     @property
     def run_id(self) -> str:
@@ -396,6 +451,17 @@ class RunResult:
     @property
     def tokens(self) -> int:
         return self.state.total_tokens
+
+    @property
+    def completion_reason(self) -> str:
+        """`terminal`, `failure_terminal`, `step_failed`, `limit` or `cancelled`."""
+        return self.state.completion_reason
+
+    @property
+    def exchange(self) -> list[ExchangeTurn]:
+        """Every message of the run in order: speaker, step, turn, text, tokens, start
+        time, duration (engine/exchange.py)."""
+        return run_exchange(self.state, _transcript(self.store, self.state.run_id))
 
     @property
     def duration(self) -> float:
@@ -441,6 +507,7 @@ async def arun(
     replay: str | os.PathLike[str] | None = None,
     replay_speed: float = 0.0,
     yes: bool = False,
+    model: str | None = None,
 ) -> RunResult:
     """Run a workflow on the running event loop and return its result.
 
@@ -463,6 +530,8 @@ async def arun(
     delays: 0 (the default) replays at once, 1 at the original pace.
     `yes=True` runs tool calls listed in a step's `tools.confirm` without asking (a run
     with nobody to ask refuses them otherwise).
+    `model="ollama:llama3.2"` runs every `provider: local` step on that model instead of
+    the bundled one (default: $AWF_MODEL; the forms are in docs/providers.md).
     """
     base = Path(cwd) if cwd is not None else None
     wf = load(workflow, cwd=base)
@@ -480,6 +549,7 @@ async def arun(
         replay=replay,
         replay_speed=replay_speed,
         yes=yes,
+        model=model,
     )
     if sink is None:
         _show(runner, show, replies=None if replies is None else list(replies), reader=reader)
@@ -488,7 +558,7 @@ async def arun(
 
         runner.config.reader = ScriptedReader(replies)
     use_cassette_input(runner)
-    return RunResult(await runner.execute())
+    return RunResult(await runner.execute(), runner.config.store)  # type: ignore[arg-type]
 
 
 def _show(runner: Runner, show: Show, *, replies: list[str] | None, reader: Any) -> None:

@@ -248,14 +248,19 @@ def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     from awf_nb.errors import DefinitionError
     from awf_nb.providers import provider_problems
     from awf_nb.workflow.loader import load_workflow
+    from awf_nb.workflow.roles_skills import agent_file_problems
 
     result = _Validation(workflow)
+    from awf_nb.frontends.eval_commands import validate_eval_file
+
+    if (checked := validate_eval_file(workflow, strict=strict)) is not None:  # an eval file
+        result.path, result.problems, result.exit_code = checked
+        return result
     try:
         loaded = load_workflow(workflow)
         result.path = _relative(loaded.source_path) if loaded.source_path else None
-        problems = sorted(
-            [*loaded.warnings, *provider_problems(loaded)], key=lambda p: (p.line, p.column)
-        )
+        found = [*loaded.warnings, *provider_problems(loaded), *agent_file_problems(loaded)]
+        problems = sorted(found, key=lambda p: (p.line, p.column))
     except DefinitionError as err:
         problems = err.problems
         result.path = problems[0].file if problems else None
@@ -468,6 +473,13 @@ def configure_run_io(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run tool calls that ask for confirmation (tools.confirm) without asking",
     )
+    parser.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="run `provider: local` steps on this model instead of the bundled one: "
+        "ollama:NAME, openai:NAME, NAME@URL, a .gguf file or an agent CLI "
+        "(default: $AWF_MODEL)",
+    )
     parser.add_argument("--json", action="store_true", help="print the final run state as JSON")
     _configure_storage(parser)
     configure_cassette(parser)
@@ -517,6 +529,7 @@ def run_flags(args: argparse.Namespace) -> dict[str, Any]:
         "replay": args.replay,
         "replay_speed": args.replay_speed or 0.0,
         "yes": args.yes,
+        "model": args.model,
     }
 
 
@@ -669,8 +682,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     from awf_nb.frontends.terminal_text import describe_state
     from awf_nb.store import Store
 
-    state = Store(args.storage).load_state(args.run_id)
-    print(state.to_json() if args.json else describe_state(state))
+    store = Store(args.storage)
+    state = store.load_state(args.run_id)
+    if args.json:
+        from awf_nb.api import status_json
+
+        print(status_json(state, store))
+    else:
+        print(describe_state(state))
     return 0
 
 
@@ -747,6 +766,18 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
 
     config = load_serve_config(args.config, builtin=args.builtin, root_dir=args.dir)
     return run_server(config, yes=args.yes)
+
+
+# --- awf eval / evals / eval-show: awf_nb/frontends/eval_commands.py -----------------------
+
+
+def _register_eval_commands() -> None:
+    from awf_nb.frontends.eval_commands import register
+
+    register(command)
+
+
+_register_eval_commands()
 
 
 def entry() -> NoReturn:

@@ -160,3 +160,9 @@ class RunCancelled(AwfError):
 
     def __init__(self, message: str = "run cancelled") -> None:
         super().__init__(message)
+
+
+def internal_error(exc: BaseException) -> str:
+    """How an exception that is not an `AwfError` (a bug in awf-nb) is reported: one line
+    naming it. The CLI adds how to see its traceback (`--debug`)."""
+    return f"internal error: {type(exc).__name__}: {exc}"

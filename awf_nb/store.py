@@ -147,9 +147,17 @@ class Store:
     `sync_transcript`, which the engine calls before it asks the person for input. A power
     loss or a kernel crash may cost the lines written since the last checkpoint; the
     state file on disk describes the run as it was then, and `awf resume` redoes the rest.
+
+    `durable=False` (an eval's many runs in one process) writes the same files the same
+    way — a killed process still loses nothing — but forces nothing onto the disk at a
+    checkpoint: a run's files are fsynced once, by `settle(run_id)` when it has ended. A
+    power loss may then cost the runs in flight, which an eval reruns anyway; fsyncs on
+    the event loop at every turn of hundreds of conversations would stall them all.
     """
 
-    def __init__(self, root: Path | str | None = None) -> None:
+    def __init__(self, root: Path | str | None = None, *, durable: bool = True) -> None:
+        self.durable = durable
+        self._to_settle: set[str] = set()  # runs written since their last `settle`
         self.root = Path(root).expanduser() if root is not None else default_root()
         self.runs_dir = self.root / "runs"
         self.history_path = self.root / HISTORY_FILE
@@ -250,9 +258,11 @@ class Store:
         if state.workflow_source and state.run_id not in self._sources_saved:
             source = path.parent / SOURCE_FILE
             if not source.exists():
-                _atomic_write(source, state.workflow_source.encode())
+                _atomic_write(source, state.workflow_source.encode(), fsync=self.durable)
             self._sources_saved.add(state.run_id)
-        _atomic_write(path, _checkpoint_view(state).to_json().encode())
+        _atomic_write(path, _checkpoint_view(state).to_json().encode(), fsync=self.durable)
+        if not self.durable:
+            self._to_settle.add(state.run_id)
 
     def load_state(self, run_id: str) -> RunState:
         """The run's state, live conversation turns restored from its transcript.
@@ -397,6 +407,12 @@ class Store:
                 self._unsynced.discard(run_id)
                 # the next line opens the file again: nothing is held open between groups
                 fd = self._transcript_fds.pop(run_id, None)
+                if not self.durable:  # fsynced once, when the run has ended (`settle`)
+                    self._to_settle.add(run_id)
+            if not self.durable:
+                if fd is not None:
+                    os.close(fd)
+                return
             path = self.transcript_path(run_id)
             try:
                 if fd is not None:
@@ -410,6 +426,24 @@ class Store:
             finally:
                 if fd is not None:
                     os.close(fd)
+
+    def settle(self, run_id: str) -> None:
+        """Force a run's files (transcript, state, workflow text, folder) onto the disk:
+        what `durable=False` leaves to the end of a run. Does nothing for a durable store."""
+        if self.durable:
+            return
+        self.sync_transcript(run_id)
+        with self._lock:
+            self._to_settle.discard(run_id)
+        folder = self.run_dir(run_id)
+        for name in (TRANSCRIPT_FILE, STATE_FILE, SOURCE_FILE):
+            try:
+                _fsync_file(folder / name)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise _system_error("cannot write", folder / name, exc) from exc
+        _fsync_dir(folder)
 
     def read_transcript(self, run_id: str, start: int = 0) -> list[dict[str, Any]]:
         """The transcript's records from line `start` on.
@@ -520,6 +554,8 @@ class Store:
             raise _db_error(self.history_path, exc) from exc
         try:
             db.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
+            if not self.durable:  # WAL: a killed process loses nothing, a power loss may
+                db.execute("PRAGMA synchronous = NORMAL")
             if not self._schema_ready:
                 self._init_schema(db)
             with db:  # one transaction: commit on success, roll back on error
@@ -570,8 +606,9 @@ def _checkpoint_view(state: RunState) -> RunState:
     return state.model_copy(update={"steps": steps}) if changed else state
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Temp file in the same directory, write, fsync, rename over `path`, fsync the dir."""
+def _atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
+    """Temp file in the same directory, write, fsync, rename over `path`, fsync the dir
+    (`fsync=False`: the same, without forcing anything onto the disk)."""
     try:
         fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
@@ -580,13 +617,15 @@ def _atomic_write(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as tmp:
             tmp.write(data)
             tmp.flush()
-            os.fsync(tmp.fileno())
+            if fsync:
+                os.fsync(tmp.fileno())
         os.replace(tmp_name, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise _system_error("cannot write", path, exc) from exc
-    _fsync_dir(path.parent)
+    if fsync:
+        _fsync_dir(path.parent)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -35,7 +35,12 @@ FORBIDDEN = {
     "awf_nb.providers": ("awf_nb.frontends", "awf_nb.store", "awf_nb.api", "awf_nb.cli"),
     "awf_nb.frontends": ("awf_nb.providers",),
     "awf_nb.diagram": ("awf_nb.engine", "awf_nb.providers", "awf_nb.frontends"),
+    # evaluations sit beside the API: frontends render them, they never import one
+    "awf_nb.evals": ("awf_nb.frontends", "awf_nb.cli", "awf_nb.eval_api", "awf_nb.tools"),
 }  # fmt: skip
+# modules of a layer that may reach a package the rest of the layer must not: the evals
+# start runs (and reach providers and cassettes) through one adapter only
+ONLY_THROUGH = {"awf_nb.providers": ("awf_nb.evals", "awf_nb.evals.run_setup")}
 NOTEBOOK_ONLY = ("IPython", "ipywidgets", "ipykernel", "comm")
 
 
@@ -71,6 +76,14 @@ def violations(module: str, source: str, is_package: bool = False) -> list[str]:
                 for prefix in forbidden:
                     if imported == prefix or imported.startswith(prefix + "."):
                         problems.append(f"{module}:{line} imports {imported}")
+        for target, (layer, adapter) in ONLY_THROUGH.items():
+            inside = module == layer or module.startswith(layer + ".")
+            if (
+                inside
+                and module != adapter
+                and (imported == target or imported.startswith(target + "."))
+            ):
+                problems.append(f"{module}:{line} imports {imported} (only {adapter} may)")
         top = imported.split(".")[0]
         if top in NOTEBOOK_ONLY and not module.startswith("awf_nb.frontends.notebook"):
             problems.append(f"{module}:{line} imports {imported} (notebook only)")
@@ -93,6 +106,8 @@ def test_no_module_imports_against_the_layers() -> None:
         ("awf_nb.frontends.terminal", "import awf_nb.providers.local"),
         ("awf_nb.providers.local", "from ..frontends import terminal"),
         ("awf_nb.engine.run", "import ipywidgets"),
+        ("awf_nb.evals.driver", "from awf_nb.frontends.eval_terminal import console"),
+        ("awf_nb.evals.scorers", "from awf_nb.providers import provider_factory"),
     ],
 )
 def test_the_check_catches_an_upward_import(module: str, source: str) -> None:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest
 
 from awf_nb import __version__, cli
 from awf_nb.errors import ExecutionError
+from tests.support.cli import run_awf
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -302,15 +301,9 @@ def test_commands_register_through_the_registry() -> None:
 
 
 def _awf(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": str(cwd / "config")}
-    env.pop("AWF_WORKFLOWS_PATH", None)
-    return subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=60,
+    """`awf ARGS` with no user configuration and no AWF_WORKFLOWS_PATH."""
+    return run_awf(
+        *args, cwd=cwd, env={"XDG_CONFIG_HOME": str(cwd / "config"), "AWF_WORKFLOWS_PATH": None}
     )
 
 

@@ -22,11 +22,6 @@ from awf_nb.store import HistoryEntry, Store
 RUN_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store(tmp_path / "storage")
-
-
 def make_state(run_id: str, **fields: object) -> RunState:
     return RunState(run_id=run_id, workflow_name=fields.pop("workflow_name", "wf"), **fields)
 

@@ -2,7 +2,8 @@
 
 `AgentSession` runs turns for one agent step: it builds the `TurnRequest` (history for
 history-based providers, the session id for session-id ones, the system prompt only where
-it must be sent), streams the reply to the frontend through the secret masker, retries
+it must be sent), streams the reply to the frontend through the secret masker, holds it
+to its bounds (reply_limits.py: bytes, tool calls, what a server reports), retries
 transient provider errors while nothing has been streamed yet, records turns in the step's
 conversation state and the run's transcript, and counts tokens (real usage or the len/4
 estimate). Ctrl-C / Stop during a reply interrupts that turn only: the partial reply is
@@ -14,8 +15,10 @@ partner.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +28,7 @@ from awf_nb.engine.ports import (
     Final,
     McpServerSpec,
     Message,
+    ModelLoad,
     Notice,
     Provider,
     SessionId,
@@ -34,6 +38,17 @@ from awf_nb.engine.ports import (
     ToolUse,
     TurnRequest,
     Usage,
+)
+from awf_nb.engine.reply_limits import (
+    DEFAULT_MAX_REPLY_BYTES,
+    DEFAULT_MAX_TOOL_CALLS,
+    MAX_JSON_DEPTH,
+    json_too_deep,
+    limit_option,
+    reply_bytes_message,
+    text_bytes,
+    token_count,
+    tool_calls_message,
 )
 from awf_nb.engine.state import ConversationState, StepState, Turn
 from awf_nb.engine.tokens import estimate_tokens, tokens_for_chars
@@ -56,19 +71,6 @@ def valid_unicode(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
-DEFAULT_MAX_REPLY_BYTES = 4 << 20
-
-
-def _max_reply_bytes(value: Any, step: str) -> int:
-    if value is None:
-        return DEFAULT_MAX_REPLY_BYTES
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ExecutionError(
-            f"step {step}: options.max_reply_bytes must be a whole number >= 1 (got {value!r})"
-        )
-    return value
-
-
 class TurnTimeout(ExecutionError):
     """An agent turn ran past the step's `timeout`."""
 
@@ -82,7 +84,8 @@ class _Progress:
     usage: Usage | None = None
     session_id: str = ""
     truncated_turns: int = 0
-    size: int = 0  # bytes of reply text so far
+    size: int = 0  # bytes of the reply so far: text, tool calls, tools a CLI ran
+    calls: int = 0  # tool calls asked for, or tools an agent CLI ran
     tool_calls: list[ToolCall] = field(default_factory=list)
 
     @property
@@ -138,9 +141,14 @@ class AgentSession:
             )
         self.system_prompt = system_prompt
         # The engine bounds every provider's reply (a server or CLI that never stops must
-        # not take the machine's memory); the option is the engine's, not the provider's.
+        # not take the machine's memory); these options are the engine's, not the provider's.
         options = dict(options)
-        self.max_reply_bytes = _max_reply_bytes(options.pop("max_reply_bytes", None), step.name)
+        self.max_reply_bytes = limit_option(
+            options, "max_reply_bytes", DEFAULT_MAX_REPLY_BYTES, step.name
+        )
+        self.max_tool_calls = limit_option(
+            options, "max_tool_calls", DEFAULT_MAX_TOOL_CALLS, step.name
+        )
         self.options = options
         self.conv = conversation
         self.live = step.mode == "conversation"
@@ -157,6 +165,7 @@ class AgentSession:
         self._dialogue = [as_message(t) for t in turns]
         self._dialogue_chars = sum(len(m.content) for m in self._dialogue)
         self._progress: _Progress | None = None  # the turn being streamed
+        self._deadline: asyncio.Timeout | None = None  # the turn's, while one runs
 
     def continue_history(self, history: list[Message], chars: int) -> None:
         """Start from this message list (a partner's, rebuilt from the step's turns)."""
@@ -231,6 +240,8 @@ class AgentSession:
             tools=self.tools.list() if self.tools is not None else [],
             continues=continues,
             mcp_servers=self.mcp_servers,
+            max_reply_bytes=self.max_reply_bytes,
+            max_tool_calls=self.max_tool_calls,
         )
 
     def save_before_asking(self) -> None:
@@ -272,7 +283,9 @@ class AgentSession:
 
         A reply with tool calls runs them (engine/tool_calls.py) and asks the model again
         with the results; a reply without tool calls ends the turn. Ctrl-C / Stop during a
-        tool call ends it too (the reply is marked interrupted)."""
+        tool call ends it too (the reply is marked interrupted). The step's `timeout`
+        bounds the whole turn, its tool rounds included (not the person's time to answer
+        a confirmation: see `waiting_for_person`)."""
         run, step = self.run, self.step
         # Every turn lets the event loop run (the frontend's Stop, its widgets, a run
         # started in the background handing back its cell): a provider that answers
@@ -285,18 +298,62 @@ class AgentSession:
             masked_message = run.masker.mask(message)
         else:
             masked_message = self.record_message(message)
-        number = self.replies + 1
         said = [Message("user", masked_message)]  # this turn's messages, for the history
+        try:
+            async with asyncio.timeout(step.timeout) as deadline:
+                self._deadline = deadline
+                reply = await self._rounds(request, said)
+        except TimeoutError:
+            raise TurnTimeout(
+                f"step {step.name}: agent turn timed out after {step.timeout:g}s "
+                "(the step's timeout bounds a whole reply, its tool calls included)",
+                step=step.name,
+            ) from None
+        finally:
+            self._deadline = None
+        if self.conv is not None:
+            self._dialogue.extend(said)
+            self._dialogue_chars += sum(len(m.content) for m in said)
+        return reply
+
+    def timed_out(self) -> bool:
+        """Whether the turn's deadline has passed (its cancellation is under way)."""
+        return self._deadline is not None and self._deadline.expired()
+
+    @contextlib.contextmanager
+    def waiting_for_person(self) -> Iterator[None]:
+        """The turn's clock stops while the person is asked something (a tool call to
+        allow): their time to answer is not the agent's."""
+        deadline = self._deadline
+        when = deadline.when() if deadline is not None else None
+        if deadline is None or when is None or deadline.expired():
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        left = when - loop.time()
+        deadline.reschedule(None)
+        try:
+            yield
+        finally:
+            if not deadline.expired():
+                deadline.reschedule(loop.time() + max(left, 0.0))
+
+    async def _rounds(self, request: TurnRequest, said: list[Message]) -> Reply:
+        """The reply's rounds: stream, run its tool calls, ask again, until it has none."""
+        run, step = self.run, self.step
+        number = self.replies + 1
         rounds = 0
         while True:
             run.emit(ev.TurnStarted(run.run_id, step.name, number, self.speaker))
             started = time.monotonic()
             try:
                 progress, interrupted = await self._stream_with_retries(request)
-            except (ProviderError, TurnTimeout):
-                # The text shown so far is kept, marked as cut short, as Ctrl-C keeps it.
+            except (ProviderError, asyncio.CancelledError) as exc:
+                # The text shown so far is kept, marked as cut short, as Ctrl-C keeps it
+                # (a provider error, or the turn's timeout; a cancelled run keeps nothing).
                 partial = self._progress
-                if partial is not None and partial.parts:
+                ends = isinstance(exc, ProviderError) or self.timed_out()
+                if ends and partial is not None and partial.parts:
                     self._finish_turn(request, partial, True, number, started, first=not rounds)
                 raise
             calls = progress.tool_calls if self.tools is not None and not interrupted else []
@@ -305,7 +362,7 @@ class AgentSession:
             )
             if not calls:
                 said.append(Message("assistant", reply.text))
-                break
+                return reply
             rounds += 1
             if rounds > self.max_rounds:
                 raise ExecutionError(
@@ -321,12 +378,8 @@ class AgentSession:
             if cut:  # Ctrl-C / Stop during a tool call: the person has the turn
                 reply.interrupted = True
                 self.save_before_asking()  # no checkpoint of a reply follows the results
-                break
+                return reply
             request = self._request("", [*self._dialogue, *said], continues=True)
-        if self.conv is not None:
-            self._dialogue.extend(said)
-            self._dialogue_chars += sum(len(m.content) for m in said)
-        return reply
 
     async def _stream_with_retries(self, request: TurnRequest) -> tuple[_Progress, bool]:
         run = self.run
@@ -361,13 +414,8 @@ class AgentSession:
         masker = run.masker.stream()
         stream = self.provider.stream(request)
         try:
-            async with asyncio.timeout(step.timeout):
-                async for event in stream:
-                    self._on_event(event, progress, masker)
-        except TimeoutError:
-            raise TurnTimeout(
-                f"step {step.name}: agent turn timed out after {step.timeout:g}s", step=step.name
-            ) from None
+            async for event in stream:  # the turn's deadline bounds it (`turn`)
+                self._on_event(event, progress, masker)
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
             if tail := masker.flush():
@@ -393,17 +441,20 @@ class AgentSession:
                     progress.streamed = True
                     if shown := masker.feed(fits):
                         run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
-                raise ProviderError(
-                    self.provider_name,
-                    f"the reply is longer than {self.max_reply_bytes} bytes "
-                    "(options.max_reply_bytes); the text received so far is kept",
-                )
+                raise ProviderError(self.provider_name, reply_bytes_message(self.max_reply_bytes))
             progress.parts.append(text)
             progress.streamed = True
             if shown := masker.feed(text):
                 run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
         elif isinstance(event, ToolCall):
             progress.streamed = True  # a retry could ask for other calls: keep these
+            self._count_call(progress, text_bytes(event.name) + text_bytes(event.arguments))
+            if json_too_deep(event.arguments):
+                raise ProviderError(
+                    self.provider_name,
+                    f"the arguments of a call to {event.name!r} are nested deeper than "
+                    f"{MAX_JSON_DEPTH} levels",
+                )
             if self.tools is not None:
                 progress.tool_calls.append(event)
             else:
@@ -415,12 +466,20 @@ class AgentSession:
                 )
         elif isinstance(event, ToolUse):
             progress.streamed = True  # the agent acted: a retry could repeat its side effects
+            self._count_call(progress, text_bytes(event.name) + text_bytes(event.argument))
             argument = run.masker.mask(event.argument)
             run.emit(ev.AgentToolUse(run.run_id, name, event.name, argument))
             run.append_transcript(
                 {"step": name, "role": "tool", "content": f"{event.name}({argument})"}
             )
         elif isinstance(event, Usage):
+            counts = (event.input_tokens, event.output_tokens)
+            if any(token_count(count) != count for count in counts):
+                raise ProviderError(
+                    self.provider_name,
+                    "the reported usage is not a token count (a whole number from 0; got "
+                    f"{event.input_tokens!r} in, {event.output_tokens!r} out)",
+                )
             progress.usage = event
         elif isinstance(event, SessionId):
             progress.session_id = event.session_id
@@ -430,9 +489,25 @@ class AgentSession:
                 run.warn_once(f"truncated:{name}", run.masker.mask(event.message), name)
             else:
                 run.emit(ev.RunWarning(run.run_id, run.masker.mask(event.message), name))
+        elif isinstance(event, ModelLoad):
+            run.emit(
+                ev.ModelLoading(
+                    run.run_id, name, event.model, event.done, event.seconds, self.speaker
+                )
+            )
         elif isinstance(event, Final):
             progress.final = valid_unicode(event.text)
             progress.cut = event.cut
+
+    def _count_call(self, progress: _Progress, size: int) -> None:
+        """A tool call the model asks for, or a tool an agent CLI ran: counted against
+        `max_tool_calls`, its name and arguments against `max_reply_bytes`."""
+        progress.calls += 1
+        if progress.calls > self.max_tool_calls:
+            raise ProviderError(self.provider_name, tool_calls_message(self.max_tool_calls))
+        progress.size += size
+        if progress.size > self.max_reply_bytes:
+            raise ProviderError(self.provider_name, reply_bytes_message(self.max_reply_bytes))
 
     def _finish_turn(
         self,

@@ -3,7 +3,12 @@ conversation it starts from (its own restored by resume, an earlier visit's when
 comes back, or another step's through `continue_from`), its tools (started with the step,
 or served to an agent CLI through `mcp_proxy`), then one turn or a conversation.
 
-The turns themselves are `AgentSession`'s (agent.py).
+The step's `role:` (an AGENTS.md) goes before its system prompt, its `skills:` (SKILL.md
+blocks) before its prompt — in a conversation, before the first message of each visit
+(workflow/roles_skills.py finds and reads them). The turns themselves are
+`AgentSession`'s (agent.py). Every process group the step starts — its tool calls, MCP
+servers, an agent CLI — is recorded in its state while it runs (`StepChildren`), so
+`awf resume` can stop what a killed run left behind.
 """
 
 from __future__ import annotations
@@ -15,15 +20,42 @@ from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession
 from awf_nb.engine.context import LoopFrame, command_env, strip_fences
 from awf_nb.engine.ports import McpServerSpec, Provider, ToolSet
-from awf_nb.engine.state import ConversationState, StepState
+from awf_nb.engine.process import ChildGroup, watching
+from awf_nb.engine.state import ChildGroupState, ConversationState, StepState
 from awf_nb.errors import ExecutionError
+from awf_nb.workflow import roles_skills
 from awf_nb.workflow.model import AgentStep
 
 if TYPE_CHECKING:
     from awf_nb.engine.run import Runner
 
 
+class StepChildren:
+    """The process groups of an agent step, kept in its state while they run (a
+    `ProcessWatcher`): saved as each starts, so a kill -9 of awf leaves a trace."""
+
+    def __init__(self, run: Runner, st: StepState) -> None:
+        self.run = run
+        self.st = st
+
+    def started(self, group: ChildGroup) -> None:
+        self.st.process_groups.append(ChildGroupState(pgid=group.pgid, tag=group.tag))
+        self.run.checkpoint()
+
+    def ended(self, group: ChildGroup) -> None:
+        # Saved with the next checkpoint: a group recorded after it ended is only looked
+        # for again by a resume, and found gone.
+        self.st.process_groups = [g for g in self.st.process_groups if g.pgid != group.pgid]
+
+
 async def execute_agent(
+    run: Runner, step: AgentStep, st: StepState, loop: LoopFrame | None
+) -> None:
+    with watching(StepChildren(run, st)):
+        await _execute_agent(run, step, st, loop)
+
+
+async def _execute_agent(
     run: Runner, step: AgentStep, st: StepState, loop: LoopFrame | None
 ) -> None:
     ctx, name = run.ctx, step.name
@@ -39,11 +71,13 @@ async def execute_agent(
             "first message (check the inputs and states it uses)",
             step=name,
         )
+    prompt = with_skills(run, step, prompt)
     system = (
         ctx.render(step.system_prompt, step=name, what="system_prompt", loop=loop)
         if step.system_prompt
         else None
     )
+    system = with_role(run, name, step.role, system, what="role", loop=loop)
     options = ctx.render_value(step.options, step=name, what="options", loop=loop)
     run.masker.add_option_secrets(options)  # rendered: `api_key: "{{.env.MY_KEY}}"`
     restored = st.conversation if step.mode == "conversation" else None
@@ -81,6 +115,53 @@ async def execute_agent(
             st.response = st.json_
 
 
+def _lookup(run: Runner) -> roles_skills.Lookup:
+    return roles_skills.Lookup(run.config.cwd, run.config.env, run.workflow.base_dir)
+
+
+def with_role(
+    run: Runner,
+    step: str,
+    role: str | None,
+    system: str | None,
+    *,
+    what: str,
+    loop: LoopFrame | None = None,
+) -> str | None:
+    """`system` preceded by the text of the role `role` names (a template; its result a
+    name or a path), as AWF composes them; unchanged without a role."""
+    if not role:
+        return system
+    ref = run.ctx.render(role, step=step, what=what, loop=loop).strip()
+    if not ref:  # a template that chose no role
+        return system
+    try:
+        found = roles_skills.resolve_role(ref, _lookup(run))
+    except roles_skills.AgentFileError as exc:
+        raise ExecutionError(f"step {step}: {what}: {exc.message}", step=step) from None
+    for warning in roles_skills.role_warnings(found, system):
+        run.warn_once(f"role:{step}:{warning}", f"step {step}: {warning}", step)
+    return roles_skills.compose_system_prompt(found.content, system)
+
+
+def with_skills(run: Runner, step: AgentStep, prompt: str) -> str:
+    """The prompt preceded by the step's skills, each in its `<skill_content>` block."""
+    if not step.skills:
+        return prompt
+    lookup, skills = _lookup(run), []
+    for ref in step.skills:
+        try:
+            skill = roles_skills.resolve_skill(ref, lookup)
+        except roles_skills.AgentFileError as exc:
+            raise ExecutionError(
+                f"step {step.name}: skills: {exc.message}", step=step.name
+            ) from None
+        for warning in roles_skills.skill_warnings(skill):
+            run.warn_once(f"skill:{step.name}:{warning}", f"step {step.name}: {warning}", step.name)
+        skills.append(skill)
+    return roles_skills.with_skills(prompt, skills)
+
+
 async def _tools_for(
     run: Runner, step: AgentStep, provider_name: str, provider: Provider
 ) -> ToolSet | None:
@@ -91,7 +172,11 @@ async def _tools_for(
     if factory is None:
         raise ExecutionError(f"step {step.name}: this run cannot start tools", step=step.name)
     env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
-    return await factory(step.tools, run.config.cwd, env, run.masker)
+
+    def warn(message: str) -> None:  # a tool source misbehaving (already masked)
+        run.emit(ev.RunWarning(run.run_id, message, step.name))
+
+    return await factory(step.tools, run.config.cwd, env, run.masker, warn)
 
 
 def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[McpServerSpec]:
@@ -110,7 +195,11 @@ def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[Mcp
     if factory is None:
         raise ExecutionError(f"step {step.name}: this run cannot serve tools", step=step.name)
     env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
-    return [factory(step.tools, proxy, run.config.cwd, env, run.config.yes)]
+    # Its config file holds the environment: it goes in the run's private folder, where a
+    # crash leaves it private (and the next run of the step, a resume, cleans it up).
+    store = run.config.store
+    private = store.run_dir(run.run_id) if store is not None else None
+    return [factory(step.tools, proxy, run.config.cwd, env, run.config.yes, private)]
 
 
 def _conversation_for(

@@ -2,7 +2,8 @@
 
 `conversation.with` picks it: the person (the run's `InputReader`: a `> ` prompt, a notebook
 text box, a scripted list), another agent (its own provider, system prompt, options and
-session; it streams like the step's agent, labelled by its name), or scripted `replies`.
+session; it streams like the step's agent, labelled by its name), scripted `replies`, or a
+`command` (engine/command_partner.py).
 A simulated user (`--simulate-user`) is an agent partner standing in for the person.
 
 `answer(reply)` returns the next message for the step's agent, or None when the partner
@@ -189,6 +190,22 @@ def partner_conversation(provider_name: str, conv: ConversationState) -> Convers
     )
 
 
+# The system prompt of an agent playing the person (`--simulate-user PERSONA`). Written for
+# the bundled 135M model as much as for large ones: short, direct, in the second person,
+# and saying what the reply must not be (an assistant's answer), which small models drift
+# into (benchmarks/local_quality.py, task simulated_user).
+SIMULATED_USER_PROMPT = (
+    "You are a person chatting with an AI assistant. Who you are and what you want: {persona}\n"
+    "Reply as this person, in one or two short sentences. Answer the assistant's question "
+    "with a plain fact about yourself. Never act as the assistant."
+)
+
+
+def simulated_user_prompt(persona: str) -> str:
+    """The system prompt of the agent playing the person described by `persona`."""
+    return SIMULATED_USER_PROMPT.format(persona=persona.strip())
+
+
 @dataclass
 class SimulatedUser:
     """An agent playing the person in every conversation the person would answer.
@@ -235,13 +252,22 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
             replies = [render(r, "conversation.with.replies") for r in partner.replies or []]
             scripted = ScriptedPartner(run, step, conv, replies, partner.name)
             return Exchange(scripted, config.until, config.max_turns)
+        if partner.kind == "command":
+            from awf_nb.engine.command_partner import CommandPartner
+
+            script = CommandPartner(run, step, conv, partner, loop)
+            return Exchange(script, config.until, config.max_turns)
         assert partner.provider is not None
+        from awf_nb.engine.agent_step import with_role
+
         system = partner.system_prompt
+        system = render(system, "conversation.with.system_prompt") if system else None
+        what = "conversation.with.role"
         agent = _agent_partner(
             session,
             label=partner.name,
             provider=render(partner.provider, "conversation.with.provider").strip(),
-            system=render(system, "conversation.with.system_prompt") if system else None,
+            system=with_role(run, step.name, partner.role, system, what=what, loop=loop),
             options=ctx.render_value(
                 partner.options, step=step.name, what="conversation.with.options", loop=loop
             ),
@@ -254,7 +280,7 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
             session,
             label=SIMULATED_USER,
             provider=simulated.provider,
-            system=simulated.persona,
+            system=simulated_user_prompt(simulated.persona),
             options=dict(simulated.options),
             ends_like_a_person=True,
         )

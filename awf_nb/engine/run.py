@@ -38,7 +38,7 @@ from awf_nb.engine.ports import (
 from awf_nb.engine.process import run_shell
 from awf_nb.engine.state import RunState, StepState, Turn, new_run_id, now, process_start_time
 from awf_nb.engine.summary import RunSummary
-from awf_nb.errors import AwfError
+from awf_nb.errors import EXIT_SYSTEM, AwfError, internal_error
 from awf_nb.secrets import Masker, is_secret_input
 from awf_nb.workflow.model import (
     AnyStep,
@@ -108,6 +108,9 @@ class RunConfig:
     toolsets: ToolSetFactory | None = None
     # `--yes`: tool calls that need confirmation run without asking.
     yes: bool = False
+    # How a step's provider reads in its header, when the entry point knows more than its
+    # name (`local → ollama:llama3.2` when `--model` switched it); None: the name.
+    describe_provider: Callable[[str], str] | None = None
     # Serves a CLI agent step's tools through `awf mcp-serve` (`mcp_proxy`).
     mcp_proxy: McpProxyFactory | None = None
     # Asked when the top-level run ends, before its summary: warnings to show (a replay
@@ -116,12 +119,15 @@ class RunConfig:
 
 
 class _RunEnds(Exception):
-    """Raised inside the loop when the run must end here (inline failure, fatal route)."""
+    """Raised inside the loop when the run must end here (inline failure, fatal route).
 
-    def __init__(self, message: str, exit_code: int = 3) -> None:
+    `reason` becomes the run's `completion_reason`."""
+
+    def __init__(self, message: str, exit_code: int = 3, reason: str = "step_failed") -> None:
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code
+        self.reason = reason
 
 
 @dataclass
@@ -267,6 +273,7 @@ class Runner:
         state = self.state
         state.status = "running"
         state.error = ""
+        state.completion_reason = ""
         state.completed_at = None
         same_host = state.host in ("", socket.gethostname())
         state.pid, state.host = os.getpid(), socket.gethostname()
@@ -283,11 +290,12 @@ class Runner:
                 async with asyncio.timeout(self.limits.remaining_time()):
                     await self._drive(self.start_step)
             except TimeoutError:
-                raise _RunEnds(self.limits.timeout_message()) from None
+                raise _RunEnds(self.limits.timeout_message(), reason="limit") from None
             if state.status == "completed":
                 await self._hooks(self.workflow.hooks.workflow_end, step="")
         except asyncio.CancelledError:
             state.status = "cancelled"
+            state.completion_reason = "cancelled"
             state.error = "run cancelled"
             state.exit_code = 130
             self._finish()
@@ -298,7 +306,14 @@ class Runner:
             state.status = "failed"
             state.error = self.masker.mask(exc.message if isinstance(exc, _RunEnds) else str(exc))
             state.exit_code = exc.exit_code
+            state.completion_reason = exc.reason if isinstance(exc, _RunEnds) else "step_failed"
             await self._error_hooks()
+        except Exception as exc:  # a bug: the run failed (never left "running"); the
+            state.status = "failed"  # caller reports it, with the traceback under --debug
+            state.error = self.masker.mask(internal_error(exc))
+            state.exit_code = EXIT_SYSTEM
+            state.completion_reason = "step_failed"
+            raise
         finally:
             if state.status in ("completed", "failed"):
                 self._finish()
@@ -322,6 +337,17 @@ class Runner:
                         )
                     )
                 st.process_group = 0
+            for group in st.process_groups:  # an agent step's tools, servers, CLI
+                if kill_leftover_group(group.pgid, tag=group.tag):
+                    self.emit(
+                        ev.RunWarning(
+                            self.run_id,
+                            f"step {st.name}: processes it started were still running from "
+                            f"the interrupted run (process group {group.pgid}); stopped them",
+                            st.name,
+                        )
+                    )
+            st.process_groups = []
 
     def _finish(self) -> None:
         state = self.state
@@ -354,8 +380,12 @@ class Runner:
         self.ctx.refresh(st)
         state.message = message
         if step.status == "failure":
-            raise _RunEnds(message or f"workflow ended in failure state {step.name}")
+            raise _RunEnds(
+                message or f"workflow ended in failure state {step.name}",
+                reason="failure_terminal",
+            )
         state.status = "completed"
+        state.completion_reason = "terminal"
         state.exit_code = 0
 
     def _step(self, name: str) -> AnyStep:
@@ -411,12 +441,21 @@ class Runner:
         state = self.state
         state.current_step = step.name
         previous = state.steps.get(step.name)
+        restoring = step.name == self._restore_step
+        if not restoring and (capped := self._visit_cap(step, previous)) is not None:
+            return capped
         if previous is not None:
             self._visits[step.name] = previous
-            if step.name != self._restore_step and not previous.sums_branches:
+            if not restoring and not previous.sums_branches:
                 state.earlier_tokens += previous.tokens_used  # that visit's tokens were spent
         st = StepState(name=step.name, status="running", started_at=now())
-        if step.name == self._restore_step:
+        if previous is not None and restoring:
+            st.visit, st.visits = previous.visit, previous.visits
+        elif previous is not None:
+            earlier = self.workflow.limits.visits_kept - 1  # with this one, visits_kept
+            st.visits = [*previous.visits, previous.as_visit()][-earlier:] if earlier else []
+            st.visit = state.visits.get(step.name, previous.visit + 1)
+        if restoring:
             self._restore_step = None
             if previous is not None and previous.conversation is not None:
                 # A conversation re-opened by resume carries on from what it had: its
@@ -446,7 +485,7 @@ class Runner:
                     step.type,
                     attempt,
                     mode=getattr(step, "mode", ""),
-                    detail=getattr(step, "provider", ""),
+                    detail=self._provider_detail(step, loop),
                 )
             )
             t0 = time.monotonic()
@@ -467,11 +506,16 @@ class Runner:
                 self.ctx.refresh(st)
                 self._step_finished(st, time.monotonic() - t0)
                 self.checkpoint()
-                raise _RunEnds(exc.message, exc.exit_code) from None
+                raise _RunEnds(exc.message, exc.exit_code, reason="limit") from None
             except AwfError as exc:
                 st.status = "failed"
                 st.error = self.masker.mask(str(exc).removeprefix(f"step {step.name}: "))
                 self._error_codes[step.name] = exc.exit_code
+            except Exception as exc:  # a bug: the step failed, and the run ends (execute)
+                st.status, st.error = "failed", self.masker.mask(internal_error(exc))
+                st.completed_at = now()
+                self._step_finished(st, time.monotonic() - t0)
+                raise
             st.completed_at = now()
             self.ctx.refresh(st)
             self._step_finished(st, time.monotonic() - t0)
@@ -490,6 +534,27 @@ class Runner:
         await self._hooks(step.hooks.post, step=step.name, loop=loop)
         self.checkpoint()
         return StepOutcome(st, jump)
+
+    def _visit_cap(self, step: AnyStep, previous: StepState | None) -> StepOutcome | None:
+        """Count a visit of `step`; past its `limits.max_visits`, go to its `on_failure`
+        (the step's state stays its last visit's) or end the run naming the step."""
+        limit = self.workflow.limits.max_visits.get(step.name)
+        count = self.state.visits.get(step.name, 0)
+        if limit is None or count < limit:
+            self.state.visits[step.name] = count + 1
+            return None
+        message = f"step {step.name}: limits.max_visits ({limit}) reached"
+        if isinstance(step.on_failure, str):
+            where = f"{message}; going to {step.on_failure} (its on_failure)"
+            self.emit(ev.RunWarning(self.run_id, where, step.name))
+            kept = previous or StepState(name=step.name, status="failed", error=message)
+            return StepOutcome(kept, jump=step.on_failure)
+        if isinstance(step.on_failure, InlineFailure):
+            text = self.ctx.render(
+                step.on_failure.message, step=step.name, what="on_failure.message"
+            )
+            raise _RunEnds(self.masker.mask(text or message), step.on_failure.status, "limit")
+        raise _RunEnds(f"run stopped at {message}", RunLimitReached.exit_code, "limit")
 
     def _retryable(self, step: AnyStep, st: StepState) -> bool:
         codes = step.retry.retryable_exit_codes if step.retry else []
@@ -512,6 +577,19 @@ class Runner:
         )
 
     # --- providers, events, persistence ---------------------------------------------------------
+
+    def _provider_detail(self, step: AnyStep, loop: LoopFrame | None) -> str:
+        """An agent step's provider for its header: a template rendered (`{{.inputs.
+        provider}}` reads `claude`), as the entry point describes it (a switched model)."""
+        provider = getattr(step, "provider", "") or ""
+        if "{{" in provider:
+            try:
+                provider = self.ctx.render(provider, step=step.name, what="provider", loop=loop)
+            except AwfError:
+                return provider  # the step itself reports the template's error
+            provider = provider.strip()
+        describe = self.config.describe_provider
+        return describe(provider) if provider and describe is not None else provider
 
     def provider(self, name: str) -> Provider:
         assert self.config.provider_set is not None

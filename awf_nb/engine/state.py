@@ -100,6 +100,50 @@ class ConversationState(_State):
         return clone
 
 
+class ChildGroupState(_State):
+    """A process group a step started that may still run (see engine/process.py)."""
+
+    pgid: int
+    tag: str = ""  # a contained group's environment tag: its escaped processes too
+
+
+class Visit(_State):
+    """One finished visit of a step (a cycle or a loop ran it again), as
+    `{{.states.NAME.Visits}}` lists it."""
+
+    number: int  # 1 for the step's first visit in the run
+    status: StepStatus = "completed"
+    output: str = ""
+    error: str = ""
+    exit_code: int | None = None
+    stopped_by: StoppedBy = ""
+    tokens_used: int = 0
+    tokens_input: int = 0
+    tokens_output: int = 0
+    tokens_estimated: bool = False
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "Visit": self.number,
+            "Output": self.output,
+            "Status": self.status,
+            "Error": self.error,
+            "ExitCode": self.exit_code if self.exit_code is not None else 0,
+            "StoppedBy": self.stopped_by,
+            "TokensUsed": self.tokens_used,
+            "TokensInput": self.tokens_input,
+            "TokensOutput": self.tokens_output,
+            "TokensEstimated": self.tokens_estimated,
+            "StartedAt": self.started_at.isoformat() if self.started_at else "",
+            "CompletedAt": self.completed_at.isoformat() if self.completed_at else "",
+        }
+
+
+_FINISHED = frozenset({"completed", "failed", "cancelled", "skipped"})
+
+
 class StepState(_State):
     name: str
     status: StepStatus = "pending"
@@ -115,6 +159,9 @@ class StepState(_State):
     # The process group of a command while it runs (0 otherwise): if awf is killed, the
     # next `awf resume` stops what is left of it before running anything again.
     process_group: int = 0
+    # The groups an agent step's tool calls, MCP servers and agent CLI run while they do:
+    # `awf resume` stops what a killed run left of them, as for a command.
+    process_groups: list[ChildGroupState] = Field(default_factory=list)
     tokens_input: int = 0
     tokens_output: int = 0
     tokens_estimated: bool = False
@@ -123,6 +170,35 @@ class StepState(_State):
     completed_at: datetime | None = None
     attempt: int = 0
     conversation: ConversationState | None = None
+    # Which visit of the step this is (1: its first run), and the earlier visits that
+    # finished, oldest first (the last `limits.visits_kept`).
+    visit: int = 1
+    visits: list[Visit] = Field(default_factory=list)
+
+    def as_visit(self) -> Visit:
+        """This visit of the step, as an entry of `Visits`."""
+        conv = self.conversation
+        return Visit(
+            number=self.visit,
+            status=self.status,
+            output=self.output,
+            error=self.error,
+            exit_code=self.exit_code,
+            stopped_by=conv.stopped_by if conv is not None else "",
+            tokens_used=self.tokens_used,
+            tokens_input=self.tokens_input,
+            tokens_output=self.tokens_output,
+            tokens_estimated=self.tokens_estimated,
+            started_at=self.started_at,
+            completed_at=self.completed_at,
+        )
+
+    def visits_view(self) -> list[dict[str, Any]]:
+        """Every finished visit, oldest first: the earlier ones, then this one once done."""
+        views = [visit.view() for visit in self.visits]
+        if self.status in _FINISHED:
+            views.append(self.as_visit().view())
+        return views
 
     @property
     def duration(self) -> float:
@@ -173,6 +249,8 @@ class StepState(_State):
             "Error": self.error,
             "Conversation": conv_view,
             "conversation": conv_view,
+            "Visit": self.visit,
+            "Visits": self.visits_view(),
         }
 
 
@@ -208,6 +286,11 @@ class RunState(_State):
     # a resumed step): still spent, so still in the run's total.
     earlier_tokens: int = 0
     active_seconds: float = 0.0  # time spent running, summed over resumes
+    # How many times each step has started (`limits.max_visits`), resumes included.
+    visits: dict[str, int] = Field(default_factory=dict)
+    # Why the run ended (set when it does): `terminal` (a success terminal), `failure_terminal`,
+    # `step_failed` (a failure nothing routed), `limit` (one of `limits:`), `cancelled`.
+    completion_reason: str = ""
     storage_version: int = 1
 
     def __repr_args__(self) -> Iterator[tuple[str, Any]]:

@@ -249,6 +249,12 @@ class TerminalSink:
                 else:
                     failed = s.red("✗ ") + step + s.dim(f" {duration:.2f}s")
                     self._note(failed + f": {safe(error)}")
+            case ev.ModelLoading(model=model, done=done, seconds=seconds):
+                if not silent:  # the first reply waits for the model: say why
+                    if done:
+                        self._note(s.dim(f"  (model ready in {seconds:.1f}s)"))
+                    else:
+                        self._note(s.dim(f"loading model {safe(model)}…"))
             case ev.LogMessage(message=message):
                 if not silent:
                     self._note(safe(message))

@@ -3,7 +3,8 @@
 Providers are named by lazy "module:Class" strings so that nothing heavy (httpx,
 llama_cpp, subprocess plumbing) is imported until a run actually uses that provider.
 The engine gets a `ProviderFactory` from `provider_factory()`: it creates each provider
-once per run (so a run shares one HTTP client) and closes them all at the end.
+once per run (so a run's steps share its state, e.g. its hold on the event loop's HTTP
+client) and closes them all at the end.
 
     factory = provider_factory()
     provider = factory("openai")          # the same instance as factory("openai_compatible")
@@ -42,6 +43,7 @@ _PROVIDERS: dict[str, str | type] = {
     "codex": "awf_nb.providers.cli.codex:CodexProvider",
     "opencode": "awf_nb.providers.cli.opencode:OpencodeProvider",
     "github_copilot": "awf_nb.providers.cli.copilot:CopilotProvider",
+    "mistral_vibe": "awf_nb.providers.cli.mistral_vibe:MistralVibeProvider",
 }
 
 _ALIASES: dict[str, str] = {
@@ -98,7 +100,7 @@ class RunProviders:
     `ProviderSet` owns their lifetime and closes them).
 
     Aliases share their canonical provider's instance, so `openai` and
-    `openai_compatible` steps in one run reuse the same HTTP connections.
+    `openai_compatible` steps in one run are one provider.
     """
 
     def __init__(self) -> None:

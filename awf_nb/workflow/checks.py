@@ -162,6 +162,7 @@ class _Checker:
             self.check_template(item)
         self.check_reachability()
         self.check_agent_cycles()
+        self.check_visit_limits()
 
     # -- reporting
 
@@ -304,11 +305,19 @@ class _Checker:
             yield from strict(step.dir, "dir")
             yield from strict(step.script_file, "script_file")
         elif isinstance(step, AgentStep):
-            for key in ("provider", "prompt", "prompt_file", "system_prompt", "options"):
+            for key in ("provider", "prompt", "prompt_file", "system_prompt", "options", "role"):
                 yield from lenient(getattr(step, key), key)
             partner = step.conversation.partner if step.conversation else None
             if partner is not None:
-                for key in ("provider", "prompt", "system_prompt", "options", "replies"):
+                for key in (
+                    "provider",
+                    "prompt",
+                    "system_prompt",
+                    "options",
+                    "replies",
+                    "role",
+                    "command",
+                ):
                     key = f"conversation.with.{key}"
                     for sub_path, text in _strings(
                         getattr(partner, key.rsplit(".", 1)[1]), join_path(path, key)
@@ -518,6 +527,17 @@ class _Checker:
                     join_path("states", name),
                     "warning",
                     hint="add limits: {max_agent_turns: N, max_tokens: N, timeout: 30m}",
+                )
+
+    def check_visit_limits(self) -> None:
+        """`limits.max_visits` names steps that exist (not terminals: they end the run)."""
+        for name in self.wf.limits.max_visits:
+            where = join_path(join_path("limits", "max_visits"), name)
+            if name not in self.wf.steps:
+                self.report(
+                    f"limits.max_visits references unknown step '{name}'",
+                    where,
+                    hint=did_you_mean(name, self.wf.steps),
                 )
 
     def in_cycle(self, start: str) -> bool:

@@ -54,6 +54,8 @@ STATE_PROPERTIES = (
     "TokensOutput",
     "TokensEstimated",
     "Conversation",
+    "Visit",
+    "Visits",
 )
 
 
@@ -261,18 +263,29 @@ class CommandStep(_StepBase):
 MAX_PARTNER_TURNS = 1000
 
 
+MAX_PARTNER_OUTPUT_BYTES = 1 << 20
+
+
 class Partner(_Model):
     """`conversation.with`: who answers the step's agent — the person (the default), another
-    agent (`provider`, its own system prompt, options and session), or scripted `replies`."""
+    agent (`provider`, its own system prompt, options and session), scripted `replies`, or
+    a `command` (a script given the exchange as JSON on stdin; its stdout is the answer)."""
 
-    kind: Literal["person", "agent", "replies"] = "person"
+    kind: Literal["person", "agent", "replies", "command"] = "person"
     name: str = "partner"  # the label in frontends and transcripts
     provider: str | None = None
     system_prompt: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+    # A role (AGENTS.md) put before the partner's system prompt, as a step's `role:`.
+    role: str | None = None
     # What the partner is sent each time; by default the agent's reply verbatim.
     prompt: str | None = None
     replies: list[str] | None = None
+    command: str | None = None  # a shell command (a template)
+    # For a command: how long one answer may take (default: the step's timeout), and how
+    # much it may print (stdout and stderr together) before it is stopped.
+    timeout: Duration = None
+    max_output_bytes: int = Field(default=MAX_PARTNER_OUTPUT_BYTES, ge=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -287,15 +300,30 @@ class Partner(_Model):
         if not isinstance(value, dict):
             return value
         value = {k: v for k, v in value.items() if k != "kind"}
-        has_provider, has_replies = "provider" in value, "replies" in value
-        if has_provider and has_replies:
-            raise ValueError("conversation.with takes provider or replies, not both")
-        if not has_provider and not has_replies:
+        given = [key for key in ("provider", "replies", "command") if key in value]
+        if len(given) > 1:
             raise ValueError(
-                "conversation.with needs provider (another agent answers) or replies "
-                "(scripted messages); `with: person` is the person at the keyboard"
+                "conversation.with takes one of provider, replies or command, not "
+                + " and ".join(given)
             )
-        value["kind"] = "agent" if has_provider else "replies"
+        if not given:
+            raise ValueError(
+                "conversation.with needs provider (another agent answers), replies "
+                "(scripted messages) or command (a script answers); `with: person` is the "
+                "person at the keyboard"
+            )
+        agent_only = [k for k in ("system_prompt", "options", "prompt", "role") if k in value]
+        if given[0] != "provider" and agent_only:
+            raise ValueError(
+                f"conversation.with: {', '.join(agent_only)} only apply to an agent partner "
+                "(provider)"
+            )
+        command_only = [k for k in ("timeout", "max_output_bytes") if k in value]
+        if given[0] != "command" and command_only:
+            raise ValueError(
+                f"conversation.with: {', '.join(command_only)} only apply to a command partner"
+            )
+        value["kind"] = {"provider": "agent", "replies": "replies", "command": "command"}[given[0]]
         return value
 
     @field_validator("name")
@@ -351,6 +379,38 @@ class ConversationConfig(_Model):
         return self
 
 
+class SkillPath(_Model):
+    """`skills: [{path: ./dir}]`: a skill by its folder rather than by name."""
+
+    path: str
+
+
+def _skill_refs(value: Any) -> Any:
+    """AWF's checks of a `skills:` list (its messages): names, or maps with a `path`."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ValueError("skills must be a list of skill names or {path: ...} maps")
+    refs: list[Any] = []
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            if not item.strip():
+                raise ValueError(f"skill[{i}]: empty skill name")
+            refs.append(item)
+        elif isinstance(item, dict):
+            if "path" not in item:
+                raise ValueError(f"skill[{i}]: map must have 'path' key")
+            if not isinstance(item["path"], str) or not item["path"].strip():
+                raise ValueError(f"skill[{i}]: path must be a non-empty string")
+            if len(item) > 1:
+                others = ", ".join(sorted(str(k) for k in item if k != "path"))
+                raise ValueError(f"skill[{i}]: unknown key(s) {others}; a map takes only 'path'")
+            refs.append(SkillPath(path=item["path"]))
+        else:
+            raise ValueError(f"skill[{i}]: invalid type")
+    return refs
+
+
 class AgentStep(_StepBase):
     type: Literal["agent"] = "agent"
     provider: str
@@ -358,6 +418,10 @@ class AgentStep(_StepBase):
     prompt: str | None = None
     prompt_file: str | None = None
     system_prompt: str | None = None
+    # A persona (an AGENTS.md found by name or path; a template) put before system_prompt.
+    role: str | None = None
+    # Knowledge (SKILL.md files) put before the prompt, in `<skill_content>` blocks.
+    skills: list[str | SkillPath] | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     output_format: str = ""
     conversation: ConversationConfig | None = None
@@ -375,6 +439,11 @@ class AgentStep(_StepBase):
         if isinstance(value, str) and value.strip().lower() in ("single", "conversation"):
             return value.strip().lower()
         raise ValueError("mode must be 'single' or 'conversation'")
+
+    @field_validator("skills", mode="before")
+    @classmethod
+    def _skills(cls, value: Any) -> Any:
+        return _skill_refs(value)
 
     @field_validator("output_format", mode="before")
     @classmethod
@@ -521,16 +590,34 @@ else:
 # --- the workflow --------------------------------------------------------------------------
 
 
+DEFAULT_VISITS_KEPT = 100
+
+
 class Limits(_Model):
-    """`limits:` — a run-level budget for workflows whose agents talk in cycles."""
+    """`limits:` — a run-level budget for workflows whose agents talk in cycles.
+
+    `max_visits: {step: N}` caps how many times a step may run (a visit: each time it
+    starts; its retries are part of it); `visits_kept` how many finished visits of each
+    step `{{.states.NAME.Visits}}` keeps (the most recent)."""
 
     max_agent_turns: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
     timeout: Duration = None
+    max_visits: dict[str, int] = Field(default_factory=dict)
+    visits_kept: int = Field(default=DEFAULT_VISITS_KEPT, ge=1, le=10_000)
+
+    @field_validator("max_visits")
+    @classmethod
+    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
+        for step, limit in value.items():
+            if limit < 1:
+                raise ValueError(f"limits.max_visits.{step} must be >= 1, got {limit}")
+        return value
 
     @property
     def any(self) -> bool:
-        return any(v is not None for v in (self.max_agent_turns, self.max_tokens, self.timeout))
+        bounds = (self.max_agent_turns, self.max_tokens, self.timeout)
+        return any(v is not None for v in bounds) or bool(self.max_visits)
 
 
 class Workflow(_Model):

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import only_run_id, spawn_awf
+from tests.support.cli import only_run_id, spawn_awf
+from tests.support.processes import process_alive
 from tests.support.waiting import wait_until
 
 MULTI_STEP = """
@@ -230,7 +231,7 @@ def test_a_command_left_running_by_a_killed_run_is_stopped_on_resume(awf, storag
     resumed = spawn_awf("resume", only_run_id(storage), storage=storage, cwd=tmp_path)
     try:
         wait_until(lambda: starts.read_text().count("x") == 2, "the step to start again")
-        wait_until(lambda: not _alive(worker), "the orphan to be stopped")
+        wait_until(lambda: not process_alive(worker), "the orphan to be stopped")
     finally:
         os.killpg(resumed.pid, signal.SIGKILL)
         _, err = resumed.communicate(timeout=10)
@@ -255,11 +256,11 @@ def test_a_command_dies_with_a_killed_awf(awf, storage, tmp_path):
     try:
         wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", "the command")
         command = int(pidfile.read_text())
-        assert _alive(command)
+        assert process_alive(command)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(10)
-    wait_until(lambda: not _alive(command), "the command to die with awf")
+    wait_until(lambda: not process_alive(command), "the command to die with awf")
 
 
 def _recorded_group(storage: Path) -> int:
@@ -269,18 +270,6 @@ def _recorded_group(storage: Path) -> int:
     except (OSError, ValueError, StopIteration, AssertionError):
         return 0
     return int((state.get("steps", {}).get("a") or {}).get("process_group") or 0)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state not in ("Z", "X")
 
 
 EXCHANGE = """

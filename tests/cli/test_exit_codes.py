@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import spawn_awf
+from tests.support.cli import spawn_awf
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -481,14 +481,16 @@ async def test_a_simulated_user_stops_at_max_turns(run_yaml):
 
 
 async def test_the_simulated_user_gets_its_persona_as_system_prompt(run_yaml):
+    from awf_nb.engine.partner import simulated_user_prompt
+
     recording = Recording()
     user = SimulatedUser(persona="A baker.", provider="scripted", max_turns=2)
     result = await run_yaml(CHAT, user=user, providers=recording)
     assert result.ok, result.error
     simulated = [r for r in recording.requests if r.speaker == "user (simulated)"]
-    assert (
-        simulated[0].system_prompt == "A baker." and simulated[0].prompt == "Hi, what do you need?"
-    )
+    # the persona, inside the prompt that makes the agent play the person
+    assert simulated[0].system_prompt == simulated_user_prompt("A baker.")
+    assert simulated[0].prompt == "Hi, what do you need?"
 
 
 async def test_scripted_provider_counts_replies_per_speaker():

@@ -18,8 +18,8 @@ from awf_nb.api import prepare_run
 from awf_nb.engine.events import RunWarning
 from awf_nb.engine.state import RunState
 from awf_nb.workflow.loader import load_text
-from tests.engine.test_tool_loop import Confirming
 from tests.support.events import Collect
+from tests.support.tool_models import Confirming
 
 CHILD_WITH_TOOLS = """
 name: child

@@ -20,8 +20,8 @@ from awf_nb.providers.scripted import ScriptedProvider
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
-from tests.tools.conftest import TEST_SERVER
-from tests.tools.test_mcp_client import FILESYSTEM_SERVER, NPM_BIN
+from tests.support.mcp_peer import TEST_SERVER
+from tests.support.peers import FILESYSTEM_SERVER, NPM_BIN
 
 
 def step(tools: dict[str, Any], replies: list[Any], inputs: str = "") -> str:

@@ -18,8 +18,8 @@ from awf_nb.engine.events import ToolCallFinished
 from awf_nb.engine.state import Turn
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
-from tests.engine.test_tool_loop import Confirming, ScriptedModel, workflow
 from tests.support.events import Collect
+from tests.support.tool_models import Confirming, ScriptedModel, workflow
 from tests.support.waiting import until
 
 

@@ -17,7 +17,7 @@ from awf_nb.engine.ports import Confirmer
 from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.frontends.terminal import TerminalReader, TerminalSink
 from awf_nb.frontends.tool_calls import shorten_arguments, shorten_result
-from tests.frontends.test_terminal_writes import Screen, Stream, TtyStream
+from tests.support.screen import Screen, Stream, TtyStream
 
 # --- the line of a finished call -----------------------------------------------------------
 

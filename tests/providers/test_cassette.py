@@ -85,11 +85,6 @@ def workflow(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store(tmp_path / "storage")
-
-
 async def run(workflow: Path, store: Store, **kwargs: Any) -> tuple[RunResult, Collect]:
     sink = Collect()
     kwargs.setdefault("cwd", workflow.parent)

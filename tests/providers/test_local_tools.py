@@ -209,6 +209,7 @@ def fake_model(monkeypatch: pytest.MonkeyPatch) -> Any:
 
         monkeypatch.setattr(local, "resolve_model_path", lambda *_: Path("fake.gguf"))
         monkeypatch.setattr(local, "_locked_model", locked)
+        monkeypatch.setattr(local, "cached_model", lambda *_: model)  # loaded already
         return model
 
     return install

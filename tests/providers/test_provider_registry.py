@@ -28,6 +28,7 @@ BUILT_IN = [
     "gemini",
     "github_copilot",
     "local",
+    "mistral_vibe",
     "openai_compatible",
     "opencode",
     "scripted",

@@ -10,6 +10,7 @@ install can never pass CI green.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,12 @@ REQUIRE_PEERS_VARIABLE = "AWF_REQUIRE_PEERS"
 
 # The markers of tests that drive a real peer (declared in pyproject.toml).
 PEER_MARKERS = frozenset({"real_server", "real_model", "real_cli", "kernel", "browser", "pty"})
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Where tests/providers/cli/install_clis.sh puts the npm peers (`$AWF_NPM_PREFIX`, default
+# `<repo>/.npm-cli`): the agent CLIs and the MCP filesystem server.
+NPM_BIN = Path(os.environ.get("AWF_NPM_PREFIX") or REPO_ROOT / ".npm-cli") / "node_modules" / ".bin"
+FILESYSTEM_SERVER = NPM_BIN / "mcp-server-filesystem"
 
 
 def peers_required() -> bool:

@@ -110,7 +110,7 @@ class RunHandle:
                 loop=loop,
             )
         try:
-            return RunResult(await self.runner.execute())
+            return RunResult(await self.runner.execute(), self.runner.config.store)  # type: ignore[arg-type]
         except AwfError as exc:  # the run could not start (e.g. its storage is unwritable)
             self._show_failure(str(exc))
             raise
@@ -174,7 +174,7 @@ class RunHandle:
     def _partial_result(self) -> RunResult:
         from awf_nb.api import RunResult
 
-        return RunResult(self.runner.state)
+        return RunResult(self.runner.state, self.runner.config.store)  # type: ignore[arg-type]
 
     async def wait(self) -> RunResult:
         """Wait for the end of the run (not cancelled if this wait is), then `result()`."""

@@ -73,6 +73,9 @@ class AwfMagics(Magics):
     @cell_magic("awf")
     def awf_cell(self, line: str, cell: str) -> None:
         """Run the workflow in the cell (used when the cell could not be rewritten to await)."""
+        if _is_eval(line):
+            self._run_eval_sync(line, cell)
+            return
         launch = self._cell_launch(line, cell)
         if launch is not None:
             self._run_sync(*launch)
@@ -86,6 +89,13 @@ class AwfMagics(Magics):
             self._run_sync(*launch)
 
     async def cell_async(self, line: str, body: str) -> None:
+        if _is_eval(line):  # `%%awf eval …`: eval_magic.py
+            from awf_nb.frontends.notebook.eval_magic import run_eval_cell
+
+            await run_eval_cell(
+                self.shell, line.split(None, 1)[1] if " " in line.strip() else "", body
+            )
+            return
         launch = self._cell_launch(line, body)
         if launch is not None:
             await self._run_async(*launch)
@@ -94,6 +104,15 @@ class AwfMagics(Magics):
         launch = self._line(line)
         if launch is not None:
             await self._run_async(*launch)
+
+    def _run_eval_sync(self, line: str, body: str) -> None:
+        """`%%awf eval` where the cell could not be rewritten to await: on IPython's loop."""
+        from IPython.core.async_helpers import get_asyncio_loop
+
+        from awf_nb.frontends.notebook.eval_magic import run_eval_cell
+
+        rest = line.split(None, 1)[1] if " " in line.strip() else ""
+        get_asyncio_loop().run_until_complete(run_eval_cell(self.shell, rest, body))
 
     # --- parsing and preparing --------------------------------------------------------------
 
@@ -290,6 +309,10 @@ class AwfMagics(Magics):
         """Any other `awf` command, run by the CLI's own handler (output into the cell)."""
         from awf_nb import cli
 
+        if args.command == "eval":  # it runs on the kernel's loop, with the live table
+            raise AwfCellError(
+                "in a notebook, run an eval with a %%awf eval cell (%%awf eval FILE)"
+            )
         if args.command == "diagram" and not args.output:
             self._diagram(args)
             return
@@ -319,6 +342,10 @@ class AwfMagics(Magics):
             )
         except AwfError as exc:
             raise cell_error(exc) from None
+
+
+def _is_eval(line: str) -> bool:
+    return line.split(None, 1)[:1] == ["eval"]
 
 
 # --- Ctrl-C in a terminal IPython ------------------------------------------------------------

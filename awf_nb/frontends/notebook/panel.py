@@ -298,6 +298,14 @@ class RunPanel:
             if section.partner and self.input.exchange is None:
                 self.input.set_exchange((section.name, section.partner))
 
+    def _on_model_loading(self, event: ev.ModelLoading) -> None:
+        # The first reply waits for the model to load: the status line says so meanwhile.
+        if event.done:
+            self._activity = f"running {event.step}"
+        else:
+            self._activity = f"{event.step}: loading model {event.model}…"
+        self._update_status()
+
     def _on_tool_use(self, event: ev.AgentToolUse) -> None:
         section = self._sections.get(event.step)
         if section is None:
@@ -614,6 +622,7 @@ _HANDLERS: dict[type, Callable[[RunPanel, Any], None]] = {
     ev.StepStarted: RunPanel._on_step_started,
     ev.StepOutput: RunPanel._on_step_output,
     ev.TurnStarted: RunPanel._on_turn_started,
+    ev.ModelLoading: RunPanel._on_model_loading,
     ev.AgentToolUse: RunPanel._on_tool_use,
     ev.ToolCallStarted: RunPanel._on_tool_started,
     ev.AwaitingConfirmation: RunPanel._on_awaiting_confirmation,

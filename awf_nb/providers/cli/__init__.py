@@ -1,4 +1,4 @@
-"""Agent CLIs as providers: claude, gemini, codex, opencode and GitHub Copilot.
+"""Agent CLIs as providers: claude, gemini, codex, opencode, GitHub Copilot and Mistral Vibe.
 
 Each runs the vendor's CLI once per turn (no shell, its own process group), streams its
 NDJSON output, and continues a conversation by resuming the CLI's session id. The

@@ -1,4 +1,5 @@
-"""The shared runner behind the agent-CLI providers (claude, gemini, codex, opencode, copilot).
+"""The shared runner behind the agent-CLI providers (claude, gemini, codex, opencode, copilot,
+mistral_vibe).
 
 An agent CLI keeps its own conversation; we run it once per turn and resume it by session
 id. This module does everything the five CLIs have in common: validating the step's
@@ -46,6 +47,7 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.engine.process import EOF_GRACE_SECONDS, KILL_GRACE_SECONDS, ProcessGroup
+from awf_nb.engine.reply_limits import DEFAULT_MAX_REPLY_BYTES, token_count
 from awf_nb.errors import EXIT_USER, ProviderError
 from awf_nb.providers.options import OptionsModel, parse_options, unknown_options
 
@@ -61,6 +63,7 @@ MCP_STARTUP_TIMEOUT_SECONDS = 60
 # replayed history) go through stdin for the CLIs that read one there.
 ARGV_PROMPT_LIMIT = 100_000
 STDERR_TAIL_LINES = 60
+STDERR_LINE_CHARS = 2000
 MAX_DIAGNOSTIC_LINES = 10_000  # non-JSON stdout lines kept per turn
 TOOL_ARGUMENT_WIDTH = 80
 
@@ -193,11 +196,13 @@ class TextJoiner:
 class ExecutableNotFound(ProviderError):
     """The CLI is not installed (or not on PATH); says how to install it."""
 
-    def __init__(self, provider: str, binary: str, package: str) -> None:
+    def __init__(
+        self, provider: str, binary: str, package: str, install: str | None = None
+    ) -> None:
         # The spec fixes this wording, which names the provider in its own way.
         message = (
             f'provider "{provider}": executable "{binary}" not found on PATH '
-            f"(npm install -g {package})"
+            f"({install or f'npm install -g {package}'})"
         )
         super().__init__(provider, message, exit_code=EXIT_USER, prefixed=False)
 
@@ -213,6 +218,10 @@ class CliProvider(ABC):
     default_name: ClassVar[str]
     binary: ClassVar[str]
     package: ClassVar[str]  # the npm package, for the "not found" message
+    # How to install it, for the "not found" message (default: from npm).
+    install_command: ClassVar[str | None] = None
+    # The step's `options:` this CLI reads (common ones; a CLI may add its own).
+    options_model: ClassVar[type[CliOptions]] = CliOptions
     # True: the system prompt has a flag of its own; False: it prefixes the first prompt.
     system_prompt_flag: ClassVar[bool] = False
     supports_allowed_tools: ClassVar[bool] = False
@@ -247,6 +256,14 @@ class CliProvider(ABC):
         Cleanups pushed on `turn_files` run when the turn ends. Nothing by default."""
         return None
 
+    def prepare_command(
+        self, command: Command, parser: OutputParser, turn_files: contextlib.ExitStack
+    ) -> Command:
+        """The command as run, e.g. with a folder made for this turn that the CLI writes a
+        report into; callbacks pushed on `turn_files` run when the process has ended (so
+        the parser can read the report), before the turn's outcome is decided."""
+        return command
+
     # -- the contract
 
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
@@ -271,7 +288,8 @@ class CliProvider(ABC):
         # Files written for this turn (prepare_env) go when it ends, however it ends.
         with contextlib.ExitStack() as turn_files:
             self.prepare_env(cli_turn, env, turn_files)
-            run = _Run(self, command, env, Path(turn.working_dir))
+            command = self.prepare_command(command, parser, turn_files)
+            run = _Run(self, command, env, Path(turn.working_dir), turn.max_reply_bytes)
             async with contextlib.aclosing(run.lines()) as lines:
                 async for line in lines:
                     for event in parse_line(parser, line, run.diagnostics):
@@ -300,10 +318,10 @@ class CliProvider(ABC):
     # -- options and prompt
 
     def _options(self, raw: Mapping[str, Any]) -> CliOptions:
-        return parse_options(self.name, CliOptions, raw, ignore_unknown=True)
+        return parse_options(self.name, self.options_model, raw, ignore_unknown=True)
 
     def _option_notices(self, raw: Mapping[str, Any], options: CliOptions) -> list[Notice]:
-        ignored = sorted(unknown_options(CliOptions, raw))
+        ignored = sorted(unknown_options(self.options_model, raw))
         if options.allowed_tools and not self.supports_allowed_tools:
             ignored.insert(0, "allowed_tools")
         notices = []
@@ -481,11 +499,41 @@ def parse_line(parser: OutputParser, line: str, diagnostics: list[str]) -> list[
         event = None
     if not isinstance(event, dict):
         # A banner or warning on stdout: kept for error messages, within bounds.
+        if isinstance(diagnostics, DiagnosticLines):
+            diagnostics.keep(text)
+            return []
         if len(diagnostics) >= MAX_DIAGNOSTIC_LINES:
             del diagnostics[: MAX_DIAGNOSTIC_LINES // 10]
         diagnostics.append(text)
         return []
     return parser.feed(event)
+
+
+class DiagnosticLines(list[str]):
+    """A turn's stdout lines that are not JSON events (banners, warnings, a pretty-printed
+    JSON document), kept for error messages and `parse_whole_document`: at most
+    `MAX_DIAGNOSTIC_LINES` lines and `max_chars` characters (the turn's reply bound), the
+    oldest dropped first. A CLI printing garbage without end costs no more than that."""
+
+    def __init__(self, max_chars: int = DEFAULT_MAX_REPLY_BYTES) -> None:
+        super().__init__()
+        self.max_chars = max_chars
+        self.chars = 0
+
+    def keep(self, line: str) -> None:
+        line = line[: self.max_chars]
+        self.append(line)
+        self.chars += len(line)
+        drop = 0
+        while self.chars > self.max_chars or len(self) - drop > MAX_DIAGNOSTIC_LINES:
+            self.chars -= len(self[drop])
+            drop += 1
+        if drop:
+            del self[:drop]
+
+    def clear(self) -> None:
+        super().clear()
+        self.chars = 0
 
 
 def parse_whole_document(parser: OutputParser, diagnostics: list[str]) -> list[ProviderEvent]:
@@ -500,6 +548,12 @@ def parse_whole_document(parser: OutputParser, diagnostics: list[str]) -> list[P
         return []
     diagnostics.clear()
     return parser.feed(document)
+
+
+def usage_count(value: Any) -> int:
+    """A token count from a CLI's output to add up; what is no count (`NaN`, `1e400`, a
+    negative or fractional number, text) adds nothing, instead of crashing the turn."""
+    return token_count(value) or 0
 
 
 def _env_value(value: Any) -> str:
@@ -536,14 +590,19 @@ class _Run:
     """One CLI process: started in its own group, read line by line, always cleaned up."""
 
     def __init__(
-        self, provider: CliProvider, command: Command, env: dict[str, str], cwd: Path
+        self,
+        provider: CliProvider,
+        command: Command,
+        env: dict[str, str],
+        cwd: Path,
+        max_chars: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self.provider = provider
         self.command = command
         self.env = env
         self.cwd = cwd
         self.returncode: int | None = None
-        self.diagnostics: list[str] = []
+        self.diagnostics = DiagnosticLines(max_chars)
         self.stderr_lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
 
     async def lines(self) -> AsyncIterator[str]:
@@ -588,7 +647,9 @@ class _Run:
         provider = self.provider
         executable = shutil.which(self.command.argv[0], path=self.env.get("PATH", os.defpath))
         if executable is None:
-            raise ExecutableNotFound(provider.name, provider.binary, provider.package)
+            raise ExecutableNotFound(
+                provider.name, provider.binary, provider.package, provider.install_command
+            )
         if not self.cwd.is_dir():
             raise ProviderError(provider.name, f"working directory {self.cwd} does not exist")
         try:
@@ -600,6 +661,8 @@ class _Run:
                 limit=STDOUT_LINE_LIMIT,
                 eof_grace=provider.eof_grace,
                 kill_grace=provider.kill_grace,
+                # Nothing a turn started (the CLI's tools' processes) outlives the turn.
+                contain=True,
             )
         except OSError as error:
             reason = error.strerror or str(error)
@@ -615,8 +678,8 @@ class _Run:
             if not raw:
                 return
             line = _ANSI_ESCAPE.sub("", raw.decode("utf-8", errors="replace")).strip()
-            if line:
-                self.stderr_lines.append(line)
+            if line:  # cut: only the start of a line is ever shown
+                self.stderr_lines.append(line[:STDERR_LINE_CHARS])
 
     def stderr_summary(self, noise: tuple[str, ...]) -> str:
         """The CLI's explanation on stderr: its first `Error…` line, else its last lines."""

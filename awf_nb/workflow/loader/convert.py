@@ -121,7 +121,9 @@ class _WorkflowBuilder:
         if kind == "agent":
             _removed_fields(data, path, doc)
         step_class = STEP_CLASSES[kind]
-        _UnknownKeys(doc).check(data, step_class, path, ignore=("name",))
+        unknown = _UnknownKeys(doc)
+        unknown.awf_only(data, path, "step")
+        unknown.check(data, step_class, path, ignore=("name",))
         data["name"] = name
         return _validate(step_class, data, path, doc)
 

@@ -1,5 +1,9 @@
-"""The YAML keys each model accepts, and warnings (with a did-you-mean) for the keys it
-does not: AWF ignores unknown keys, so they are warnings, and they are dropped."""
+"""The YAML keys each model accepts, and what is said about the others.
+
+A key no model knows is a warning with a did-you-mean (AWF ignores unknown keys), and it is
+dropped. A key that AWF defines but awf-nb does not implement is an error naming it: the
+same file must never quietly mean something else here (`AWF_UNSUPPORTED`). A key AWF reads
+but never acts on is a warning that says so (`AWF_INERT`)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,22 @@ from pydantic import BaseModel
 from awf_nb.workflow.checks import did_you_mean, join_path
 from awf_nb.workflow.loader.document import _Document
 from awf_nb.workflow.model import Input, Limits, WorkflowHooks
+
+# AWF features awf-nb does not implement, by where the key sits: what the feature is.
+AWF_UNSUPPORTED: dict[str, dict[str, str]] = {
+    "top": {"plugins": "workflow plugins"},
+    "step": {
+        "use_template": "step templates",
+        "parameters": "step templates",
+        "config": "the parameters of step types that plugins provide",
+    },
+    "mcp_proxy": {"plugin_tools": "plugin operations served as tools"},
+}
+# Keys AWF parses and then never uses: accepted here too, with a warning that says so.
+AWF_INERT: dict[str, str] = {
+    "capture": "AWF reads `capture` but does not use it (only its dry run shows it)",
+    "depends_on": "AWF reads `depends_on` but does not use it (branches run as listed)",
+}
 
 _TOP_LEVEL_KEYS = (
     "name",
@@ -34,6 +54,7 @@ class _UnknownKeys:
         self.doc = doc
 
     def check_top_level(self, data: dict[str, Any]) -> None:
+        self.awf_only(data, "", "top")
         for key in [k for k in data if k not in _TOP_LEVEL_KEYS]:
             self._unknown(key, key, _TOP_LEVEL_KEYS)
             del data[key]
@@ -67,11 +88,40 @@ class _UnknownKeys:
             elif not many and isinstance(value, dict):
                 self.check(value, nested, join_path(path, key))
 
+    def awf_only(self, data: dict[str, Any], path: str, where: str) -> None:
+        """Report (and drop) the keys of `data` that only AWF implements (`where`: top,
+        step); a step's `mcp_proxy.plugin_tools` too."""
+        for key, feature in AWF_UNSUPPORTED.get(where, {}).items():
+            if key in data:
+                self.doc.error(awf_unsupported_message(key, feature), join_path(path, key))
+                del data[key]
+        if where != "step":
+            return
+        for key, why in AWF_INERT.items():
+            if key in data:
+                self.doc.warn(f'"{key}" has no effect: {why}', join_path(path, key))
+                del data[key]
+        proxy = data.get("mcp_proxy")
+        if isinstance(proxy, dict):
+            proxy_path = join_path(path, "mcp_proxy")
+            for key, feature in AWF_UNSUPPORTED["mcp_proxy"].items():
+                if proxy.get(key):
+                    where_key = join_path(proxy_path, key)
+                    self.doc.error(awf_unsupported_message(f"mcp_proxy.{key}", feature), where_key)
+                    del proxy[key]
+
     def _unknown(self, key: str, path: str, known: typing.Iterable[str]) -> None:
         hint = did_you_mean(key, known)
         if key == "initial" and "states" in known:
             hint = "did you mean states.initial?"
         self.doc.warn(f'unknown key "{key}"', path, hint=hint)
+
+
+def awf_unsupported_message(key: str, feature: str) -> str:
+    return (
+        f'"{key}" is an AWF feature that awf-nb does not support ({feature}); '
+        "remove it, or run this workflow with AWF"
+    )
 
 
 _FIELD_CACHE: dict[type[BaseModel], dict[str, tuple[type[BaseModel] | None, bool]]] = {}

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+from IPython.core.interactiveshell import InteractiveShell
 
 from awf_nb.api import load
 from awf_nb.frontends import connect
@@ -26,9 +25,10 @@ from awf_nb.frontends.notebook.run_mode import (
     workflow_needs_input,
 )
 from awf_nb.frontends.notebook.transformer import make_transformer
+from tests.support.notebook import cell
+from tests.support.panel_widgets import click
 from tests.support.waiting import wait_until
 
-CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
 WAIT_SECONDS = 20.0
 
 CHAT = """\
@@ -168,32 +168,9 @@ def test_no_rewrite_without_asyncio_autoawait() -> None:
 # --- through a shell --------------------------------------------------------------------------
 
 
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.extension_manager.load_extension("awf_nb")
-    yield ip
-
-
-@pytest.fixture
-def ip(
-    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[InteractiveShell]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("AWF_STORAGE", str(tmp_path / "storage"))
-    monkeypatch.delenv("AWF_NO_INTERACTIVE", raising=False)
-    for name in ("_awf", "chat", "result"):
-        shell.user_ns.pop(name, None)
-    yield shell
-    shell.autoawait = True
-
-
 def as_kernel(monkeypatch: pytest.MonkeyPatch, version: tuple[int, ...]) -> None:
     monkeypatch.setattr(connect, "in_kernel", lambda shell=None: True)
     monkeypatch.setattr(magic, "kernel_version", lambda shell: version)
-
-
-def cell(ip: InteractiveShell, text: str) -> ExecutionResult:
-    return ip.run_cell(text, store_history=False)
 
 
 def give_up(ip: InteractiveShell) -> None:
@@ -216,11 +193,11 @@ def person_in_another_thread(ip: InteractiveShell, messages: list[str]) -> threa
             for message in messages:
                 wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
                 panel.input.text.value = message
-                panel.input.send_button._handle_msg(CLICK)
+                click(panel.input.send_button)
                 shown = lambda m=message: any(c.value == m for c in section.body.children)  # noqa: E731
                 wait_until(shown, "the message in the chat")
             wait_until(lambda: not panel.input.end_button.disabled, "the last prompt")
-            panel.input.end_button._handle_msg(CLICK)
+            click(panel.input.end_button)
         except BaseException as exc:  # reported by the test
             errors.append(exc)
             give_up(ip)
@@ -308,7 +285,7 @@ def test_cancel_run_at_the_prompt_cancels_an_awaiting_run(
             wait_until(lambda: "chat" in ip.user_ns, "the handle")
             panel = ip.user_ns["chat"].panel
             wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
-            panel.input.cancel_button._handle_msg(CLICK)
+            click(panel.input.cancel_button)
         except AssertionError:
             give_up(ip)  # the assertions below then report what went wrong
 

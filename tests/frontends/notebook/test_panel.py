@@ -4,7 +4,6 @@ typing are delivered exactly as the browser sends them (`_handle_msg` with `buff
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import ipywidgets as widgets
 import pytest
@@ -17,24 +16,10 @@ from awf_nb.frontends.notebook.panel_items import clean_output, render_markdown
 from awf_nb.frontends.notebook.panel_static import static_html
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.frontends.notebook.stream_view import StreamHTML
+from tests.support.panel_widgets import click, find, type_into
 from tests.support.waiting import until
 
-CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
 WAIT_SECONDS = 20.0
-
-
-def click(button: widgets.Button) -> None:
-    button._handle_msg(CLICK)
-
-
-def type_into(box: widgets.Textarea, text: str) -> None:
-    """What the browser sends when the text box changes."""
-    box._handle_msg(
-        {
-            "content": {"data": {"method": "update", "state": {"value": text}, "buffer_paths": []}},
-            "buffers": [],
-        }
-    )
 
 
 def conversation(replies: list[str], delay_ms: int = 0) -> str:
@@ -80,13 +65,6 @@ def bubbles(panel: RunPanel, step: str = "talk") -> list[tuple[str, str]]:
         for child in section.body.children
         if isinstance(child, widgets.HTML | StreamHTML)
     ]
-
-
-def find(widget: widgets.Widget, kind: type) -> list[Any]:
-    found = [widget] if isinstance(widget, kind) else []
-    for child in getattr(widget, "children", ()):
-        found.extend(find(child, kind))
-    return found
 
 
 async def test_a_conversation_driven_only_by_clicks_completes() -> None:

@@ -16,7 +16,7 @@ from awf_nb.frontends.notebook.panel import RunPanel
 from awf_nb.frontends.notebook.panel_static import static_html
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.frontends.notebook.stream_view import StreamHTML
-from tests.frontends.notebook.test_panel import click, find
+from tests.support.panel_widgets import click, find, type_into
 from tests.support.waiting import until
 
 ARGS = '{"command": "ls -la"}'
@@ -340,7 +340,6 @@ async def test_allow_and_deny_in_a_real_run(tmp_path: Any) -> None:
     from awf_nb.api import load, prepare_run
     from awf_nb.frontends.notebook.handle import RunHandle
     from awf_nb.providers.scripted import ScriptedProvider
-    from tests.frontends.notebook.test_panel import type_into
 
     workflow = load(TOOLS_CHAT)
     panel = RunPanel(workflow.name, interactive=True)

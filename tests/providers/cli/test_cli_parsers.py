@@ -74,10 +74,13 @@ def parse(sample: str) -> Parsed:
 
 
 def output_samples() -> list[str]:
+    """The samples judged by their stdout alone (vibe's need its report too: test_cli_vibe)."""
     return sorted(
         p.name
         for p in SAMPLES.iterdir()
-        if p.suffix in (".jsonl", ".json") and not p.name.endswith("-requests.jsonl")
+        if p.suffix in (".jsonl", ".json")
+        and not p.name.endswith("-requests.jsonl")
+        and not p.name.startswith("vibe-")
     )
 
 

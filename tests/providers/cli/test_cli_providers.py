@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import FakeCli, is_alive, wait_until_gone
+from cli_helpers import FakeCli, wait_until_gone
 
 from awf_nb.engine.ports import (
     Final,
@@ -41,6 +41,7 @@ from awf_nb.providers.cli.copilot import CopilotProvider
 from awf_nb.providers.cli.gemini import GeminiProvider
 from awf_nb.providers.cli.opencode import OpencodeProvider
 from tests.support import collect
+from tests.support.processes import process_alive
 
 
 def _after(argv: list[str], flag: str) -> str | None:
@@ -337,7 +338,7 @@ async def test_cancel_mid_stream_kills_the_process_group(fake_cli: FakeCli, cli:
     task = asyncio.create_task(consume())
     await asyncio.wait_for(first_text.wait(), 10)
     [record] = fake_cli.records()
-    assert is_alive(record["pid"]) and is_alive(record["child_pid"])
+    assert process_alive(record["pid"]) and process_alive(record["child_pid"])
     assert record["pgid"] == record["pid"]  # its own process group
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

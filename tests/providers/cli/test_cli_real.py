@@ -1,8 +1,9 @@
 """The providers driving the REAL agent CLIs, offline, against a fake LLM API on 127.0.0.1.
 
 The CLIs come from npm (tests/providers/cli/install_clis.sh installs them into
-`$AWF_NPM_PREFIX`, default `<repo>/.npm-cli`); a CLI that is not installed there is
-skipped. Each runs with a fresh HOME and TMPDIR and talks only to the fake server
+`$AWF_NPM_PREFIX`, default `<repo>/.npm-cli`), Mistral's Vibe from PyPI (into its own
+virtualenv, `$AWF_VIBE_VENV`, default `<repo>/.vibe-cli`); a CLI that is not installed
+there is skipped (a failure under AWF_REQUIRE_PEERS=1). Each runs with a fresh HOME and TMPDIR and talks only to the fake server
 (cli_fake_llm.py), which records every request: so a two-turn session can show that the
 CLI really resumed — turn 2's request carries turn 1's user and assistant messages — and,
 with a scripted tool call, that a CLI really called a step's tool served by
@@ -44,13 +45,15 @@ from awf_nb.providers.cli.claude import ClaudeProvider
 from awf_nb.providers.cli.codex import CodexProvider
 from awf_nb.providers.cli.copilot import CopilotProvider
 from awf_nb.providers.cli.gemini import GeminiProvider
+from awf_nb.providers.cli.mistral_vibe import MistralVibeProvider
 from awf_nb.providers.cli.opencode import OpencodeProvider
 from tests.support import collect
+from tests.support.peers import NPM_BIN
 
 pytestmark = pytest.mark.real_cli
 
 REPO = Path(__file__).resolve().parents[3]
-NPM_BIN = Path(os.environ.get("AWF_NPM_PREFIX") or REPO / ".npm-cli") / "node_modules" / ".bin"
+VIBE_BIN = Path(os.environ.get("AWF_VIBE_VENV") or REPO / ".vibe-cli") / "bin"
 # Generous: a cold start of a Node CLI on a busy 2-core machine takes seconds.
 TURN_TIMEOUT = 120.0
 
@@ -61,6 +64,7 @@ class RealCli:
     provider: type[CliProvider]
     request_path: str  # the API path of the CLI's model calls
     setup: Callable[[str, Path], tuple[dict[str, str], dict[str, Any]]]  # -> env, options
+    bin_dir: Path = NPM_BIN
 
 
 def _claude(url: str, home: Path) -> tuple[dict[str, str], dict[str, Any]]:
@@ -123,6 +127,21 @@ def _copilot(url: str, home: Path) -> tuple[dict[str, str], dict[str, Any]]:
     return env, {"model": "fake-model"}
 
 
+def _vibe(url: str, home: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    # Every Vibe setting can come from a VIBE_* variable (lists as JSON): a provider on the
+    # fake server, a model on it; `options.model` picks it (VIBE_ACTIVE_MODEL).
+    provider = {"name": "fake", "api_base": f"{url}/v1", "api_key_env_var": "FAKE_API_KEY"}
+    model = {"name": "fake-model", "provider": "fake", "alias": "fake-model"}
+    env = {
+        "VIBE_PROVIDERS": json.dumps([provider]),
+        "VIBE_MODELS": json.dumps([model]),
+        "FAKE_API_KEY": "test",
+    }
+    return env, {"model": "fake-model"}
+
+
+VIBE = RealCli("vibe", MistralVibeProvider, "/chat/completions", _vibe, VIBE_BIN)
+
 REAL_CLIS = [
     RealCli("claude", ClaudeProvider, "/v1/messages", _claude),
     RealCli("gemini", GeminiProvider, ":streamGenerateContent", _gemini),
@@ -169,10 +188,15 @@ class Session:
         return calls[-1]
 
 
+# The CLIs whose sessions are checked end to end; the npm ones also serve awf's tools
+# (mcp_proxy), which awf-nb does not offer through Vibe.
+SESSION_CLIS = [*REAL_CLIS, VIBE]
+
+
 def _installed(cli: RealCli) -> RealCli:
-    if not (NPM_BIN / cli.binary).exists():
+    if not (cli.bin_dir / cli.binary).exists():
         pytest.skip(
-            f"{cli.binary} not installed in {NPM_BIN} (tests/providers/cli/install_clis.sh)"
+            f"{cli.binary} not installed in {cli.bin_dir} (tests/providers/cli/install_clis.sh)"
         )
     return cli
 
@@ -185,7 +209,7 @@ def _session(cli: RealCli, server: FakeLlmServer, tmp_path: Path) -> Session:
     env |= {
         "HOME": str(home),
         "TMPDIR": str(tmp),
-        "PATH": f"{NPM_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PATH": os.pathsep.join([str(cli.bin_dir), str(NPM_BIN), os.environ.get("PATH", "")]),
         "NO_COLOR": "1",
     }
     return Session(cli, server, workdir, env, options)
@@ -195,7 +219,7 @@ async def _run(provider: CliProvider, request: TurnRequest) -> list[ProviderEven
     return await asyncio.wait_for(collect(provider.stream(request)), TURN_TIMEOUT)
 
 
-@pytest.mark.parametrize("cli", REAL_CLIS, ids=[c.binary for c in REAL_CLIS])
+@pytest.mark.parametrize("cli", SESSION_CLIS, ids=[c.binary for c in SESSION_CLIS])
 async def test_two_turn_session_resumes_for_real(
     cli: RealCli, server: FakeLlmServer, tmp_path: Path
 ) -> None:
@@ -296,6 +320,82 @@ async def test_two_real_clis_write_and_review_each_in_its_own_session(
     second_review = reviewer.call_for(drafts[1])
     assert reviews[0] in request_texts(second_review), "reviewer turn 2 resumed"
     assert any(drafts[0] in text for text in request_texts(second_review))
+
+
+# --- Mistral Vibe: what its parser reads, from the real CLI ------------------------------------
+
+
+async def test_vibe_api_error_unknown_session_and_long_prompt(
+    server: FakeLlmServer, tmp_path: Path
+) -> None:
+    session = _session(_installed(VIBE), server, tmp_path)
+    provider = MistralVibeProvider()
+    with pytest.raises(ProviderError, match=r"^mistral_vibe: Client error '400 Bad Request'"):
+        await _run(provider, session.turn("FAKE_HTTP_400 please"))
+    unknown = "00000000-0000-0000-0000-000000000000"
+    with pytest.raises(ProviderError, match=f'session "{unknown}" not found'):
+        await _run(provider, session.turn("hello", session_id=unknown))
+    long_prompt = "lorem ipsum " * (ARGV_PROMPT_LIMIT // 10) + "\nend of the long prompt"
+    events = await _run(provider, session.turn(long_prompt))
+    assert isinstance(events[-1], Final)
+    assert events[-1].text.endswith("last_user=end of the long prompt")
+    assert long_prompt.strip() in request_texts(session.call_for("end of the long prompt"))
+    events = await _run(provider, session.turn("- a list item, not an option"))
+    assert events[-1].text.endswith("last_user=- a list item, not an option")
+
+
+async def test_vibe_reports_the_tool_it_ran_and_the_usage(tmp_path: Path) -> None:
+    from awf_nb.engine.ports import ToolUse, Usage
+
+    fake = FakeLlmServer(tool_calls=[ScriptedToolCall("read_file", {"path": "notes.txt"})])
+    fake.start()
+    try:
+        session = _session(_installed(VIBE), fake, tmp_path)
+        (session.workdir / "notes.txt").write_text("the note says 42\n")
+        events = await _run(MistralVibeProvider(), session.turn("please read notes"))
+    finally:
+        fake.stop()
+    assert [e for e in events if isinstance(e, ToolUse)] == [
+        ToolUse("file_system.read_file", "notes.txt")
+    ]
+    assert any("the note says 42" in text for text in request_texts(session.model_calls()[-1]))
+    assert Usage(input_tokens=24, output_tokens=14) in events  # vibe's report, both calls
+    assert isinstance(events[-1], Final) and events[-1].text.startswith("FAKE-REPLY")
+
+
+async def test_a_vibe_workflow_step_runs_and_resumes_its_session(
+    server: FakeLlmServer, tmp_path: Path
+) -> None:
+    """`provider: mistral_vibe` in a workflow: a conversation of two turns in one session."""
+    import yaml
+
+    from awf_nb.api import arun
+
+    session = _session(_installed(VIBE), server, tmp_path)
+    step = {
+        "type": "agent",
+        "provider": "mistral_vibe",
+        "mode": "conversation",
+        "system_prompt": "Be brief.",
+        "prompt": "first message",
+        "options": {**session.options, "env": session.env},
+        "timeout": TURN_TIMEOUT,
+        "on_success": "done",
+    }
+    workflow = {
+        "name": "vibe",
+        "states": {"initial": "chat", "chat": step, "done": {"type": "terminal"}},
+    }
+    result = await arun(
+        yaml.safe_dump(workflow), {}, replies=["second message"], storage=tmp_path / "runs",
+        cwd=session.workdir,
+    )  # fmt: skip
+    assert result.ok, result.error
+    conv = result.steps["chat"].conversation
+    assert conv.total_turns == 2 and conv.session_id
+    assert result.steps["chat"].tokens_estimated is False
+    second = session.call_for("second message")
+    assert any("first message" in text for text in request_texts(second)), "resumed"
 
 
 # --- mcp_proxy: the step's tools served to the real CLI by `awf mcp-serve` -------------------

@@ -1,0 +1,119 @@
+"""`awf_nb.evaluate` / `awf_nb.aevaluate`: run an eval from Python, shown where it runs.
+
+    res = awf_nb.evaluate("evals/bread.eval.yaml")
+    res = awf_nb.evaluate(workflow="workflows/chat.yaml", dataset=rows,
+                          inputs={"topic": "{{.case.topic}}"},
+                          user=awf_nb.SimulatedUser(persona="…", provider="local"),
+                          scorers=[{"name": "ended", "condition": 'stopped_by == "user_exit"'}],
+                          epochs=3, concurrency=8)
+    res.summary, res.rows, res.to_pandas()
+
+The eval itself is `awf_nb.evals`; this module only picks how it is shown (`show`): in a
+notebook the live table, in a terminal the progress bar on stderr, else nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from awf_nb.errors import AwfError
+
+__all__ = ["aevaluate", "evaluate"]
+
+
+async def aevaluate(
+    source: str | os.PathLike[str] | None = None,
+    *,
+    workflow: Any = None,
+    dataset: Any = None,
+    inputs: Mapping[str, Any] | None = None,
+    user: Any = None,
+    scorers: Sequence[Any] = (),
+    epochs: int | None = None,
+    concurrency: int | None = None,
+    limits: Mapping[str, Any] | None = None,
+    yes: bool = False,
+    seed: int | None = None,
+    limit: int | None = None,
+    record: str | os.PathLike[str] | None = None,
+    replay: str | os.PathLike[str] | None = None,
+    record_missing: str | os.PathLike[str] | None = None,
+    executor: str = "local",
+    storage: Any = None,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    show: bool | str = "auto",
+    progress: Any = None,
+) -> Any:
+    """Run an eval on the running event loop and return its `EvalResult`.
+
+    Give the eval file's path as `source`, or the eval as keyword arguments (`workflow`,
+    `dataset`, `inputs`, `user`, `scorers`, `epochs`, `concurrency`, `limits`, `yes`,
+    `seed`: the file's keys). `epochs`, `concurrency` and `seed` also override a file's.
+    `limit`: the first N cases only; `record` / `replay` / `record_missing`: a folder of
+    one cassette per (case, epoch). `show`: "auto" (the default) shows a live table in a
+    notebook and a progress bar in a terminal, True always, False never; a `progress` of
+    your own (an `awf_nb.evals.driver.EvalProgress`) replaces them.
+    """
+    from awf_nb.evals.api import prepare_eval, spec_from_arguments
+
+    base = Path(cwd).resolve() if cwd is not None else None
+    if source is not None:
+        if workflow is not None or dataset is not None:
+            raise AwfError("evaluate(): give an eval file, or workflow= and dataset=, not both")
+        spec: Any = source
+        file_overrides = {"epochs": epochs, "concurrency": concurrency, "seed": seed}
+    else:
+        if workflow is None or dataset is None:
+            raise AwfError("evaluate() needs an eval file, or workflow= and dataset=")
+        spec = spec_from_arguments(
+            workflow=workflow, dataset=dataset, inputs=inputs, user=user, scorers=scorers,
+            epochs=1 if epochs is None else epochs, concurrency=concurrency, limits=limits,
+            yes=yes, seed=seed,
+            cwd=base,
+        )  # fmt: skip
+        file_overrides = {"epochs": None, "concurrency": None, "seed": None}
+    run = prepare_eval(
+        spec, limit=limit, record=record, replay=replay, record_missing=record_missing,
+        executor=executor, storage=storage, cwd=base, env=env, **file_overrides,
+    )  # fmt: skip
+    if progress is None:
+        progress = _progress(show)
+    return await run.execute(progress)
+
+
+def evaluate(source: str | os.PathLike[str] | None = None, **kwargs: Any) -> Any:
+    """Synchronous `aevaluate`. Inside a running event loop (a notebook), use
+    `await awf_nb.aevaluate(...)` or the `%%awf eval` magic."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(aevaluate(source, **kwargs))
+    raise AwfError(
+        "awf_nb.evaluate() cannot be used inside a running event loop",
+        hint="use `await awf_nb.aevaluate(...)` instead (or %%awf eval in a notebook)",
+    )
+
+
+def _progress(show: bool | str) -> Any:
+    from awf_nb.frontends.connect import pick_frontend
+
+    frontend = pick_frontend(show if isinstance(show, bool) else "auto")
+    if frontend == "notebook":
+        from awf_nb.frontends.notebook.eval_table import EvalTable
+
+        table = EvalTable()
+        table.display()
+        return table
+    if frontend == "terminal":
+        import io
+
+        from awf_nb.frontends.eval_terminal import TerminalEvalProgress
+
+        # The summary is the caller's to print (`res.summary.to_text()`): stdout stays theirs.
+        return TerminalEvalProgress(out=io.StringIO())
+    return None

@@ -1,0 +1,414 @@
+"""Running an eval: plan the (case, epoch) work, hand it to an executor, keep the results.
+
+`start_eval` opens a new eval folder for an `EvalSpec`; `resume_eval` reopens one. Both
+give an `EvalRun`, whose `execute()` runs what is left and returns the `EvalResult`. The
+driver owns every write to the eval's folder (runs.jsonl as runs start, results.jsonl as
+they finish, the manifest's status at the start and the end) and tells an `EvalProgress`
+(a frontend: the terminal's progress bar, the notebook's live table) what happens.
+
+Cassettes: `record` writes `DIR/<case>-<epoch>.cassette.jsonl` per run, `replay` serves
+each run from its own and needs every one of them before anything starts (a missing one
+is an error naming the case), `record-missing` replays those that exist and records the
+rest.
+
+Seeds: every run gets its own sampling seed, derived from the eval's seed (`--seed N`, or
+one drawn when the eval starts and kept in its folder) and the (case, epoch); so epochs
+differ from each other, and an eval started with the same seed samples the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from awf_nb.errors import UserError
+from awf_nb.evals.datasets import Case
+from awf_nb.evals.executor import (
+    ArtifactWriter,
+    EvalPlan,
+    Executor,
+    LocalExecutor,
+    RunOutcome,
+    RunStarted,
+    WorkItem,
+)
+from awf_nb.evals.loader import EvalSpec
+from awf_nb.evals.results import EvalResult, EvalRow
+from awf_nb.evals.run_setup import CassetteUse, with_limits
+from awf_nb.evals.storage import EvalFolder, Manifest, now_text
+from awf_nb.store import Store
+
+CassetteMode = Literal["record", "replay", "record-missing"]
+CASSETTE_SUFFIX = ".cassette.jsonl"
+EXECUTORS = ("local",)
+
+
+class EvalProgress(Protocol):
+    """What a frontend is told while an eval runs (called on the eval's event loop; must
+    not block)."""
+
+    def eval_started(self, run: EvalRun) -> None: ...
+
+    def run_started(self, case: str, epoch: int, run_id: str) -> None: ...
+
+    def run_finished(self, row: EvalRow) -> None: ...
+
+    def eval_finished(self, result: EvalResult) -> None: ...
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """What the command line, `evaluate()` or the magic may change about an eval."""
+
+    epochs: int | None = None
+    limit: int | None = None  # the first N cases only
+    concurrency: int | None = None
+    seed: int | None = None
+    cassette_mode: CassetteMode | None = None
+    cassette_dir: Path | None = None
+    executor: str = "local"
+
+
+def cassette_path(folder: Path, case: Case, epoch: int) -> Path:
+    return folder / f"{case.file_stem}-{epoch}{CASSETTE_SUFFIX}"
+
+
+def run_seed(seed: int, case: str, epoch: int) -> int:
+    """The seed of one (case, epoch): stable for a given eval seed, different per run."""
+    digest = hashlib.sha256(f"{seed}\x00{case}\x00{epoch}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+class EvalRun:
+    """One execution of an eval (new or resumed): see `execute`."""
+
+    def __init__(
+        self,
+        spec: EvalSpec,
+        folder: EvalFolder,
+        manifest: Manifest,
+        cases: list[Case],
+        done: list[EvalRow],
+        *,
+        cwd: Path,
+        env: dict[str, str] | None,
+        executor: Executor,
+    ) -> None:
+        self.spec = spec
+        self.folder = folder
+        self.manifest = manifest
+        self.cases = cases
+        self.done = done
+        self.cwd = cwd
+        self.env = env
+        self.executor = executor
+        self.in_flight: dict[tuple[str, int], str] = {}
+        self.rows: list[EvalRow] = list(done)
+
+    @property
+    def eval_id(self) -> str:
+        return self.folder.eval_id
+
+    @property
+    def total(self) -> int:
+        return self.manifest.total
+
+    @property
+    def scorers(self) -> list[tuple[str, str]]:
+        return self.manifest.scorers
+
+    def pending(self) -> list[tuple[Case, int]]:
+        finished = {row.key for row in self.done}
+        return [
+            (case, epoch)
+            for epoch in range(1, self.manifest.epochs + 1)
+            for case in self.cases
+            if (case.id, epoch) not in finished
+        ]
+
+    def plan(self) -> EvalPlan:
+        items = [self._item(case, epoch) for case, epoch in self.pending()]
+        return EvalPlan(
+            workflow=with_limits(self.spec.workflow, self.spec.file.limits),
+            scorers=list(self.spec.file.scorers),
+            items=items,
+            concurrency=self.manifest.concurrency,
+            yes=self.spec.file.yes,
+            cwd=self.cwd,
+            base_dir=self.spec.base_dir,
+            env=self.env,
+        )
+
+    def _item(self, case: Case, epoch: int) -> WorkItem:
+        from awf_nb.engine.partner import SimulatedUser
+        from awf_nb.errors import AwfError
+        from awf_nb.evals.scorers import render_case_template
+
+        file = self.spec.file
+        data = {"case": dict(case.row), "epoch": epoch}
+        seed = run_seed(self.manifest.seed, case.id, epoch)
+        cassette = self._cassette(case, epoch)
+        try:
+            inputs = {
+                name: render_case_template(value, data, what=f"inputs.{name}",
+                                           base_dir=self.spec.base_dir)
+                if isinstance(value, str) else value
+                for name, value in file.inputs.items()
+            }  # fmt: skip
+            user = None
+            if file.user is not None and case.replies is None:
+                persona = render_case_template(
+                    file.user.persona, data, what="user.persona", base_dir=self.spec.base_dir
+                )
+                user = SimulatedUser(
+                    persona=persona,
+                    provider=file.user.provider,
+                    options=dict(file.user.options),
+                    max_turns=file.user.max_turns,
+                )
+        except AwfError as exc:
+            return WorkItem(case, epoch, seed=seed, setup_error=exc.message)
+        return WorkItem(case, epoch, inputs, user, cassette, seed)
+
+    def _cassette(self, case: Case, epoch: int) -> CassetteUse | None:
+        mode, folder = self.manifest.cassette_mode, self.manifest.cassette_dir
+        if not mode:
+            return None
+        path = cassette_path(Path(folder), case, epoch)
+        if mode == "record":
+            return CassetteUse("record", path)
+        if mode == "replay" or path.is_file():
+            return CassetteUse("replay", path)
+        return CassetteUse("record", path)
+
+    def check_cassettes(self) -> None:
+        """Before anything runs: every cassette a replay needs exists, the folder a
+        recording writes to can be made."""
+        mode, folder = self.manifest.cassette_mode, Path(self.manifest.cassette_dir or ".")
+        if not mode:
+            return
+        if mode == "replay":
+            missing = [
+                (case, epoch)
+                for case, epoch in self.pending()
+                if not cassette_path(folder, case, epoch).is_file()
+            ]
+            if missing:
+                case, epoch = missing[0]
+                more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+                raise UserError(
+                    f'no cassette for case "{case.id}" epoch {epoch}: '
+                    f"{cassette_path(folder, case, epoch)} is missing{more}",
+                    hint=f"record them with --record-missing {folder}",
+                )
+            return
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(
+                f"cannot create the cassette folder {folder}: {exc.strerror or exc}"
+            ) from None
+
+    async def execute(self, progress: EvalProgress | None = None) -> EvalResult:
+        """Run every pending (case, epoch); return the eval's result.
+
+        Cancelling it (Ctrl-C, Stop) cancels the runs in flight, marks the eval cancelled
+        (resumable) and re-raises.
+        """
+        self.check_cassettes()
+        self.folder.claim(self.manifest)
+        plan = self.plan()
+        if progress is not None:
+            progress.eval_started(self)
+        writer = ArtifactWriter(self.folder.store)
+        status = "running"
+        try:
+            async for event in self.executor.run(plan):
+                if isinstance(event, RunStarted):
+                    self.in_flight[(event.case, event.epoch)] = event.run_id
+                    self.folder.append_run(event.case, event.epoch, event.run_id)
+                    if progress is not None:
+                        progress.run_started(event.case, event.epoch, event.run_id)
+                    continue
+                # the row's fsync off the loop: the runs in flight go on meanwhile
+                await asyncio.to_thread(self._store_outcome, event, writer)
+                self._finished(event.row, progress)
+            status = "completed"
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            status = "cancelled"
+            raise
+        finally:
+            if status == "running":  # an error of the eval itself: resumable like a kill
+                status = "cancelled"
+            self.folder.finish(self.manifest, status)
+            if progress is not None:
+                progress.eval_finished(self.result())
+        return self.result()
+
+    def _store_outcome(self, outcome: RunOutcome, writer: ArtifactWriter) -> None:
+        if outcome.artifacts is not None:
+            writer.write(outcome.artifacts)
+        self.folder.append_result(outcome.row)
+
+    def _finished(self, row: EvalRow, progress: EvalProgress | None) -> None:
+        self.in_flight.pop(row.key, None)
+        self.rows.append(row)
+        if progress is not None:
+            progress.run_finished(row)
+
+    def result(self) -> EvalResult:
+        return EvalResult(
+            eval_id=self.eval_id,
+            workflow=self.manifest.workflow,
+            rows=list(self.rows),
+            scorers=self.manifest.scorers,
+            epochs=self.manifest.epochs,
+            status=self.manifest.status,
+            total=self.manifest.total,
+            storage=str(self.folder.store.root),
+        )
+
+
+def make_executor(name: str, store: Store) -> Executor:
+    if name == "local":
+        return LocalExecutor(store)
+    if name == "ray":
+        raise UserError(
+            "--executor ray is not available yet in this version of awf-nb",
+            hint="use --executor local (the default)",
+        )
+    raise UserError(f'unknown executor "{name}" (available: {", ".join(EXECUTORS)})')
+
+
+def start_eval(
+    spec: EvalSpec,
+    options: EvalOptions,
+    *,
+    store: Store,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> EvalRun:
+    """A new eval of `spec` (its folder written, nothing run yet)."""
+    file = spec.file
+    if options.limit is not None and options.limit < 1:
+        raise UserError(f"--limit must be at least 1, got {options.limit}")
+    epochs = options.epochs if options.epochs is not None else file.epochs
+    concurrency = options.concurrency if options.concurrency is not None else file.concurrency
+    _check_range("--epochs", epochs, 1, 100)
+    _check_range("--concurrency", concurrency, 1, 1000)
+    if (options.cassette_mode is None) != (options.cassette_dir is None):
+        raise UserError(
+            "a cassette mode needs its folder (--record / --replay / --record-missing DIR)"
+        )
+    executor = make_executor(options.executor, store)
+    cases = spec.cases[: options.limit] if options.limit else list(spec.cases)
+    seed = options.seed if options.seed is not None else file.seed
+    if seed is None:
+        seed = secrets.randbits(32)
+    folder = EvalFolder.create(store)
+    manifest = Manifest(
+        eval_id=folder.eval_id,
+        workflow=spec.workflow.name,
+        workflow_path=str(spec.workflow.source_path or ""),
+        eval_path=str(spec.path or ""),
+        base_dir=str(spec.base_dir),
+        created_at=now_text(),
+        total=len(cases) * epochs,
+        cases=len(cases),
+        epochs=epochs,
+        concurrency=concurrency,
+        seed=seed,
+        cassette_mode=options.cassette_mode or "",
+        cassette_dir=str(options.cassette_dir.resolve()) if options.cassette_dir else "",
+        scorers=[(s.name, s.kind) for s in file.scorers],
+        executor=executor.name,
+    )
+    resolved = file.model_dump(mode="json", by_alias=True)
+    resolved.update(epochs=epochs, concurrency=concurrency, seed=seed)
+    resolved["workflow"] = str(spec.workflow.source_path or spec.file.workflow)
+    folder.write_start(manifest, resolved, spec.workflow.source_text, cases)
+    return EvalRun(spec, folder, manifest, cases, [], cwd=_cwd(cwd), env=env, executor=executor)
+
+
+def resume_eval(
+    eval_id: str,
+    *,
+    store: Store,
+    concurrency: int | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> EvalRun:
+    """The eval `eval_id`, to finish: exactly the (case, epoch) pairs without a row run."""
+    from awf_nb.evals.model import EvalFile
+    from awf_nb.workflow.loader import load_text
+
+    folder = EvalFolder.open(store, eval_id)
+    manifest = folder.manifest()
+    alive = manifest.pid and manifest.pid != os.getpid()
+    if alive and manifest.shown_status() == "running":
+        raise UserError(
+            f"eval {folder.eval_id} is still running (process {manifest.pid}); "
+            "stop it first, or wait for it to finish"
+        )
+    if concurrency is not None:
+        _check_range("--concurrency", concurrency, 1, 1000)
+        manifest.concurrency = concurrency
+    file = EvalFile.model_validate(folder.resolved())
+    path = Path(manifest.workflow_path) if manifest.workflow_path else None
+    workflow = load_text(
+        folder.workflow_text(),
+        file=manifest.workflow_path or "<workflow>",
+        base_dir=path.parent if path else Path(manifest.base_dir),
+        path=path,
+    )
+    cases = folder.cases()
+    spec = EvalSpec(
+        file=file,
+        workflow=workflow,
+        cases=cases,
+        base_dir=Path(manifest.base_dir),
+        label=manifest.eval_path or "<eval>",
+        path=Path(manifest.eval_path) if manifest.eval_path else None,
+    )
+    executor = make_executor(manifest.executor, store)
+    return EvalRun(
+        spec, folder, manifest, cases, folder.rows(), cwd=_cwd(cwd), env=env, executor=executor
+    )
+
+
+def _cwd(cwd: Path | None) -> Path:
+    return (cwd or Path.cwd()).resolve()
+
+
+def _check_range(flag: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise UserError(f"{flag} must be a whole number from {low} to {high}, got {value!r}")
+
+
+def cassette_options(
+    record: str | os.PathLike[str] | None,
+    replay: str | os.PathLike[str] | None,
+    record_missing: str | os.PathLike[str] | None,
+) -> tuple[CassetteMode | None, Path | None]:
+    """The cassette mode and folder `--record` / `--replay` / `--record-missing` ask for."""
+    given: Sequence[tuple[CassetteMode, Any]] = [
+        (mode, value)
+        for mode, value in (
+            ("record", record),
+            ("replay", replay),
+            ("record-missing", record_missing),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise UserError("--record, --replay and --record-missing exclude each other: choose one")
+    if not given:
+        return None, None
+    mode, value = given[0]
+    return mode, Path(value).expanduser()

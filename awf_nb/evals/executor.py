@@ -1,0 +1,304 @@
+"""The executor seam: who runs the (case, epoch) work items of an eval, and where.
+
+The driver (`driver.py`) plans the work, hands it to an `Executor`, and writes each
+finished run's row as the executor reports it. An executor is small:
+
+    class Executor(Protocol):
+        def run(self, plan: EvalPlan) -> AsyncIterator[RunStarted | RunOutcome]
+
+It yields `RunStarted` when a run has its id and `RunOutcome` when it has finished and
+been scored, in the order things happen. Everything in a `WorkItem`, `RunStarted` and
+`RunOutcome` is plain, picklable data, so an executor may run the items elsewhere:
+
+- `LocalExecutor` (this module) keeps `concurrency` runs in flight on the caller's event
+  loop — a fixed number of worker tasks pulling items, no thread per run — and writes the
+  runs into the driver's own store, so its outcomes carry no artifacts.
+- An executor on other machines (Ray, next) runs a `LocalExecutor` on each worker against
+  a store of the worker's own, and ships each finished run back as `RunArtifacts` (state
+  and transcript, already masked) in its `RunOutcome`; the driver's `ArtifactWriter`
+  puts them into the driver's store, so `awf status RUN_ID` works there as for local runs.
+
+Cancelling the iteration (Ctrl-C, Stop) cancels the runs in flight: each is saved as
+cancelled by the engine, and no row is written for it, so `--resume` reruns it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from awf_nb.errors import AwfError
+from awf_nb.evals.datasets import Case
+from awf_nb.evals.model import ScorerSpec
+from awf_nb.evals.results import EvalRow
+from awf_nb.evals.run_setup import CassetteUse
+
+if TYPE_CHECKING:
+    from awf_nb.engine.partner import SimulatedUser
+    from awf_nb.store import Store
+    from awf_nb.workflow.model import Workflow
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One (case, epoch) to run: everything resolved, nothing left to look up."""
+
+    case: Case
+    epoch: int
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    user: SimulatedUser | None = None
+    cassette: CassetteUse | None = None
+    seed: int | None = None
+    # Why the run cannot start (an input template that does not render): reported as the
+    # row's error, without a run.
+    setup_error: str = ""
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.case.id, self.epoch)
+
+
+@dataclass
+class EvalPlan:
+    """The work of one eval (or of its resumption): the workflow, scorers and items."""
+
+    workflow: Workflow  # with the eval's limits applied
+    scorers: list[ScorerSpec]
+    items: list[WorkItem]
+    concurrency: int
+    yes: bool = False
+    cwd: Path = field(default_factory=Path.cwd)
+    base_dir: Path = field(default_factory=Path.cwd)
+    env: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """A work item's run exists (its id is in the store)."""
+
+    case: str
+    epoch: int
+    run_id: str
+
+
+@dataclass(frozen=True)
+class RunArtifacts:
+    """A finished run as files, for a store that did not see it run: the state file's
+    JSON, the transcript's lines and the workflow text (all masked but the workflow,
+    which the store keeps private)."""
+
+    run_id: str
+    state_json: bytes
+    transcript: bytes
+    workflow_source: str
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A work item finished and scored: its row, and its run's files when the run was
+    stored elsewhere (None: already in the driver's store)."""
+
+    row: EvalRow
+    artifacts: RunArtifacts | None = None
+
+
+class Executor(Protocol):
+    """Runs an eval's work items; see the module docstring."""
+
+    name: str
+
+    def run(self, plan: EvalPlan) -> AsyncIterator[RunStarted | RunOutcome]: ...
+
+
+class ArtifactWriter:
+    """The driver's side of a remote run: its files written into the driver's store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def write(self, artifacts: RunArtifacts) -> None:
+        from awf_nb.engine.state import RunState
+        from awf_nb.store import PRIVATE_FILE, TRANSCRIPT_FILE
+
+        state = RunState.from_json(artifacts.state_json)
+        state.workflow_source = artifacts.workflow_source
+        run_dir = self.store.run_dir(artifacts.run_id)
+        self.store._ensure_dir(run_dir)
+        path = run_dir / TRANSCRIPT_FILE
+        path.write_bytes(artifacts.transcript)
+        path.chmod(PRIVATE_FILE)
+        self.store.save_state(state)
+        self.store.record_run(state)
+
+
+def collect_artifacts(store: Store, run_id: str) -> RunArtifacts:
+    """A finished run of `store` as `RunArtifacts` (what a remote worker ships back)."""
+    state = store.load_state(run_id)
+    try:
+        transcript = store.transcript_path(run_id).read_bytes()
+    except FileNotFoundError:
+        transcript = b""
+    return RunArtifacts(
+        run_id=run_id,
+        state_json=state.to_json(indent=None).encode(),
+        transcript=transcript,
+        workflow_source=state.workflow_source,
+    )
+
+
+class LocalExecutor:
+    """`concurrency` runs in flight on the running event loop, written to `store`.
+
+    The runs go to an `EvalRunStore` on the same storage root: their checkpoints are
+    written by a thread of its own, not on the event loop every conversation shares (see
+    run_store.py). Each run is settled (its files on the disk) before its row is reported.
+    """
+
+    name = "local"
+
+    def __init__(self, store: Store | None) -> None:
+        self.store = store
+
+    async def run(self, plan: EvalPlan) -> AsyncIterator[RunStarted | RunOutcome]:
+        from awf_nb.evals.run_store import EvalRunStore
+
+        events: asyncio.Queue[RunStarted | RunOutcome | None] = asyncio.Queue()
+        items: Iterator[WorkItem] = iter(plan.items)
+        store = EvalRunStore(self.store.root) if self.store is not None else None
+
+        async def worker() -> None:
+            for item in items:  # shared: each worker takes the next item left
+                outcome = await run_item(plan, item, store, events.put_nowait)
+                events.put_nowait(outcome)
+
+        workers = [
+            asyncio.create_task(worker(), name=f"awf-eval-worker-{n}")
+            for n in range(min(plan.concurrency, len(plan.items)))
+        ]
+        done = asyncio.gather(*workers)
+        done.add_done_callback(lambda _: events.put_nowait(None))
+        try:
+            while (event := await events.get()) is not None:
+                yield event
+            await done  # a worker's own failure (a bug, a store that cannot write) is raised
+        finally:
+            for task in workers:
+                task.cancel()
+            if workers:
+                # every run's own clean-up (its cancelled state saved, its commands
+                # stopped) ends before the store is closed: not just the first to finish
+                await asyncio.wait(workers)
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await done
+            if store is not None:
+                # what the cancelled runs saved last is written before the eval says so
+                await asyncio.shield(asyncio.to_thread(store.close))
+
+
+async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started: Any) -> RunOutcome:
+    """Run one work item to its scored row. Errors of the run, its set-up or its scorers
+    are the row's; only cancellation propagates."""
+    from awf_nb.evals import run_setup
+    from awf_nb.evals.scorers import FinishedRun, ScoringContext, score
+
+    row = EvalRow(case=item.case.id, epoch=item.epoch, seed=item.seed)
+    if item.setup_error:
+        row.error, row.error_kind = item.setup_error, "setup"
+        return RunOutcome(row)
+    # The run's commands (and templates, as `.env`) know which case and epoch they serve.
+    env = run_setup.environment(plan.env)
+    env.update(AWF_EVAL_CASE=item.case.id, AWF_EVAL_EPOCH=str(item.epoch))
+    if item.seed is not None:
+        env["AWF_EVAL_SEED"] = str(item.seed)
+    try:
+        runner = run_setup.prepare_case_run(
+            plan.workflow,
+            item.inputs,
+            store=store,
+            user=item.user,
+            replies=item.case.replies,
+            cassette=item.cassette,
+            seed=item.seed,
+            yes=plan.yes,
+            cwd=plan.cwd,
+            env=env,
+        )
+    except AwfError as exc:
+        row.error = exc.message
+        row.error_kind = "cassette" if "cassette" in type(exc).__name__.lower() else "setup"
+        return RunOutcome(row)
+    row.run_id = runner.run_id
+    started(RunStarted(item.case.id, item.epoch, runner.run_id))
+    began = time.monotonic()
+    state = await runner.execute()
+    finished = FinishedRun.of(item.case, item.epoch, state, runner.masker)
+    row.status = state.status
+    row.stopped_by = finished.stopped_by
+    row.turns = finished.turns
+    row.tokens = state.total_tokens
+    row.error = state.error
+    if state.status != "completed":
+        row.error_kind = _run_error_kind(state.error)
+    providers = run_setup.scoring_providers(runner, item.seed)
+    ctx = ScoringContext(
+        providers=providers, cwd=plan.cwd, env=run_setup.environment(plan.env),
+        base_dir=plan.base_dir,
+    )  # fmt: skip
+    try:
+        for scorer in plan.scorers:
+            row.scores[scorer.name] = value = await score(scorer, finished, ctx)
+            row.judge_tokens += value.tokens
+    finally:
+        await providers.aclose()
+    if store is not None:
+        await _settle(store, runner.run_id)
+    row.seconds = time.monotonic() - began
+    unused = run_setup.unused_recording(runner)
+    if unused:
+        row.error = (
+            f"the replay used fewer recorded turns than the cassette holds (not used: "
+            f"{unused}): the run no longer goes the way it was recorded; record it again"
+        )
+        row.error_kind = "cassette"
+        row.passed = None
+        return RunOutcome(row)
+    errored = [name for name, value in row.scores.items() if value.passed is None]
+    if errored:
+        row.passed = None
+        if not row.error_kind:
+            row.error_kind = "scorer"
+        if not row.error:
+            first = row.scores[errored[0]]
+            row.error = f"scorer {errored[0]}: {first.error}"
+    elif plan.scorers:
+        row.passed = all(value.passed for value in row.scores.values())
+    else:
+        row.passed = state.status == "completed"
+    if row.error_kind == "cassette":
+        row.passed = None
+    return RunOutcome(row)
+
+
+async def _settle(store: Store, run_id: str) -> None:
+    """The run's files on the disk before its row is reported."""
+    from awf_nb.evals.run_store import EvalRunStore
+
+    if isinstance(store, EvalRunStore):
+        await store.asettle(run_id)
+    else:
+        await asyncio.to_thread(store.settle, run_id)
+
+
+def _run_error_kind(error: str) -> str:
+    """What kind of error ended a run: a limit, a cassette that does not match, or the
+    run's own failure."""
+    if "limits." in error and "reached" in error:
+        return "limit"
+    if "cassette" in error:
+        return "cassette"
+    return "run"

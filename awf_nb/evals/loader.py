@@ -1,0 +1,315 @@
+"""Eval files -> `EvalSpec`: the eval, its workflow and its cases, checked before anything runs.
+
+The YAML is read with the workflow loader's own machinery (positions of every key, the
+same limits on hostile YAML, the same located `Problem`s), so an eval file's mistakes read
+like a workflow's: `file:line:col: error: path: message (did you mean …?)`. Unlike a
+workflow (where AWF ignores unknown keys), an unknown key in an eval file is an error: the
+format is awf-nb's own, and a misspelt `scorer:` must not silently score nothing.
+
+Checked here: keys and types; one kind per scorer and unique names; conditions and
+templates parse; the judge's and the simulated user's providers exist; the workflow loads
+and knows every input given; the dataset reads, row by row.
+"""
+
+from __future__ import annotations
+
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from awf_nb.errors import DefinitionError, Problem, UserError
+from awf_nb.evals.datasets import Case, load_dataset
+from awf_nb.evals.model import EvalFile, duplicate_scorer_names
+from awf_nb.workflow.model import Workflow
+
+EVAL_SUFFIXES = (".eval.yaml", ".eval.yml")
+MAX_EVAL_FILE_BYTES = 1 << 20
+
+
+@dataclass
+class EvalSpec:
+    """A checked eval: the file's model, the workflow it runs, the cases it runs it on."""
+
+    file: EvalFile
+    workflow: Workflow
+    cases: list[Case]
+    base_dir: Path  # the eval file's folder (paths, commands and readFile resolve here)
+    label: str  # how messages name the eval file
+    path: Path | None = None  # None for an eval given as text or in Python
+    text: str = ""
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.workflow.name
+
+
+def is_eval_file(path: str | os.PathLike[str], text: str | None = None) -> bool:
+    """An eval file by its suffix (`.eval.yaml`), or by a top-level `workflow:` and
+    `dataset:` (`text`, when given, is looked at for the second)."""
+    name = os.fspath(path).lower()
+    if name.endswith(EVAL_SUFFIXES):
+        return True
+    if text is None:
+        return False
+    import re
+
+    return bool(re.search(r"(?m)^workflow\s*:", text) and re.search(r"(?m)^dataset\s*:", text))
+
+
+def load_eval(source: str | os.PathLike[str], *, cwd: Path | None = None) -> EvalSpec:
+    """Load and check the eval file at `source` (relative to `cwd`)."""
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    given = Path(os.fspath(source))
+    path = given if given.is_absolute() else base / given
+    label = os.fspath(given)
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_EVAL_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise UserError(f"eval file {label} not found") from None
+    except IsADirectoryError:
+        raise UserError(f"eval file {label} is a folder") from None
+    except OSError as exc:
+        raise UserError(f"cannot read eval file {label}: {exc.strerror or exc}") from None
+    if len(data) > MAX_EVAL_FILE_BYTES:
+        raise UserError(f"eval file {label} is larger than {MAX_EVAL_FILE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DefinitionError(
+            [
+                Problem(
+                    f"the file is not valid UTF-8 (byte 0x{data[exc.start]:02x})",
+                    file=label,
+                    line=line,
+                )
+            ]
+        ) from None
+    return load_eval_text(text, file=label, base_dir=path.parent, path=path)
+
+
+def load_eval_text(
+    text: str, *, file: str = "<eval>", base_dir: Path | None = None, path: Path | None = None
+) -> EvalSpec:
+    """Load and check an eval given as YAML text (a notebook cell); paths in it resolve
+    against `base_dir` (default: the working directory)."""
+    from awf_nb.workflow.loader.document import _at_mark, _Document
+    from awf_nb.workflow.loader.model_errors import _validate
+    from awf_nb.workflow.loader.yaml_source import _parse_yaml
+
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    doc = _Document(file=file)
+    parsed, root = _parse_yaml(text, doc)
+    if not parsed:
+        raise DefinitionError(doc.problems or [doc.problem("invalid eval file", "")])
+    if not isinstance(root, dict):
+        doc.problems.append(_at_mark(doc, None, "an eval file must be a map of keys"))
+        raise DefinitionError(doc.problems)
+    _unknown_keys(root, EvalFile, "", doc)
+    model = _validate(EvalFile, root, "", doc)
+    if model is None:
+        raise DefinitionError(_sorted(doc.problems))
+    _check_model(model, doc)
+    workflow = _workflow(model, base, doc)
+    cases: list[Case] = []
+    if workflow is not None:
+        _check_inputs(model, workflow, doc)
+    cases = _cases(model, base, doc)
+    errors = [p for p in doc.problems if p.severity == "error"]
+    if errors or workflow is None:
+        raise DefinitionError(_sorted(doc.problems))
+    return EvalSpec(
+        file=model,
+        workflow=workflow,
+        cases=cases,
+        base_dir=base,
+        label=file,
+        path=path,
+        text=text,
+        warnings=_sorted(doc.problems),
+    )
+
+
+def check_spec(spec: EvalSpec) -> None:
+    """The checks of an eval built in Python (no YAML): located by their path only."""
+    from awf_nb.evals.run_setup import workflow_provider_problems
+    from awf_nb.workflow.loader.document import _Document
+
+    doc = _Document(file=spec.label)
+    doc.problems.extend(workflow_provider_problems(spec.workflow))
+    _check_model(spec.file, doc)
+    _check_inputs(spec.file, spec.workflow, doc)
+    errors = [p for p in doc.problems if p.severity == "error"]
+    if errors:
+        raise DefinitionError(errors)
+
+
+# --- the checks ------------------------------------------------------------------------------
+
+
+def _unknown_keys(data: dict[str, Any], model: type[BaseModel], path: str, doc: Any) -> None:
+    """Report (as errors, with a did-you-mean) and drop the keys `model` does not know."""
+    from awf_nb.workflow.checks import did_you_mean, join_path
+
+    fields = _fields(model)
+    for key in list(data):
+        if key not in fields:
+            hint = did_you_mean(str(key), fields)
+            doc.error(
+                f'unknown key "{key}"',
+                join_path(path, str(key)),
+                hint=hint or f"known keys: {', '.join(fields)}",
+            )
+            del data[key]
+            continue
+        nested, many = fields[key]
+        value = data[key]
+        if nested is None:
+            continue
+        where = join_path(path, key)
+        if many and isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, dict):
+                    _unknown_keys(item, nested, join_path(where, index), doc)
+        elif not many and isinstance(value, dict):
+            _unknown_keys(value, nested, where, doc)
+
+
+def _fields(model: type[BaseModel]) -> dict[str, tuple[type[BaseModel] | None, bool]]:
+    from awf_nb.workflow.model import Limits
+
+    found: dict[str, tuple[type[BaseModel] | None, bool]] = {}
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        nested: type[BaseModel] | None = None
+        many = typing.get_origin(annotation) is list
+        candidates = typing.get_args(annotation) if typing.get_args(annotation) else (annotation,)
+        for candidate in candidates:
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                nested = candidate
+        if nested is not None and nested.__name__ == "PassRule":
+            nested = None  # `pass` is a text, parsed by the model
+        if annotation is Limits:
+            nested = Limits
+        found[info.alias or name] = (nested, many)
+    return found
+
+
+def _check_model(model: EvalFile, doc: Any) -> None:
+    """What the model alone cannot check: names, conditions, templates, providers."""
+    from awf_nb.evals.run_setup import provider_problem
+    from awf_nb.workflow import expr, template
+    from awf_nb.workflow.checks import join_path
+
+    for index, name in duplicate_scorer_names(model.scorers):
+        doc.error(f'scorer name "{name}" is used twice: names are unique',
+                  f"scorers[{index}].name")  # fmt: skip
+
+    def check_template(source: Any, where: str) -> None:
+        if not isinstance(source, str) or "{{" not in source:
+            return
+        try:
+            template.parse(source, name=where)
+        except template.TemplateError as exc:
+            doc.error(str(exc), where)
+
+    def check_provider(name: str, where: str) -> None:
+        if "{{" in name:
+            return
+        problem = provider_problem(name.strip())
+        if problem is not None:
+            doc.error(problem.message, where, hint=problem.hint)
+
+    for key, value in model.inputs.items():
+        check_template(value, join_path("inputs", key))
+    if model.user is not None:
+        check_template(model.user.persona, "user.persona")
+        check_provider(model.user.provider, "user.provider")
+    for index, scorer in enumerate(model.scorers):
+        where = f"scorers[{index}]"
+        if scorer.condition is not None:
+            try:
+                expr.parse(scorer.condition)
+            except expr.ExprError as exc:
+                doc.error(f"condition: {exc}", f"{where}.condition")
+        if scorer.judge is not None:
+            check_template(scorer.judge.prompt, f"{where}.judge.prompt")
+            check_template(scorer.judge.system_prompt, f"{where}.judge.system_prompt")
+            check_provider(scorer.judge.provider, f"{where}.judge.provider")
+        if scorer.command is not None and not scorer.command.strip():
+            doc.error("command is empty", f"{where}.command")
+
+
+def _workflow(model: EvalFile, base: Path, doc: Any) -> Workflow | None:
+    from awf_nb.evals.run_setup import workflow_provider_problems
+    from awf_nb.workflow.loader import load_workflow
+
+    try:
+        workflow = load_workflow(model.workflow, cwd=base)
+    except DefinitionError as exc:
+        doc.error(f"workflow {model.workflow} is invalid (its problems follow)", "workflow")
+        doc.problems.extend(exc.problems)
+        return None
+    except UserError as exc:
+        doc.error(f"workflow {model.workflow}: {exc.message}", "workflow", hint=exc.hint)
+        return None
+    problems = workflow_provider_problems(workflow)
+    if problems:
+        doc.error(f"workflow {model.workflow} is invalid (its problems follow)", "workflow")
+        doc.problems.extend(problems)
+        return None
+    doc.problems.extend(p for p in workflow.warnings if p.severity == "warning")
+    return workflow
+
+
+def _check_inputs(model: EvalFile, workflow: Workflow, doc: Any) -> None:
+    from awf_nb.workflow.checks import did_you_mean, join_path
+
+    declared = [item.name for item in workflow.inputs]
+    for key in model.inputs:
+        if key not in declared:
+            doc.error(
+                f'workflow {workflow.name} has no input "{key}"',
+                join_path("inputs", key),
+                hint=did_you_mean(key, declared)
+                or (f"its inputs: {', '.join(declared)}" if declared else "it takes no inputs"),
+            )
+    for item in workflow.inputs:
+        if item.required and item.default is None and item.name not in model.inputs:
+            doc.error(
+                f'workflow {workflow.name} needs input "{item.name}": give it under inputs: '
+                f'(e.g. {item.name}: "{{{{.case.{item.name}}}}}")',
+                "inputs",
+            )
+
+
+def _cases(model: EvalFile, base: Path, doc: Any) -> list[Case]:
+    spec = model.dataset
+    path = Path(spec.path)
+    target = path if path.is_absolute() else base / path
+    try:
+        return load_dataset(
+            target, label=_shown(target), max_rows=spec.max_rows, max_bytes=spec.max_bytes
+        )
+    except DefinitionError as exc:
+        doc.error(f"dataset {spec.path} has bad rows (they follow)", "dataset")
+        doc.problems.extend(exc.problems)
+    except UserError as exc:
+        doc.error(exc.message, "dataset", hint=exc.hint)
+    return []
+
+
+def _shown(path: Path) -> str:
+    relative = os.path.relpath(path)
+    return os.fspath(path) if relative.startswith("..") else relative
+
+
+def _sorted(problems: list[Problem]) -> list[Problem]:
+    # The eval file's own problems by position, each file's problems together.
+    return sorted(problems, key=lambda p: (p.file, p.line, p.column))

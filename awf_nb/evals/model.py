@@ -1,0 +1,204 @@
+"""What an eval file IS: pydantic models of `*.eval.yaml` (spec: evaluations.md).
+
+An eval runs one workflow over a dataset of cases (rows), each case `epochs` times, and
+scores every finished run. These models validate the file in isolation (types, ranges, one
+kind per scorer, unique scorer names, the `pass` rule of a judge); the loader
+(`loader.py`) turns YAML into them with file:line:col on every problem, and checks what
+needs other files (the workflow, the dataset).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from awf_nb.workflow.durations import Duration
+from awf_nb.workflow.model import Limits
+
+# A scorer's name becomes a column of the results: a plain name, not one of the columns
+# every row already has.
+SCORER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+ROW_COLUMNS = frozenset(
+    {"case", "epoch", "run_id", "status", "stopped_by", "turns", "tokens", "seconds",
+     "passed", "outcome", "error", "error_kind", "scores", "seed"}
+)  # fmt: skip
+
+MAX_EPOCHS = 100
+MAX_CONCURRENCY = 1000
+DEFAULT_CONCURRENCY = 4
+DEFAULT_JUDGE_TIMEOUT = 120.0
+DEFAULT_COMMAND_TIMEOUT = 60.0
+# Bounds of what a scorer may send back: a judge's reply, a command's stdout and stderr.
+DEFAULT_JUDGE_REPLY_CHARS = 20_000
+DEFAULT_COMMAND_OUTPUT_BYTES = 1 << 20
+# How much of a dataset is read at most (overridable per eval: `dataset: {max_rows, max_bytes}`).
+DEFAULT_MAX_ROWS = 100_000
+DEFAULT_MAX_BYTES = 64 << 20
+
+_COMPARISONS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+    ">": operator.gt,
+    "<": operator.lt,
+}
+_PASS_RULE = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*(-?(?:\d+(?:\.\d*)?|\.\d+))\s*$")
+
+
+class _Model(BaseModel):
+    # Unknown keys are reported by the loader (as errors, with a did-you-mean) before
+    # validation; what reaches the model is known.
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+
+class PassRule(BaseModel):
+    """`pass: ">= 4"`: how a judge's number decides pass or fail."""
+
+    op: str
+    threshold: float
+
+    @classmethod
+    def parse(cls, text: Any) -> PassRule:
+        if isinstance(text, bool) or not isinstance(text, str | int | float):
+            raise ValueError(f'pass must be a comparison such as ">= 4", got {text!r}')
+        if isinstance(text, int | float):
+            raise ValueError(f'pass must be a comparison such as ">= {text:g}", got {text:g}')
+        match = _PASS_RULE.match(text)
+        if match is None:
+            raise ValueError(
+                f'pass must be a comparison such as ">= 4" (one of >= > <= < == != and a '
+                f"number), got {text!r}"
+            )
+        return cls(op=match.group(1), threshold=float(match.group(2)))
+
+    def passes(self, value: float) -> bool:
+        return _COMPARISONS[self.op](value, self.threshold)
+
+    def __str__(self) -> str:
+        return f"{self.op} {self.threshold:g}"
+
+
+class UserSpec(_Model):
+    """`user:` — the simulated user playing the person in every case (spec/agents.md §2).
+
+    `persona` is a template over the case (`{{.case.goal}}`)."""
+
+    persona: str = Field(min_length=1)
+    provider: str = Field("local", min_length=1)
+    options: dict[str, Any] = Field(default_factory=dict)
+    max_turns: int = Field(5, ge=1, le=1000)
+
+
+class JudgeSpec(_Model):
+    """`judge:` — an LLM turn over the run; its answer is parsed as a number and compared
+    with `pass`."""
+
+    prompt: str = Field(min_length=1)
+    pass_: PassRule = Field(alias="pass")
+    provider: str = Field("local", min_length=1)
+    system_prompt: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    timeout: Duration = DEFAULT_JUDGE_TIMEOUT
+    max_reply_chars: int = Field(DEFAULT_JUDGE_REPLY_CHARS, ge=1, le=1_000_000)
+
+    @field_validator("pass_", mode="before")
+    @classmethod
+    def _rule(cls, value: Any) -> Any:
+        return value if isinstance(value, PassRule) else PassRule.parse(value)
+
+
+class ScorerSpec(_Model):
+    """One scorer: exactly one of `condition`, `judge`, `command`."""
+
+    name: str
+    condition: str | None = None
+    judge: JudgeSpec | None = None
+    command: str | None = None
+    # `command` only: how long it may run and how much it may print.
+    timeout: Duration = None
+    max_output_bytes: int = Field(DEFAULT_COMMAND_OUTPUT_BYTES, ge=1, le=64 << 20)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not SCORER_NAME.match(value):
+            raise ValueError(
+                f"scorer name {value!r} must start with a letter or _ and hold only letters, "
+                "digits, _ and - (64 characters at most): it names a column of the results"
+            )
+        if value in ROW_COLUMNS:
+            raise ValueError(
+                f'scorer name "{value}" is already a column of every result row; '
+                "choose another name"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ScorerSpec:
+        kinds = [k for k in ("condition", "judge", "command") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            given = f"got {' and '.join(kinds)}" if kinds else "got none"
+            raise ValueError(
+                f'scorer "{self.name}" needs exactly one of condition, judge, command ({given})'
+            )
+        if self.timeout is not None and self.command is None:
+            raise ValueError(
+                f'scorer "{self.name}": timeout applies to a command scorer '
+                "(a judge takes judge.timeout)"
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        if self.condition is not None:
+            return "condition"
+        return "judge" if self.judge is not None else "command"
+
+    @property
+    def command_timeout(self) -> float:
+        return DEFAULT_COMMAND_TIMEOUT if self.timeout is None else float(self.timeout)
+
+
+class DatasetSpec(_Model):
+    """`dataset: {path, max_rows, max_bytes}` (or just the path)."""
+
+    path: str = Field(min_length=1)
+    max_rows: int = Field(DEFAULT_MAX_ROWS, ge=1, le=10_000_000)
+    max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=1, le=1 << 34)
+
+
+class EvalFile(_Model):
+    """A whole `*.eval.yaml`."""
+
+    workflow: str = Field(min_length=1)
+    dataset: DatasetSpec
+    description: str = ""
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    user: UserSpec | None = None
+    scorers: list[ScorerSpec] = Field(default_factory=list)
+    epochs: int = Field(1, ge=1, le=MAX_EPOCHS)
+    concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
+    limits: Limits = Field(default_factory=Limits)
+    yes: bool = False
+    seed: int | None = Field(None, ge=0, le=2**32 - 1)
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _dataset(cls, value: Any) -> Any:
+        return {"path": value} if isinstance(value, str) else value
+
+
+def duplicate_scorer_names(scorers: list[ScorerSpec]) -> list[tuple[int, str]]:
+    """(index, name) of each scorer whose name an earlier one already has."""
+    seen: set[str] = set()
+    found: list[tuple[int, str]] = []
+    for index, scorer in enumerate(scorers):
+        if scorer.name in seen:
+            found.append((index, scorer.name))
+        seen.add(scorer.name)
+    return found

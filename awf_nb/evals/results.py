@@ -1,0 +1,461 @@
+"""The results of an eval: one row per (case, epoch), the summary, and pass^k.
+
+`EvalRow` is what the eval's results JSONL holds, one line per finished run. `EvalSummary`
+is computed from rows: per scorer the pass rate, pass^k and mean score; overall the same
+over each row's `passed`, tokens, time and errors by kind. `EvalResult` bundles them for
+Python (`.rows`, `.summary`, `.to_pandas()`, `_repr_html_`) and `--json`.
+
+pass^k is τ-bench's: for a case with n trials of which c passed, C(c, k) / C(n, k) — the
+chance that k trials drawn from its n all pass — averaged over the cases that have at least
+k trials, for k = 1 … epochs. pass^1 is the plain pass rate; a workflow that passes each
+case only sometimes drops fast as k grows. A row whose scorer could not decide (an error)
+counts as a trial that did not pass.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from awf_nb.evals.scorers import ScoreValue
+
+Outcome = str  # "pass" | "fail" | "error"
+ERROR_KINDS = ("setup", "cassette", "run", "limit", "scorer")
+
+
+@dataclass
+class EvalRow:
+    """One finished (case, epoch): its run, its scores, and whether it passed."""
+
+    case: str
+    epoch: int
+    run_id: str = ""
+    status: str = ""  # the run's: completed, failed, cancelled ("" when it never started)
+    stopped_by: str = ""
+    turns: int = 0
+    tokens: int = 0
+    judge_tokens: int = 0
+    seconds: float = 0.0
+    seed: int | None = None
+    scores: dict[str, ScoreValue] = field(default_factory=dict)
+    passed: bool | None = None  # None: an error kept it from being decided
+    error: str = ""  # masked
+    error_kind: str = ""  # one of ERROR_KINDS, or ""
+
+    @property
+    def outcome(self) -> Outcome:
+        return "error" if self.passed is None else "pass" if self.passed else "fail"
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.case, self.epoch)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "epoch": self.epoch,
+            "run_id": self.run_id,
+            "status": self.status,
+            "stopped_by": self.stopped_by,
+            "turns": self.turns,
+            "tokens": self.tokens,
+            "judge_tokens": self.judge_tokens,
+            "seconds": round(self.seconds, 3),
+            "seed": self.seed,
+            "scores": {name: value.as_dict() for name, value in self.scores.items()},
+            "passed": self.passed,
+            "outcome": self.outcome,
+            "error": self.error,
+            "error_kind": self.error_kind,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EvalRow:
+        scores = data.get("scores") or {}
+        return cls(
+            case=str(data["case"]),
+            epoch=int(data["epoch"]),
+            run_id=str(data.get("run_id", "")),
+            status=str(data.get("status", "")),
+            stopped_by=str(data.get("stopped_by", "")),
+            turns=int(data.get("turns", 0) or 0),
+            tokens=int(data.get("tokens", 0) or 0),
+            judge_tokens=int(data.get("judge_tokens", 0) or 0),
+            seconds=float(data.get("seconds", 0.0) or 0.0),
+            seed=data.get("seed"),
+            scores={str(k): ScoreValue.from_dict(v) for k, v in scores.items()},
+            passed=data.get("passed"),
+            error=str(data.get("error", "")),
+            error_kind=str(data.get("error_kind", "")),
+        )
+
+    def flat(self) -> dict[str, Any]:
+        """One flat record (a data frame row): each scorer's value as its own column."""
+        record = {k: v for k, v in self.as_dict().items() if k != "scores"}
+        for name, value in self.scores.items():
+            record[name] = value.passed
+            record[f"{name}_score"] = value.score
+            if value.error:
+                record[f"{name}_error"] = value.error
+        return record
+
+
+def pass_hat_k(trials: Mapping[str, Sequence[bool]], k: int) -> float | None:
+    """τ-bench's pass^k over cases: mean of C(c, k) / C(n, k) over cases with n >= k."""
+    values = [
+        math.comb(sum(results), k) / math.comb(len(results), k)
+        for results in trials.values()
+        if len(results) >= k
+    ]
+    return sum(values) / len(values) if values else None
+
+
+def _pass_hat(trials: Mapping[str, Sequence[bool]], epochs: int) -> dict[int, float | None]:
+    return {k: pass_hat_k(trials, k) for k in range(1, max(epochs, 1) + 1)}
+
+
+@dataclass
+class ScorerSummary:
+    """One scorer over all rows."""
+
+    name: str
+    kind: str
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    mean_score: float | None = None
+    pass_hat: dict[int, float | None] = field(default_factory=dict)
+
+    @property
+    def pass_rate(self) -> float | None:
+        decided = self.passed + self.failed
+        return self.passed / decided if decided else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "pass_rate": self.pass_rate,
+            "passed": self.passed,
+            "failed": self.failed,
+            "errors": self.errors,
+            "mean_score": self.mean_score,
+            "pass_hat_k": {str(k): v for k, v in self.pass_hat.items()},
+        }
+
+
+@dataclass
+class EvalSummary:
+    """The eval at a glance: see the module docstring."""
+
+    rows: int = 0
+    cases: int = 0
+    epochs: int = 1
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    pass_hat: dict[int, float | None] = field(default_factory=dict)
+    scorers: dict[str, ScorerSummary] = field(default_factory=dict)
+    tokens: int = 0
+    judge_tokens: int = 0
+    seconds: float = 0.0  # summed over runs
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def pass_rate(self) -> float | None:
+        decided = self.passed + self.failed
+        return self.passed / decided if decided else None
+
+    @property
+    def mean_tokens(self) -> float | None:
+        return self.tokens / self.rows if self.rows else None
+
+    @property
+    def mean_seconds(self) -> float | None:
+        return self.seconds / self.rows if self.rows else None
+
+    @classmethod
+    def of(cls, rows: Sequence[EvalRow], scorers: Sequence[tuple[str, str]], epochs: int):
+        """The summary of `rows`; `scorers` are (name, kind) in the eval file's order."""
+        summary = cls(rows=len(rows), cases=len({r.case for r in rows}), epochs=epochs)
+        overall: dict[str, list[bool]] = {}
+        for row in rows:
+            overall.setdefault(row.case, []).append(row.passed is True)
+            summary.passed += row.passed is True
+            summary.failed += row.passed is False
+            summary.errors += row.passed is None
+            summary.tokens += row.tokens
+            summary.judge_tokens += row.judge_tokens
+            summary.seconds += row.seconds
+        summary.pass_hat = _pass_hat(overall, epochs)
+        kinds = Counter(row.error_kind for row in rows if row.error_kind)
+        summary.errors_by_kind = {kind: kinds[kind] for kind in ERROR_KINDS if kinds[kind]}
+        for name, kind in scorers:
+            one = ScorerSummary(name, kind)
+            trials: dict[str, list[bool]] = {}
+            numbers: list[float] = []
+            for row in rows:
+                value = row.scores.get(name)
+                if value is None:
+                    continue  # the run never got scored (it could not start)
+                trials.setdefault(row.case, []).append(value.passed is True)
+                one.passed += value.passed is True
+                one.failed += value.passed is False
+                one.errors += value.passed is None
+                if value.score is not None:
+                    numbers.append(value.score)
+            one.mean_score = sum(numbers) / len(numbers) if numbers else None
+            one.pass_hat = _pass_hat(trials, epochs)
+            summary.scorers[name] = one
+        return summary
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "cases": self.cases,
+            "epochs": self.epochs,
+            "passed": self.passed,
+            "failed": self.failed,
+            "errors": self.errors,
+            "pass_rate": self.pass_rate,
+            "pass_hat_k": {str(k): v for k, v in self.pass_hat.items()},
+            "scorers": {name: s.as_dict() for name, s in self.scorers.items()},
+            "tokens": self.tokens,
+            "judge_tokens": self.judge_tokens,
+            "mean_tokens": self.mean_tokens,
+            "seconds": round(self.seconds, 3),
+            "mean_seconds": self.mean_seconds,
+            "errors_by_kind": dict(self.errors_by_kind),
+        }
+
+    def table(self) -> list[list[str]]:
+        """The summary as rows of text cells (header first): one line per scorer and one
+        for the whole (`passed`)."""
+        ks = list(range(1, self.epochs + 1))
+        header = ["scorer", "kind", "pass rate", *[f"pass^{k}" for k in ks], "mean score",
+                  "errors"]  # fmt: skip
+        lines = [header]
+        for s in self.scorers.values():
+            lines.append(
+                [
+                    s.name,
+                    s.kind,
+                    percent(s.pass_rate),
+                    *[percent(s.pass_hat.get(k)) for k in ks],
+                    number(s.mean_score),
+                    str(s.errors),
+                ]
+            )
+        lines.append(
+            [
+                "passed",
+                "all",
+                percent(self.pass_rate),
+                *[percent(self.pass_hat.get(k)) for k in ks],
+                "",
+                str(self.errors),
+            ]
+        )
+        return lines
+
+    def totals_line(self) -> str:
+        parts = [
+            f"{self.rows} runs of {self.cases} cases",
+            f"{self.passed} passed, {self.failed} failed, {self.errors} errors",
+            f"{self.tokens} tokens"
+            + (f" (+{self.judge_tokens} judging)" if self.judge_tokens else ""),
+            f"{self.seconds:.1f}s of runs",
+        ]
+        if self.errors_by_kind:
+            parts.append("errors: " + ", ".join(f"{k} {v}" for k, v in self.errors_by_kind.items()))
+        return "; ".join(parts)
+
+    def to_text(self) -> str:
+        return format_table(self.table()) + "\n" + self.totals_line()
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.0f}%"
+
+
+def number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def format_table(lines: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip() for line in lines
+    )
+
+
+@dataclass
+class EvalResult:
+    """A whole eval: its id, its rows and their summary (see the module docstring)."""
+
+    eval_id: str
+    workflow: str
+    rows: list[EvalRow]
+    scorers: list[tuple[str, str]]  # (name, kind)
+    epochs: int
+    status: str = "completed"  # completed | cancelled | running | interrupted
+    total: int = 0  # (case, epoch) pairs the eval asked for
+    storage: str = ""  # the storage root, for links to runs
+
+    @property
+    def summary(self) -> EvalSummary:
+        return EvalSummary.of(self.rows, self.scorers, self.epochs)
+
+    @property
+    def failed(self) -> list[EvalRow]:
+        """Rows that did not pass (failed or error)."""
+        return [row for row in self.rows if row.passed is not True]
+
+    @property
+    def complete(self) -> bool:
+        return len(self.rows) >= self.total
+
+    def run(self, case: str, epoch: int = 1) -> Any:
+        """The stored run (`RunState`) of one (case, epoch): its steps, its conversation."""
+        from awf_nb.errors import UserError
+        from awf_nb.store import Store
+
+        for row in self.rows:
+            if row.key == (str(case), epoch) and row.run_id:
+                return Store(self.storage or None).load_state(row.run_id)
+        raise UserError(f'eval {self.eval_id} has no run of case "{case}" epoch {epoch}')
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "eval_id": self.eval_id,
+            "workflow": self.workflow,
+            "status": self.status,
+            "total": self.total,
+            "summary": self.summary.as_dict(),
+            "rows": [row.as_dict() for row in self.rows],
+        }
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.as_dict(), indent=indent, ensure_ascii=False)
+
+    def to_pandas(self) -> Any:
+        """The rows as a pandas DataFrame, one column per scorer (pandas is not a
+        dependency: install it to use this)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            from awf_nb.errors import UserError
+
+            raise UserError(
+                "EvalResult.to_pandas() needs pandas, which awf-nb does not install: "
+                "pip install pandas"
+            ) from None
+        return pd.DataFrame([row.flat() for row in self.rows])
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (
+            f"<EvalResult {self.eval_id} {self.workflow}: {s.passed}/{s.rows} passed, "
+            f"{s.errors} errors, {self.status}>"
+        )
+
+    def _repr_html_(self) -> str:
+        return results_html(self)
+
+
+def ordered_rows(rows: Iterable[EvalRow]) -> list[EvalRow]:
+    """Failed and errored rows first, then by case and epoch (the order tables show)."""
+    rank = {"error": 0, "fail": 1, "pass": 2}
+    return sorted(rows, key=lambda r: (rank[r.outcome], r.case, r.epoch))
+
+
+# Colours from JupyterLab's theme variables (with fallbacks for other renderers), so the
+# table reads in light and dark themes alike.
+_COLOURS = {
+    "pass": "var(--jp-success-color1, #388e3c)",
+    "fail": "var(--jp-error-color1, #d32f2f)",
+    "error": "var(--jp-layout-color3, #9e9e9e)",
+    "running": "var(--jp-brand-color1, #1976d2)",
+    "cancelled": "var(--jp-warn-color1, #f57c00)",
+}
+
+
+def row_cells(row: EvalRow, scorers: Sequence[tuple[str, str]]) -> list[str]:
+    """A row as the tables show it: case, epoch, outcome, status, turns, tokens, seconds,
+    each scorer, error."""
+    cells = [row.case, str(row.epoch), row.outcome, row.status or "-", str(row.turns),
+             str(row.tokens), f"{row.seconds:.1f}"]  # fmt: skip
+    for name, _ in scorers:
+        cells.append(score_cell(row.scores.get(name)))
+    cells.append(row.error)
+    return cells
+
+
+def score_cell(value: ScoreValue | None) -> str:
+    if value is None:
+        return "-"
+    if value.passed is None:
+        return "error"
+    text = "pass" if value.passed else "fail"
+    if value.score is not None and value.score not in (0.0, 1.0):
+        text += f" ({value.score:g})"
+    return text
+
+
+def table_header(scorers: Sequence[tuple[str, str]]) -> list[str]:
+    return ["case", "epoch", "outcome", "status", "turns", "tokens", "seconds",
+            *[name for name, _ in scorers], "error"]  # fmt: skip
+
+
+def html_row(cells: Sequence[str], outcome: str, run_id: str = "") -> str:
+    colour = _COLOURS.get(outcome, "inherit")
+    tds = "".join(
+        f'<td style="padding:2px 8px;text-align:left">{html.escape(c)}</td>' for c in cells
+    )
+    data = f' data-run-id="{html.escape(run_id)}"' if run_id else ""
+    return (
+        f'<tr class="awf-eval-row awf-eval-{outcome}"{data} '
+        f'style="border-left:4px solid {colour}">{tds}</tr>'
+    )
+
+
+def results_html(result: EvalResult) -> str:
+    """The static table: summary first, then the rows, failed ones first. Plain HTML
+    (no script): a saved notebook shows it anywhere."""
+    summary = result.summary
+    head = "".join(
+        f'<th style="padding:2px 8px;text-align:left">{html.escape(h)}</th>'
+        for h in table_header(result.scorers)
+    )
+    body = "".join(
+        html_row(row_cells(row, result.scorers), row.outcome, row.run_id)
+        for row in ordered_rows(result.rows)
+    )
+    summary_lines = summary.table()
+    summary_head = "".join(
+        f'<th style="padding:2px 8px;text-align:left">{html.escape(h)}</th>'
+        for h in summary_lines[0]
+    )
+    summary_body = "".join(
+        "<tr>"
+        + "".join(f'<td style="padding:2px 8px">{html.escape(c)}</td>' for c in line)
+        + "</tr>"
+        for line in summary_lines[1:]
+    )
+    title = (
+        f"eval {html.escape(result.eval_id)} of {html.escape(result.workflow)} — "
+        f"{html.escape(result.status)}"
+    )
+    return (
+        '<div class="awf-eval-results">'
+        f"<div><b>{title}</b></div>"
+        f'<table class="awf-eval-summary"><thead><tr>{summary_head}</tr></thead>'
+        f"<tbody>{summary_body}</tbody></table>"
+        f"<div>{html.escape(summary.totals_line())}</div>"
+        f'<table class="awf-eval-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+        "</table></div>"
+    )

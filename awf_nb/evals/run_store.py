@@ -1,0 +1,131 @@
+"""The store an eval's runs are written to: the same files, written off the event loop.
+
+An eval keeps many conversations in flight on one event loop, and the engine checkpoints
+a conversation at every turn. On a real disk each checkpoint costs milliseconds of file
+system work (write, rename, an SQLite commit) during which no other conversation moves:
+with 50 in flight, the waiting adds up to more than the model's own time. So the eval's
+runs go to an `EvalRunStore`: a `Store(durable=False)` whose state files and history rows
+are handed, already serialized, to one writer thread, in order. Transcript lines are still
+written at once (they are small, and the engine counts them).
+
+- A killed process loses what the writer had not written yet: only runs in flight, which
+  an eval reruns (`--resume`). `settle(run_id)` waits until the run's writes are done and
+  forces its files onto the disk, before the run's row is written.
+- A write that fails (a full disk) is raised by the next `settle`, so the eval stops there
+  instead of reporting runs that are not stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from awf_nb.engine.state import RunState
+from awf_nb.store import SOURCE_FILE, Store, _atomic_write, _checkpoint_view
+
+_STOP = object()
+
+
+class EvalRunStore(Store):
+    """See the module docstring. Use one per eval (its writer thread ends with `close`)."""
+
+    def __init__(self, root: Path | str) -> None:
+        super().__init__(root, durable=False)
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._failure: BaseException | None = None
+        self._closed = False
+        self._writer = threading.Thread(target=self._work, name="awf-eval-store", daemon=True)
+        self._writer.start()
+
+    # -- what the engine calls on the event loop --------------------------------------------
+
+    def save_state(self, state: RunState) -> None:
+        path = self.state_path(state.run_id)
+        self.sync_transcript(state.run_id)  # closes the group's descriptor (no fsync)
+        data = _checkpoint_view(state).to_json().encode()
+        source = None
+        if state.workflow_source and state.run_id not in self._sources_saved:
+            source = state.workflow_source.encode()
+            self._sources_saved.add(state.run_id)
+
+        def write() -> None:
+            self._ensure_dir(path.parent)
+            if source is not None and not (path.parent / SOURCE_FILE).exists():
+                _atomic_write(path.parent / SOURCE_FILE, source, fsync=False)
+            _atomic_write(path, data, fsync=False)
+
+        self._to_settle.add(state.run_id)
+        self._submit(write)
+
+    def record_run(self, state: RunState) -> None:
+        # What the history row needs, as it is now (the run goes on changing its state).
+        snapshot = RunState.model_construct(
+            run_id=state.run_id,
+            workflow_name=state.workflow_name,
+            status=state.status,
+            started_at=state.started_at,
+            completed_at=state.completed_at,
+            error=state.error,
+            inputs=dict(state.inputs),
+            parent_run_id=state.parent_run_id,
+            earlier_tokens=state.total_tokens,
+            steps={},
+        )
+        self._submit(lambda: Store.record_run(self, snapshot))
+
+    # -- the end of a run, and of the eval ----------------------------------------------------
+
+    async def asettle(self, run_id: str) -> None:
+        """Wait for the run's writes, then force its files onto the disk."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def finish(error: BaseException | None) -> None:
+            if done.done():
+                return
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+        def job() -> None:
+            error: BaseException | None = self._failure
+            if error is None:
+                try:
+                    Store.settle(self, run_id)
+                except BaseException as exc:  # reported to the waiting run
+                    error = exc
+            loop.call_soon_threadsafe(finish, error)
+
+        self._jobs.put(job)
+        await done
+
+    def close(self) -> None:
+        """Write what is queued, then end the writer thread; later writes are made at once
+        (a run still saving its state after the eval ended loses nothing)."""
+        self._jobs.put(_STOP)
+        self._writer.join()
+        self._closed = True
+
+    def _submit(self, job: Callable[[], None]) -> None:
+        if self._closed:
+            job()
+        else:
+            self._jobs.put(job)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not _STOP:
+            if self._failure is not None and not _is_settle(job):
+                continue  # after a failed write, only report it (at the next settle)
+            try:
+                job()
+            except BaseException as exc:  # surfaced by the next settle
+                self._failure = exc
+
+
+def _is_settle(job: Callable[[], None]) -> bool:
+    return getattr(job, "__name__", "") == "job"

@@ -1,0 +1,391 @@
+"""An eval's folder in the store: what makes an eval reproducible, resumable and listable.
+
+Under the storage root (the runs' own, `awf_nb.store`):
+
+    evals/<EVAL_ID>/manifest.json   id, workflow, status, process, totals, options (atomic)
+    evals/<EVAL_ID>/eval.json       the resolved eval file (paths absolute, flags applied)
+    evals/<EVAL_ID>/workflow.yaml   the workflow text as it was run
+    evals/<EVAL_ID>/cases.jsonl     the cases as they were read (resume runs these)
+    evals/<EVAL_ID>/runs.jsonl      one line per run started: case, epoch, run id
+    evals/<EVAL_ID>/results.jsonl   one line per finished run (an `EvalRow`)
+
+Lines of runs.jsonl and results.jsonl are appended with one `write` and fsynced before the
+eval goes on, so `kill -9` loses at most the runs in flight: `--resume` reruns exactly the
+(case, epoch) pairs without a result line. A torn last line (the writer was killed in the
+middle of it) is ignored when read and cut off before the next append.
+
+Each (case, epoch) is also an ordinary run under `runs/` (`awf status RUN_ID`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from awf_nb.errors import AwfSystemError, UserError
+from awf_nb.evals.datasets import Case
+from awf_nb.evals.results import EvalResult, EvalRow
+from awf_nb.store import PRIVATE_DIR, PRIVATE_FILE, Store, _atomic_write
+
+EVALS_DIR = "evals"
+MANIFEST = "manifest.json"
+RESOLVED = "eval.json"
+WORKFLOW = "workflow.yaml"
+CASES = "cases.jsonl"
+RUNS = "runs.jsonl"
+RESULTS = "results.jsonl"
+_ID_ATTEMPTS = 100
+
+
+@dataclass
+class Manifest:
+    """What `awf evals` lists and `--resume` needs besides the rows."""
+
+    eval_id: str
+    workflow: str
+    workflow_path: str
+    eval_path: str  # the eval file ("" for an eval given in Python or a notebook cell)
+    base_dir: str  # the eval file's folder: commands run there, templates read from it
+    created_at: str
+    status: str = "running"  # running | completed | cancelled (| interrupted: shown only)
+    finished_at: str = ""
+    pid: int = 0
+    pid_started: str = ""
+    host: str = ""
+    total: int = 0  # (case, epoch) pairs
+    cases: int = 0
+    epochs: int = 1
+    concurrency: int = 1
+    seed: int = 0
+    cassette_mode: str = ""  # record | replay | record-missing | ""
+    cassette_dir: str = ""
+    scorers: list[tuple[str, str]] = field(default_factory=list)
+    executor: str = "local"
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        data["scorers"] = [list(s) for s in self.scorers]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["scorers"] = [tuple(s) for s in known.get("scorers", [])]
+        return cls(**known)
+
+    def shown_status(self) -> str:
+        """ "running" whose process is gone (kill -9, a crash) shows as "interrupted"."""
+        if self.status != "running":
+            return self.status
+        if not self.pid:  # it stopped before it ever ran
+            return "interrupted"
+        from awf_nb.engine.state import process_start_time
+
+        if self.host and self.host != socket.gethostname():
+            return self.status
+        if self.pid == os.getpid():
+            return self.status
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return "interrupted"
+        except PermissionError:
+            pass
+        started = process_start_time(self.pid)
+        if self.pid_started and started and started != self.pid_started:
+            return "interrupted"
+        return self.status
+
+
+def now_text() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class EvalFolder:
+    """One eval's folder (see the module docstring)."""
+
+    def __init__(self, store: Store, eval_id: str) -> None:
+        self.store = store
+        self.eval_id = eval_id
+        self.path = evals_dir(store) / eval_id
+
+    # -- creating and opening ----------------------------------------------------------------
+
+    @classmethod
+    def create(cls, store: Store) -> EvalFolder:
+        """A new folder with a fresh id (`20261122-030501-3fa9c1`, sorting by start)."""
+        from awf_nb.engine.state import new_run_id
+
+        root = evals_dir(store)
+        store._ensure_dir(root)
+        for _ in range(_ID_ATTEMPTS):
+            eval_id = new_run_id()
+            try:
+                (root / eval_id).mkdir(mode=PRIVATE_DIR)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise _system_error("cannot create", root, exc) from None
+            return cls(store, eval_id)
+        raise AwfSystemError(f"cannot find a free eval id in {root}")
+
+    @classmethod
+    def open(cls, store: Store, eval_id: str) -> EvalFolder:
+        """The folder of `eval_id` (an exact id or a unique prefix of one)."""
+        ids = list_eval_ids(store)
+        if eval_id in ids:
+            return cls(store, eval_id)
+        matches = [i for i in ids if eval_id and i.startswith(eval_id)]
+        if len(matches) == 1:
+            return cls(store, matches[0])
+        if not matches:
+            raise UserError(
+                f'eval "{eval_id}" not found in {store.root}',
+                hint="`awf evals` lists the evals; --storage or $AWF_STORAGE selects another "
+                "storage directory",
+            )
+        raise UserError(
+            f'eval id "{eval_id}" is ambiguous: it starts {len(matches)} eval ids '
+            f"({', '.join(matches[:5])})",
+            hint="give more characters of the id",
+        )
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write_start(
+        self, manifest: Manifest, resolved: dict[str, Any], workflow_text: str, cases: list[Case]
+    ) -> None:
+        """The files written once, when the eval starts."""
+        _atomic_write(self.path / RESOLVED, _json(resolved, indent=2))
+        _atomic_write(self.path / WORKFLOW, workflow_text.encode())
+        lines = b"".join(_line(_case_record(case)) for case in cases)
+        _atomic_write(self.path / CASES, lines)
+        self.write_manifest(manifest)
+
+    def write_manifest(self, manifest: Manifest) -> None:
+        _atomic_write(self.path / MANIFEST, _json(manifest.as_dict(), indent=2))
+
+    def claim(self, manifest: Manifest) -> None:
+        """Mark the eval as running in this process (refused if another one runs it)."""
+        from awf_nb.engine.state import process_start_time
+
+        alive = manifest.pid and manifest.pid != os.getpid()
+        if alive and manifest.shown_status() == "running":
+            raise UserError(
+                f"eval {self.eval_id} is still running (process {manifest.pid}); "
+                "stop it first, or wait for it to finish"
+            )
+        manifest.status = "running"
+        manifest.pid = os.getpid()
+        manifest.pid_started = process_start_time(manifest.pid)
+        manifest.host = socket.gethostname()
+        manifest.finished_at = ""
+        self.write_manifest(manifest)
+
+    def finish(self, manifest: Manifest, status: str) -> None:
+        manifest.status = status
+        manifest.finished_at = now_text()
+        self.write_manifest(manifest)
+
+    def append_run(self, case: str, epoch: int, run_id: str) -> None:
+        """Which run serves a (case, epoch): for people and tools (the run is in the store
+        either way), so written without an fsync."""
+        self._append(RUNS, {"case": case, "epoch": epoch, "run_id": run_id}, sync=False)
+
+    def append_result(self, row: EvalRow) -> None:
+        """A finished run's row, on the disk before this returns (resume relies on it)."""
+        self._append(RESULTS, row.as_dict())
+
+    def _append(self, name: str, record: dict[str, Any], *, sync: bool = True) -> None:
+        path = self.path / name
+        data = _line(record)
+        try:
+            _cut_torn_tail(path)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise _system_error("cannot write", path, exc) from None
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def manifest(self) -> Manifest:
+        path = self.path / MANIFEST
+        try:
+            return Manifest.from_dict(json.loads(path.read_bytes()))
+        except FileNotFoundError:
+            raise UserError(f"eval {self.eval_id}: {path} is missing") from None
+        except (OSError, ValueError, TypeError) as exc:
+            raise UserError(f"eval {self.eval_id}: cannot read {path}: {exc}") from None
+
+    def resolved(self) -> dict[str, Any]:
+        return _read_json(self.path / RESOLVED, self.eval_id)
+
+    def workflow_text(self) -> str:
+        try:
+            return (self.path / WORKFLOW).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"eval {self.eval_id}: cannot read {WORKFLOW}: {exc}") from None
+
+    def cases(self) -> list[Case]:
+        return [
+            Case(
+                str(r["id"]),
+                dict(r["row"]),
+                tuple(r["replies"]) if r.get("replies") is not None else None,
+                int(r.get("line", 0)),
+            )
+            for r in _records(self.path / CASES)
+        ]
+
+    def rows(self) -> list[EvalRow]:
+        """The finished rows (the last line per (case, epoch) wins)."""
+        rows: dict[tuple[str, int], EvalRow] = {}
+        for record in _records(self.path / RESULTS):
+            row = EvalRow.from_dict(record)
+            rows[row.key] = row
+        return list(rows.values())
+
+    def runs(self) -> list[dict[str, Any]]:
+        return _records(self.path / RUNS)
+
+    def result(self) -> EvalResult:
+        manifest = self.manifest()
+        return EvalResult(
+            eval_id=self.eval_id,
+            workflow=manifest.workflow,
+            rows=self.rows(),
+            scorers=manifest.scorers,
+            epochs=manifest.epochs,
+            status=manifest.shown_status(),
+            total=manifest.total,
+            storage=str(self.store.root),
+        )
+
+
+def evals_dir(store: Store) -> Path:
+    return store.root / EVALS_DIR
+
+
+def list_eval_ids(store: Store) -> list[str]:
+    root = evals_dir(store)
+    if not root.is_dir():
+        return []
+    try:
+        return sorted(e.name for e in root.iterdir() if (e / MANIFEST).is_file())
+    except OSError as exc:
+        raise _system_error("cannot list evals in", root, exc) from None
+
+
+def list_evals(store: Store, limit: int | None = None) -> list[EvalResult]:
+    """Past evals, newest first (by when they were created; an unreadable folder is
+    skipped, not fatal)."""
+    found: list[tuple[str, str, EvalFolder]] = []
+    for eval_id in list_eval_ids(store):
+        folder = EvalFolder(store, eval_id)
+        with contextlib.suppress(UserError):
+            found.append((folder.manifest().created_at, eval_id, folder))
+    found.sort(reverse=True)
+    results = []
+    for _, _, folder in found[:limit] if limit else found:
+        with contextlib.suppress(UserError):
+            results.append(folder.result())
+    return results
+
+
+def _case_record(case: Case) -> dict[str, Any]:
+    return {
+        "id": case.id,
+        "row": case.row,
+        "replies": list(case.replies) if case.replies is not None else None,
+        "line": case.line,
+    }
+
+
+def _json(data: Any, indent: int | None = None) -> bytes:
+    return json.dumps(data, ensure_ascii=False, indent=indent, default=str).encode()
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    return (
+        json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+    ).encode()
+
+
+def _read_json(path: Path, eval_id: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"eval {eval_id}: cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"eval {eval_id}: {path} is not a JSON object")
+    return data
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of `path`; a torn last line (a killed writer) is left out."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise _system_error("cannot read", path, exc) from None
+    records = []
+    for number, line in enumerate(data.split(b"\n")[:-1], start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise UserError(f"{path} is corrupt at line {number}: {exc}") from None
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """A last line without its newline (the writer was killed) is cut off, so the next
+    record starts on a line of its own."""
+    try:
+        with path.open("r+b") as file:
+            size = file.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            file.seek(size - 1)
+            if file.read(1) == b"\n":
+                return
+            # Rare (a kill mid-write): find the last newline from the end.
+            step = 4096
+            end = size
+            while end > 0:
+                start = max(0, end - step)
+                file.seek(start)
+                chunk = file.read(end - start)
+                found = chunk.rfind(b"\n")
+                if found >= 0:
+                    file.truncate(start + found + 1)
+                    return
+                end = start
+            file.truncate(0)
+    except FileNotFoundError:
+        return
+
+
+def _system_error(action: str, path: Path, exc: OSError) -> AwfSystemError:
+    return AwfSystemError(
+        f"{action} {path}: {exc.strerror or exc}",
+        hint="check that the storage directory is writable and the disk is not full "
+        "(--storage or $AWF_STORAGE chooses another one)",
+    )

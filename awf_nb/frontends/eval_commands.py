@@ -1,0 +1,315 @@
+"""The eval commands of the `awf` command line: `awf eval`, `awf evals`, `awf eval-show`.
+
+Registered into the CLI's command table by `register(command)` (one call in the CLI), so
+they live here, together, and the CLI's own module only knows they exist. Heavy modules
+are imported inside the handlers: `awf --help` stays instant.
+
+Exit status of `awf eval`: 0 when every run passed, 3 when a run failed or errored (the
+results are printed either way), 130 when cancelled (resume it with `--resume EVAL_ID`),
+1 / 2 for a bad command line or eval file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from awf_nb.errors import EXIT_CANCELLED, EXIT_EXECUTION, UserError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def register(command: Callable[..., Callable[[Handler], Handler]]) -> None:
+    """Add the eval commands with the CLI's `command(name, help, configure)` decorator."""
+    command("eval", "run an eval: a workflow over a dataset of cases, scored", _configure_eval)(
+        cmd_eval
+    )
+    command("evals", "list past evals", _configure_evals)(cmd_evals)
+    command("eval-show", "show a past eval, one case's runs, or two evals compared",
+            _configure_show)(cmd_eval_show)  # fmt: skip
+
+
+def _storage(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage", metavar="DIR", help="where runs and evals are stored")
+
+
+def _configure_eval(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", nargs="?", metavar="FILE", help="the eval file (*.eval.yaml)")
+    parser.add_argument("--epochs", type=int, metavar="N", help="runs per case (pass^k over them)")
+    parser.add_argument("--limit", type=int, metavar="N", help="only the first N cases")
+    parser.add_argument("--concurrency", type=int, metavar="N", help="runs in flight at once")
+    cassette = parser.add_mutually_exclusive_group()
+    cassette.add_argument(
+        "--record", metavar="DIR", help="write DIR/<case>-<epoch>.cassette.jsonl for every run"
+    )
+    cassette.add_argument(
+        "--replay", metavar="DIR", help="serve every run from its cassette in DIR (no model)"
+    )
+    cassette.add_argument(
+        "--record-missing", metavar="DIR", help="replay the cassettes DIR has, record the rest"
+    )
+    parser.add_argument(
+        "--resume", metavar="EVAL_ID", help="finish an interrupted eval: only the runs not done"
+    )
+    parser.add_argument("--seed", type=int, metavar="N", help="the eval's sampling seed")
+    parser.add_argument(
+        "--executor", default="local", choices=["local", "ray"], help="where runs execute"
+    )
+    parser.add_argument("--json", action="store_true", help="print only the results, as JSON")
+    _storage(parser)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Run a workflow over every case of a dataset, score each run, print the results.
+
+    FILE is an eval file: the workflow, the dataset, the inputs and simulated user of a
+    case, the scorers, the epochs. Each (case, epoch) is an ordinary run (`awf status
+    RUN_ID`); the eval keeps its rows in the store, so `--resume EVAL_ID` finishes an
+    interrupted eval and `awf eval-show EVAL_ID` shows it again.
+    """
+    from awf_nb.evals.api import prepare_eval, prepare_resume
+
+    if args.resume is not None:
+        given = [flag for flag, value in (("FILE", args.file), ("--epochs", args.epochs),
+                 ("--limit", args.limit), ("--seed", args.seed), ("--record", args.record),
+                 ("--replay", args.replay), ("--record-missing", args.record_missing))
+                 if value is not None]  # fmt: skip
+        if given:
+            raise UserError(
+                f"--resume continues an eval as it was started: {', '.join(given)} cannot "
+                "change it (only --concurrency can)"
+            )
+        run = prepare_resume(args.resume, concurrency=args.concurrency, storage=args.storage)
+    else:
+        if args.file is None:
+            raise UserError("awf eval needs an eval FILE (or --resume EVAL_ID)")
+        run = prepare_eval(
+            args.file,
+            epochs=args.epochs,
+            limit=args.limit,
+            concurrency=args.concurrency,
+            seed=args.seed,
+            record=args.record,
+            replay=args.replay,
+            record_missing=args.record_missing,
+            executor=args.executor,
+            storage=args.storage,
+        )
+    return _execute(run, json_only=args.json)
+
+
+def _execute(run: Any, *, json_only: bool) -> int:
+    from awf_nb.frontends.eval_terminal import TerminalEvalProgress, run_eval_in_terminal
+
+    progress = _Silent() if json_only else TerminalEvalProgress()
+    result = run_eval_in_terminal(run, progress)
+    if json_only:
+        print(result.to_json())
+    if result.status == "cancelled":
+        return EXIT_CANCELLED
+    return 0 if all(row.passed is True for row in result.rows) else EXIT_EXECUTION
+
+
+class _Silent:
+    """`--json`: nothing but the JSON at the end."""
+
+    def eval_started(self, run: Any) -> None: ...
+
+    def run_started(self, case: str, epoch: int, run_id: str) -> None: ...
+
+    def run_finished(self, row: Any) -> None: ...
+
+    def eval_finished(self, result: Any) -> None: ...
+
+
+def _configure_evals(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-n", type=int, default=20, metavar="N", help="how many (default 20)")
+    parser.add_argument("--json", action="store_true", help="print the evals as JSON")
+    _storage(parser)
+
+
+def cmd_evals(args: argparse.Namespace) -> int:
+    """List past evals, newest first: id, workflow, status, runs done, pass rate."""
+    from awf_nb.evals.api import list_evals
+    from awf_nb.safe_text import terminal_safe
+    from awf_nb.store import Store
+
+    if args.n < 1:
+        raise UserError(f"-n must be at least 1, got {args.n}")
+    results = list(list_evals(Store(args.storage), limit=args.n))
+    if args.json:
+        print(json.dumps([_listed(r) for r in results], indent=2))
+        return 0
+    if not results:
+        print("no evals yet", file=sys.stderr)
+        return 0
+    print(f"{'EVAL ID':<23}  {'WORKFLOW':<20}  {'STATUS':<11}  {'RUNS':>9}  {'PASSED':>6}  PASS^k")
+    for result in results:
+        s = result.summary
+        from awf_nb.evals.results import percent
+
+        pass_k = " ".join(percent(s.pass_hat.get(k)) for k in range(1, s.epochs + 1))
+        print(
+            f"{result.eval_id:<23}  {terminal_safe(result.workflow)[:20]:<20}  "
+            f"{result.status:<11}  {f'{len(result.rows)}/{result.total}':>9}  "
+            f"{percent(s.pass_rate):>6}  {pass_k}"
+        )
+    return 0
+
+
+def _listed(result: Any) -> dict[str, Any]:
+    s = result.summary
+    return {
+        "eval_id": result.eval_id,
+        "workflow": result.workflow,
+        "status": result.status,
+        "runs": len(result.rows),
+        "total": result.total,
+        "pass_rate": s.pass_rate,
+        "pass_hat_k": {str(k): v for k, v in s.pass_hat.items()},
+    }
+
+
+def _configure_show(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("eval_id", metavar="EVAL_ID", help="the eval (a unique prefix is enough)")
+    parser.add_argument("--case", metavar="ID", help="show this case's runs, conversation included")
+    parser.add_argument("--failed", action="store_true", help="only runs that did not pass")
+    parser.add_argument("--vs", metavar="OTHER_EVAL", help="compare: which cases flipped")
+    parser.add_argument("--json", action="store_true", help="print as JSON")
+    _storage(parser)
+
+
+def cmd_eval_show(args: argparse.Namespace) -> int:
+    """Show a past eval: its summary and rows (failed first), one case's runs with their
+    conversations (--case), or which cases flipped against another eval (--vs)."""
+    from awf_nb.evals.api import open_eval
+    from awf_nb.frontends.eval_terminal import console as make_console
+    from awf_nb.frontends.eval_terminal import print_rows, print_summary
+    from awf_nb.store import Store
+
+    store = Store(args.storage)
+    result = open_eval(args.eval_id, storage=store)
+    if args.vs is not None:
+        return _show_comparison(result, open_eval(args.vs, storage=store), args.json)
+    rows = result.rows
+    if args.case is not None:
+        rows = [row for row in rows if row.case == args.case]
+        if not rows:
+            known = sorted({row.case for row in result.rows})
+            from awf_nb.workflow.suggest import did_you_mean
+
+            raise UserError(
+                f'eval {result.eval_id} has no finished run of case "{args.case}"',
+                hint=did_you_mean(args.case, known) or f"its cases: {', '.join(known[:20])}",
+            )
+    if args.failed:
+        rows = [row for row in rows if row.passed is not True]
+    if args.json:
+        data = result.as_dict()
+        data["rows"] = [row.as_dict() for row in rows]
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0
+    console = make_console(sys.stdout)
+    if args.case is not None:
+        _show_case(rows, store, console)
+        return 0
+    print_rows(result, rows, console)
+    print_summary(result, console)
+    return 0
+
+
+def _show_case(rows: list[Any], store: Any, console: Any) -> None:
+    from rich.text import Text
+
+    from awf_nb.evals.scorers import conversation_messages
+    from awf_nb.frontends.eval_terminal import failure_line
+    from awf_nb.safe_text import terminal_safe
+
+    for row in sorted(rows, key=lambda r: r.epoch):
+        console.print(Text(f"── case {terminal_safe(row.case)} epoch {row.epoch}: {row.outcome}",
+                           style="bold"))  # fmt: skip
+        if row.passed is not True:
+            console.print(failure_line(row))
+        for name, value in row.scores.items():
+            text = f"  {name}: {value.outcome}"
+            if value.score is not None:
+                text += f" (score {value.score:g})"
+            if value.error or value.detail:
+                text += f" — {value.error or value.detail}"
+            console.print(Text(terminal_safe(text)))
+        if not row.run_id:
+            continue
+        console.print(Text(f"  run {row.run_id} (awf status {row.run_id})", style="dim"))
+        try:
+            state = store.load_state(row.run_id)
+        except UserError as exc:
+            console.print(Text(f"  (its run cannot be read: {exc.message})", style="dim"))
+            continue
+        for message in conversation_messages(state):
+            who = message["speaker"] or message["role"]
+            console.print(Text(f"  {who}: ", style="bold"), end="")
+            console.print(Text(terminal_safe(message["content"])))
+
+
+def _show_comparison(before: Any, after: Any, json_only: bool) -> int:
+    from awf_nb.evals.compare import compare
+    from awf_nb.evals.results import percent
+    from awf_nb.safe_text import terminal_safe
+
+    found = compare(before, after)
+    if json_only:
+        print(json.dumps(
+            {"before": before.eval_id, "after": after.eval_id,
+             "cases": [{"case": c.case, "before": c.before, "after": c.after,
+                        "before_passed": c.before_passed, "after_passed": c.after_passed,
+                        "flipped": c.flipped, "direction": c.direction} for c in found]},
+            indent=2))  # fmt: skip
+        return 0
+    flipped = [c for c in found if c.flipped]
+    a, b = before.summary, after.summary
+    print(f"{before.eval_id} → {after.eval_id}: pass rate {percent(a.pass_rate)} → "
+          f"{percent(b.pass_rate)}; {len(flipped)} cases flipped")  # fmt: skip
+    if found:
+        width = max(len(c.case) for c in found)
+        for c in found:
+            mark = {"better": "+", "worse": "-"}.get(c.direction, " ")
+            print(
+                f"{mark} {terminal_safe(c.case):<{width}}  {c.before or 'absent':<6} "
+                f"{c.before_passed:>5}  →  {c.after or 'absent':<6} {c.after_passed:>5}"
+            )
+    return 0
+
+
+def validate_eval_file(name: str, *, strict: bool) -> tuple[str, list[Any], int] | None:
+    """`awf validate` of an eval file: (path, problems, exit code); None when `name` is no
+    eval file (by its suffix `.eval.yaml`, or a top-level `workflow:` and `dataset:`)."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from awf_nb.errors import DefinitionError, Problem
+    from awf_nb.evals.loader import is_eval_file, load_eval
+
+    path = Path(name)
+    if not path.is_file():
+        return None
+    if not is_eval_file(name):
+        try:
+            head = path.read_text(encoding="utf-8", errors="replace")[:65536]
+        except OSError:
+            return None
+        if not is_eval_file(name, head):
+            return None
+    try:
+        spec = load_eval(path)
+        problems = list(spec.warnings)
+    except DefinitionError as err:
+        problems = err.problems
+    except UserError as err:
+        return name, [Problem(err.message, file=name, hint=err.hint)], err.exit_code
+    if strict:
+        problems = [replace(p, severity="error") for p in problems]
+    code = DefinitionError.exit_code if any(p.severity == "error" for p in problems) else 0
+    return name, problems, code

@@ -1,0 +1,149 @@
+"""A cassette per (case, epoch) against a real (local, fake) OpenAI-compatible server: the
+agent, the simulated user and the judge all on it. `--record` then `--replay` gives the
+same rows with no provider constructed; a missing cassette is an error naming the case;
+`--record-missing` records only what is missing; a replay that stops early is a mismatch.
+Also: an erroring judge server is an error in that cell."""
+
+from __future__ import annotations
+
+import pytest
+
+import awf_nb.providers
+from awf_nb.errors import UserError
+from awf_nb.evals.api import prepare_eval
+from awf_nb.evals.results import EvalResult
+from tests.support.eval_project import Project
+from tests.support.openai_server import OpenAIServer, Reply
+
+WORKFLOW = """\
+name: served
+inputs: [{name: topic, required: true}]
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: openai_compatible
+    mode: conversation
+    prompt: "Help me with {{.inputs.topic}}"
+    options: {base_url: "{{.env.SERVER}}", model: m, api_key: sk-test-secret-123456}
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+def eval_text(url: str, judge_url: str | None = None, max_turns: int = 2) -> str:
+    judge_url = judge_url or url
+    return f"""\
+workflow: wf2.yaml
+dataset: cases.jsonl
+inputs: {{topic: "{{{{.case.topic}}}}"}}
+user:
+  provider: openai_compatible
+  options: {{base_url: "{url}", model: m}}
+  persona: "You want {{{{.case.topic}}}}"
+  max_turns: {max_turns}
+scorers:
+  - name: stars
+    judge:
+      provider: openai_compatible
+      options: {{base_url: "{judge_url}", model: m}}
+      prompt: "How many stars? {{{{.transcript}}}}"
+      pass: ">= 3"
+  - name: long
+    condition: 'turns >= 2'
+epochs: 2
+"""
+
+
+def comparable(result: EvalResult) -> list[dict[str, object]]:
+    rows = []
+    for row in sorted(result.rows, key=lambda r: r.key):
+        data = row.as_dict()
+        for varying in ("run_id", "seconds", "seed"):  # the seed: drawn per eval
+            data.pop(varying)
+        rows.append(data)
+    return rows
+
+
+@pytest.fixture
+def served(project: Project, monkeypatch: pytest.MonkeyPatch):
+    with OpenAIServer(default_reply=Reply.text("I give it 3 stars")) as server:
+        monkeypatch.setenv("SERVER", server.base_url)
+        project.write("wf2.yaml", WORKFLOW)
+        project.rows(
+            "cases.jsonl", [{"id": "bread", "topic": "bread"}, {"id": "jam", "topic": "jam"}]
+        )
+        yield server
+
+
+async def evaluate(project: Project, text: str, **kwargs: object) -> EvalResult:
+    path = project.write_eval(text)
+    return await prepare_eval(path, storage=project.store, **kwargs).execute()  # type: ignore[arg-type]
+
+
+async def test_record_then_replay_gives_the_same_rows_with_no_provider_made(
+    project: Project, served: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = eval_text(served.base_url)
+    recorded = await evaluate(project, text, record="cassettes")
+    assert recorded.status == "completed" and len(recorded.rows) == 4
+    row = recorded.rows[0]
+    assert row.scores["stars"].score == 3.0 and row.passed is True and row.turns == 2
+    files = sorted(p.name for p in (project.root / "cassettes").iterdir())
+    assert files == [f"{c}-{e}.cassette.jsonl" for c in ("bread", "jam") for e in (1, 2)]
+    tape = (project.root / "cassettes" / "bread-1.cassette.jsonl").read_text()
+    assert '"speaker":"user (simulated)"' in tape and '"speaker":"judge"' in tape
+    assert "sk-test-secret-123456" not in tape  # masked like everywhere else
+    requests = len(served.requests)
+
+    def no_provider(name: str) -> object:
+        raise AssertionError(f"a replay constructed provider {name}")
+
+    monkeypatch.setattr(awf_nb.providers, "create_provider", no_provider)
+    replayed = await evaluate(project, text, replay="cassettes")
+    assert len(served.requests) == requests  # the server was not asked anything
+    assert comparable(replayed) == comparable(recorded)
+
+
+async def test_a_missing_cassette_is_an_error_naming_the_case_and_record_missing_fills_it(
+    project: Project, served: OpenAIServer
+) -> None:
+    text = eval_text(served.base_url)
+    await evaluate(project, text, record="cassettes")
+    (project.root / "cassettes" / "jam-2.cassette.jsonl").unlink()
+    before = sorted(project.store.list_run_ids())
+    with pytest.raises(
+        UserError, match=r'no cassette for case "jam" epoch 2: .*jam-2.cassette.jsonl is missing'
+    ):
+        await evaluate(project, text, replay="cassettes")
+    assert sorted(project.store.list_run_ids()) == before  # nothing ran
+    requests = len(served.requests)
+    filled = await evaluate(project, text, record_missing="cassettes")
+    assert len(filled.rows) == 4
+    assert (project.root / "cassettes" / "jam-2.cassette.jsonl").is_file()
+    # one run's requests only: 2 agent replies (max_turns 2), the user's 1 message, 1 judge
+    assert len(served.requests) - requests == 4
+
+
+async def test_a_replay_that_uses_fewer_recorded_turns_is_a_mismatch(
+    project: Project, served: OpenAIServer
+) -> None:
+    await evaluate(project, eval_text(served.base_url, max_turns=2), record="cassettes")
+    shorter = eval_text(served.base_url, max_turns=1)
+    result = await evaluate(project, shorter, replay="cassettes")
+    for row in result.rows:
+        assert row.outcome == "error" and row.error_kind == "cassette"
+        assert "fewer recorded turns than the cassette holds" in row.error
+
+
+async def test_an_erroring_judge_server_is_an_error_in_its_cell(
+    project: Project, served: OpenAIServer
+) -> None:
+    with OpenAIServer(default_reply=Reply.error(400, "judge model not loaded")) as judge:
+        text = eval_text(served.base_url, judge_url=judge.base_url)
+        result = await evaluate(project, text, epochs=1)
+    for row in result.rows:
+        assert row.scores["stars"].passed is None
+        assert "judge model not loaded" in row.scores["stars"].error
+        assert row.scores["long"].passed is True
+        assert row.outcome == "error" and row.error_kind == "scorer"

