@@ -41,6 +41,7 @@ from awf_nb.frontends.notebook.panel_items import (
     PanelBox,
     PanelStats,
     Section,
+    earlier_html,
     error_html,
 )
 from awf_nb.frontends.notebook.panel_tools import ToolBlock
@@ -305,6 +306,12 @@ class RunPanel:
         else:
             self._activity = f"{event.step}: loading model {event.model}…"
         self._update_status()
+
+    def _on_conversation_resumed(self, event: ev.ConversationResumed) -> None:
+        """What was said before the run was resumed: shown dimmed above the new turns."""
+        section = self._sections.get(event.step)
+        if section is not None and event.earlier:
+            section.add_html(earlier_html(event, section.name), "awf-earlier")
 
     def _on_tool_use(self, event: ev.AgentToolUse) -> None:
         section = self._sections.get(event.step)
@@ -629,6 +636,7 @@ _HANDLERS: dict[type, Callable[[RunPanel, Any], None]] = {
     ev.ToolCallFinished: RunPanel._on_tool_finished,
     ev.UserMessage: RunPanel._on_user_message,
     ev.TurnFinished: RunPanel._on_turn_finished,
+    ev.ConversationResumed: RunPanel._on_conversation_resumed,
     ev.AwaitingInput: RunPanel._on_awaiting_input,
     ev.LogMessage: RunPanel._on_log,
     ev.RunWarning: RunPanel._on_warning,

@@ -50,6 +50,40 @@ def clean_output(text: str) -> str:
     return text
 
 
+def earlier_html(event: ev.ConversationResumed, agent: str) -> str:
+    """A resumed conversation so far, as bubbles (the live ones' classes) under a summary
+    line that folds them away."""
+    bubbles = []
+    for said in event.earlier:
+        if said.role == "agent":
+            text = render_markdown(said.text)
+            if said.interrupted:
+                text += '<p class="awf-note">■ reply interrupted</p>'
+            elif said.cut:
+                text += f'<p class="awf-note awf-cut">{CUT_MARK}</p>'
+            kind, label = "awf-assistant", ""
+        else:
+            text = esc(said.text)
+            kind = {"partner": "awf-partner", "prompt": "awf-user awf-prompt"}.get(
+                said.role, "awf-user"
+            )
+            label = said.name if said.role == "partner" else ""
+        if label:
+            bubbles.append(
+                f'<div class="awf-speaker"><div class="widget-html-content">{esc(label)}'
+                "</div></div>"
+            )
+        inner = "awf-stream" if said.role == "agent" else "widget-html-content"
+        bubbles.append(f'<div class="{kind}"><div class="{inner}">{text}</div></div>')
+    count = len(event.earlier) + event.left_out
+    more = f" ({event.left_out} earlier ones not shown)" if event.left_out else ""
+    summary = f"Earlier in this conversation: {count} messages{more}"
+    return (
+        f"<details open><summary>{esc(summary)}</summary>"
+        f'<div class="awf-earlier-body">{"".join(bubbles)}</div></details>'
+    )
+
+
 def error_html(message: str) -> str:
     """An error message as one HTML paragraph, its line breaks kept."""
     return "<p>" + esc(message).replace("\n", "<br>") + "</p>"

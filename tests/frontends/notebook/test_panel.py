@@ -4,6 +4,7 @@ typing are delivered exactly as the browser sends them (`_handle_msg` with `buff
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import ipywidgets as widgets
 import pytest
@@ -489,3 +490,40 @@ async def test_end_conversation_during_an_exchange_ends_it() -> None:
     assert result.ok, result.error
     conversation = result.steps["talk"].conversation
     assert conversation.stopped_by == "user_exit" and conversation.total_turns == 1
+
+
+async def test_a_resumed_conversation_shows_what_was_said_before_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    """`%awf resume`: the panel opens with the conversation so far, dimmed, then asks."""
+    from awf_nb.api import prepare_resume
+    from awf_nb.store import Store
+
+    store = Store(tmp_path / "storage")
+    workflow = load(conversation(["Hi! What next?", "Noted: *two*.", "Bye."]))
+    first = RunPanel(workflow.name, interactive=True)
+    runner = prepare_run(workflow, {}, reader=WidgetReader(), sink=first, store=store)
+    handle = RunHandle(runner, panel=first, name="chat")
+    handle.start()
+    await until(lambda: not first.input.send_button.disabled, "the first prompt")
+    type_into(first.input.text, "Remember two things")
+    click(first.input.send_button)
+    await until(lambda: len(bubbles(first)) == 4, "the reply")
+    await until(lambda: not first.input.send_button.disabled, "the second prompt")
+    click(first.input.cancel_button)
+    await asyncio.wait_for(asyncio.wait({handle.task}), WAIT_SECONDS)
+
+    panel = RunPanel(workflow.name, interactive=True)
+    resumed = prepare_resume(handle.run_id, store=store, reader=WidgetReader(), sink=panel)
+    again = RunHandle(resumed, panel=panel, name="chat")
+    again.start()
+    await until(lambda: not panel.input.send_button.disabled, "the prompt after resuming")
+
+    (earlier,) = [child for child in panel._sections["talk"].body.children
+                  if "awf-earlier" in child._dom_classes]  # fmt: skip
+    assert "Earlier in this conversation: 4 messages" in earlier.value
+    for said in ("Hello agent", "Hi! What next?", "Remember two things", "<em>two</em>"):
+        assert said in earlier.value
+    assert 'class="awf-user awf-prompt"' in earlier.value
+    click(panel.input.end_button)
+    assert (await asyncio.wait_for(again.wait(), WAIT_SECONDS)).ok
