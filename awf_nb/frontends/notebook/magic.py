@@ -6,7 +6,8 @@
     name: clarify
     ...
 
-`%%awf [WORKFLOW_NAME] [flags]` runs the YAML in the cell body; `%awf COMMAND …` is any
+`%%awf [WORKFLOW_NAME] [flags]` runs the YAML in the cell body; `%%awf chat [flags]` starts a
+conversation whose first message is the cell body (chat_cell.py); `%awf COMMAND …` is any
 `awf` command (`run`, `resume`, `validate`, `list`, `history`, `status`, `diagram`,
 `schema`) with the same flags (parsers.py builds both from the CLI's command registry).
 
@@ -35,6 +36,7 @@ from awf_nb.frontends.notebook.parsers import (
     HelpShown,
     RunOptions,
     build_cell_parser,
+    build_chat_parser,
     build_line_parser,
     cell_workflow,
     expand_braces,
@@ -65,6 +67,7 @@ class AwfMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.cell_parser = build_cell_parser()
+        self.chat_parser = build_chat_parser()
         self.line_parser = build_line_parser()
 
     # --- entry points -----------------------------------------------------------------------
@@ -138,6 +141,10 @@ class AwfMagics(Magics):
         return args
 
     def _cell_launch(self, line: str, body: str) -> tuple[RunHandle, RunMode, RunOptions] | None:
+        from awf_nb.frontends.notebook.chat_cell import chat_line
+
+        if (flags := chat_line(line, body)) is not None:
+            return self._chat_launch(flags, body)
         args = self._parse(self.cell_parser, line)
         if args is None:
             return None
@@ -153,6 +160,22 @@ class AwfMagics(Magics):
                 self._dry_run(workflow, options)
                 return None
             return self._prepare(options, workflow=workflow)
+        except AwfError as exc:
+            raise cell_error(exc) from None
+
+    def _chat_launch(self, line: str, body: str) -> tuple[RunHandle, RunMode, RunOptions] | None:
+        """`%%awf chat`: the body is the first message of a one-step conversation."""
+        from awf_nb.frontends.notebook.chat_cell import MESSAGE_INPUT, chat_workflow
+
+        args = self._parse(self.chat_parser, line)
+        if args is None:
+            return None
+        options = run_options(args, self.shell.user_ns)
+        if args.provider:  # --model is that provider's model (chat_workflow), not the switch
+            options.flags["model"] = None
+        options.inputs[MESSAGE_INPUT] = body.strip("\n")
+        try:
+            return self._prepare(options, workflow=chat_workflow(args))
         except AwfError as exc:
             raise cell_error(exc) from None
 
@@ -387,5 +410,7 @@ def unload_ipython_extension(ipython: Any) -> None:
     remove_transformers(ipython)
 
 
-AwfMagics.awf_cell.__doc__ = build_cell_parser().format_help()
+AwfMagics.awf_cell.__doc__ = (
+    build_cell_parser().format_help() + "\n" + build_chat_parser().format_help()
+)
 AwfMagics.awf_line.__doc__ = build_line_parser().format_help()

@@ -3,7 +3,8 @@
 Every `awf` command is also a `%awf` command, with the same arguments: each is defined once,
 by the command's `configure` function in `awf_nb.cli` (`cli.COMMANDS`). The notebook adds
 three flags of its own to `%awf run`, `%awf resume` and `%%awf` (`NOTEBOOK_RUN_FLAGS`:
-`--out`, `--no-interactive`, `--wait`), and `%%awf` adds `--diagram`. In a notebook,
+`--out`, `--no-interactive`, `--wait`), and `%%awf` adds `--diagram`; `%%awf chat` (chat_cell.py)
+adds `--provider` and `--system`. In a notebook,
 `{name}` in an input value or a RUN_ID is replaced by the Python variable `name`.
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "HelpShown",
     "RunOptions",
     "build_cell_parser",
+    "build_chat_parser",
     "build_line_parser",
     "cell_workflow",
     "expand_braces",
@@ -108,6 +110,26 @@ def build_cell_parser() -> MagicArgumentParser:
     parser.add_argument(
         "--diagram", action="store_true", help="show the workflow as a diagram; do not run it"
     )
+    return parser
+
+
+def build_chat_parser() -> MagicArgumentParser:
+    """`%%awf chat [flags]`: the cell body is the first message of a conversation
+    (chat_cell.py); the flags of `%%awf`, and the step's provider and system prompt."""
+    parser = _parser(
+        "%%awf chat",
+        "Start a conversation: the cell body is the first message (no YAML). Runs on the "
+        "bundled model unless --model or --provider says otherwise.",
+    )
+    cli.configure_run_io(parser)
+    add_notebook_run_flags(parser)
+    parser.add_argument(
+        "--provider",
+        metavar="NAME",
+        help="the agent's provider (default: local, the bundled model); with it, --model "
+        "is that provider's model",
+    )
+    parser.add_argument("--system", metavar="TEXT", help="a system prompt for the agent")
     return parser
 
 
