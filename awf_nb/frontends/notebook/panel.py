@@ -56,9 +56,6 @@ FLUSH_INTERVAL = 0.1  # seconds between flushes of streamed text: 10 Hz
 STOP_PATIENCE = 2.0  # seconds Stop waits for the next reply of an exchange to stop it
 STOP_RETRY = 0.05
 TOOL_ARGUMENT_CHARS = 200
-# The live panel's text form: empty, so that the output it leaves when the run ends (see
-# `RunPanel._save_static`) is the same for every output checker.
-LIVE_TEXT = {"text/plain": ""}
 
 
 class RunPanel:
@@ -538,25 +535,17 @@ class RunPanel:
 
     def _save_static(self) -> None:
         """Put the static rendering of the run in the cell's output, in the widget's place
-        (panel_static.py says why the widget view must go).
-
-        While the cell still runs (it awaits its run) the rendering is a new output and the
-        live one is emptied to its bare `text/plain` "": an output that a display update
-        rewrote in place is not seen by output checkers that ignore updates (nbval), and
-        "" is what they recorded for it. A background run's cell has returned, so there
-        the live output itself is replaced (`static_in_place`)."""
+        (panel_static.py says why the widget view must go, and how)."""
         if self.display_handle is None:
             return
-        from IPython.display import display
-
-        from awf_nb.frontends.notebook.panel_static import static_html, static_text
+        from awf_nb.frontends.notebook.panel_static import (
+            replace_live_output,
+            static_html,
+            static_text,
+        )
 
         bundle = {"text/html": static_html(self.widget), "text/plain": static_text(self.widget)}
-        if self.static_in_place:
-            self.display_handle.update(bundle, raw=True)
-        else:
-            self.display_handle.update(LIVE_TEXT, raw=True)
-            display(bundle, raw=True)
+        replace_live_output(self.display_handle, bundle, in_place=self.static_in_place)
 
     def _refresh_diagram(self) -> None:
         """Redraw the workflow diagram with the run's progress, when it is shown."""
@@ -618,10 +607,11 @@ def display_panel(panel: RunPanel) -> None:
     rendering of the run, for readers of the saved notebook (`RunPanel._save_static`)."""
     from IPython.display import display
 
+    from awf_nb.frontends.notebook.panel_static import show_live
+
     if panel.interactive:
         display({"application/javascript": ENTER_TO_SEND_JS, "text/plain": ""}, raw=True)
-    bundle = {**panel.widget._repr_mimebundle_(), **LIVE_TEXT}
-    panel.display_handle = display(bundle, raw=True, display_id=True)
+    panel.display_handle = show_live(panel.widget)
 
 
 _HANDLERS: dict[type, Callable[[RunPanel, Any], None]] = {

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from html import escape
 from html.parser import HTMLParser
+from typing import Any
 
 import ipywidgets as widgets
 
@@ -25,20 +26,52 @@ from awf_nb.frontends.notebook.panel_items import PANEL_CSS
 from awf_nb.frontends.notebook.status_view import StatusLine
 from awf_nb.frontends.notebook.stream_view import StreamHTML
 
-__all__ = ["static_html", "static_text"]
+__all__ = ["LIVE_TEXT", "replace_live_output", "show_live", "static_html", "static_text"]
+
+# A live widget's text form in the cell's output: empty, so that what it leaves when the
+# static copy takes its place (`replace_live_output`) is the same for every output checker.
+LIVE_TEXT = {"text/plain": ""}
 
 _SKIPPED = (widgets.Button, widgets.ToggleButton, widgets.Textarea, widgets.Output)
 
 
-def static_html(root: widgets.Widget) -> str:
-    """`root` (a panel's widget) as one self-contained piece of HTML."""
-    return PANEL_CSS + _render(root)
+def show_live(widget: widgets.Widget) -> Any:
+    """Display `widget` in the cell's output; returns the display handle."""
+    from IPython.display import display
+
+    return display({**widget._repr_mimebundle_(), **LIVE_TEXT}, raw=True, display_id=True)
+
+
+def replace_live_output(handle: Any, bundle: dict[str, str], *, in_place: bool) -> None:
+    """Put `bundle` (the static copy) in the cell's output in place of the live widget.
+
+    While the cell still runs (it awaits its run) the copy is a new output and the live one
+    is emptied to its bare `LIVE_TEXT`: an output that a display update rewrote in place is
+    not seen by output checkers that ignore updates (nbval), and `LIVE_TEXT` is what they
+    recorded for it. A cell that has returned (a background run) gets no new output: there
+    the live output itself is replaced (`in_place`)."""
+    from IPython.display import display
+
+    if in_place:
+        handle.update(bundle, raw=True)
+    else:
+        handle.update(LIVE_TEXT, raw=True)
+        display(bundle, raw=True)
+
+
+def static_html(root: widgets.Widget, *, css: bool = True) -> str:
+    """`root` (a panel's widget) as one self-contained piece of HTML (`css`: with the
+    panel's stylesheet; leave it out of a panel inside another)."""
+    return (PANEL_CSS if css else "") + _render(root)
 
 
 def _render(widget: widgets.Widget) -> str:
     classes = " ".join(getattr(widget, "_dom_classes", ()))
     if isinstance(widget, _SKIPPED) or _hidden(widget):
         return ""
+    own = getattr(widget, "static_html", None)  # a widget of ours that knows how (a table)
+    if callable(own):
+        return str(own())
     if isinstance(widget, StreamHTML):
         # The same structure as the live view (stream_view.js), so the same CSS applies.
         inner = widget.value or widget.html

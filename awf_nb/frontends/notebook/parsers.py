@@ -2,10 +2,10 @@
 
 Every `awf` command is also a `%awf` command, with the same arguments: each is defined once,
 by the command's `configure` function in `awf_nb.cli` (`cli.COMMANDS`). The notebook adds
-three flags of its own to `%awf run`, `%awf resume` and `%%awf` (`NOTEBOOK_RUN_FLAGS`:
-`--out`, `--no-interactive`, `--wait`), and `%%awf` adds `--diagram`; `%%awf chat` (chat_cell.py)
-adds `--provider` and `--system`. In a notebook,
-`{name}` in an input value or a RUN_ID is replaced by the Python variable `name`.
+flags of its own to `%awf run`, `%awf resume` and `%%awf` (`NOTEBOOK_RUN_FLAGS`: `--out`,
+`--no-interactive`, `--wait`, `--headless-replay`), and `%%awf` adds `--diagram`;
+`%%awf chat` (chat_cell.py) adds `--provider` and `--system`. In a notebook, `{name}` in an
+input value or a RUN_ID is replaced by the Python variable `name`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from awf_nb import cli
 from awf_nb.errors import AwfError
 from awf_nb.frontends.notebook.handle import DEFAULT_HANDLE, cell_error
-from awf_nb.frontends.notebook.run_mode import is_headless
+from awf_nb.frontends.notebook.run_mode import frontend_takes_input, is_headless
 
 if TYPE_CHECKING:
     from awf_nb.workflow.model import Workflow
@@ -44,7 +44,7 @@ __all__ = [
     "run_options",
 ]
 
-NOTEBOOK_RUN_FLAGS = ("--out", "--no-interactive", "--wait", "--no-wait")
+NOTEBOOK_RUN_FLAGS = ("--out", "--no-interactive", "--wait", "--no-wait", "--headless-replay")
 _BRACED_NAME = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}(?!\})")
 _YAML_NAME = re.compile(r"^name[ \t]*:[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 _LINE_HELP = (
@@ -92,6 +92,13 @@ def add_notebook_run_flags(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="make the cell wait for the run to end (--wait) or return at once (--no-wait)",
+    )
+    parser.add_argument(
+        "--headless-replay",
+        metavar="PATH",
+        help="when nobody can answer (headless: nbval, nbconvert --execute, "
+        "AWF_NO_INTERACTIVE=1), replay the run from the cassette PATH; a person running "
+        "the cell talks to the model",
     )
 
 
@@ -201,12 +208,17 @@ def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOp
         flags = cli.run_flags(args)
     except AwfError as exc:
         raise cell_error(exc) from None
+    from IPython import get_ipython
+
+    headless = is_headless(args.no_interactive, takes_input=frontend_takes_input(get_ipython()))
+    if headless and args.headless_replay and not (flags.get("replay") or flags.get("record")):
+        flags["replay"] = args.headless_replay  # a recorded run stands in for the person
     return RunOptions(
         inputs=inputs,
         replies=args.reply,
         out=args.out,
         storage=args.storage,
-        headless=is_headless(args.no_interactive),
+        headless=headless,
         wait=args.wait,
         output=args.output,
         json=args.json,

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.kernel, pytest.mark.slow]
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-RUN_CELL = re.compile(r"^%%awf(?! chat\b)|^%awf (run|resume)\b", re.MULTILINE)
+RUN_CELL = re.compile(r"^%%awf\b|^%awf (run|resume)\b", re.MULTILINE)
 
 CONVERSATION = """%%awf --reply "Sunny, about two square metres." --reply "Beans, then." --reply ""
 name: garden
@@ -144,7 +144,8 @@ def test_the_committed_example_notebooks_read_offline(
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             assert WIDGET_VIEW not in data, f"{path.name}: an output keeps a widget view"
-            if 'class="awf-panel"' in data.get("text/html", ""):
+            html = data.get("text/html", "")
+            if 'class="awf-panel"' in html or 'class="awf-eval-live"' in html:
                 transcripts.append(data["text/plain"])
     runs = [c for c in notebook.cells if c.cell_type == "code" and RUN_CELL.search(c.source)]
     assert len(transcripts) >= len(runs), f"{path.name}: a run's output has no static copy"

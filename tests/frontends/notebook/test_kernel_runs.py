@@ -298,14 +298,20 @@ def test_cancel_a_background_run(awf_kernel: KernelSession) -> None:
 # ---------------------------------------------------------------------------- mode 4
 
 
-@pytest.mark.parametrize("headless", ["flag", "env"])
+@pytest.mark.parametrize("headless", ["flag", "env", "frontend"])
 def test_headless_conversation_does_not_wait(awf_kernel: KernelSession, headless: str) -> None:
+    """Headless: `--no-interactive`, `AWF_NO_INTERACTIVE=1`, or a frontend that takes no
+    input (nbclient, nbconvert --execute, papermill and nbval send `allow_stdin` false)."""
     if headless == "env":
         setup = awf_kernel.execute("%env AWF_NO_INTERACTIVE=1")
         assert setup.status == "ok", failure(awf_kernel, setup)
     flags = "--out chat --no-interactive" if headless == "flag" else "--out chat"
 
-    outcome = awf_kernel.execute(awf_cell(CONVERSATION_WORKFLOW, flags), timeout=CELL_SECONDS)
+    outcome = awf_kernel.execute(
+        awf_cell(CONVERSATION_WORKFLOW, flags),
+        timeout=CELL_SECONDS,
+        allow_stdin=headless != "frontend",
+    )
 
     assert outcome.status == "ok", failure(awf_kernel, outcome)
     (panel,) = awf_kernel.find_widgets(css_class="awf-panel")

@@ -20,6 +20,7 @@ from awf_nb.frontends.notebook import handle as handle_module
 from awf_nb.frontends.notebook import magic
 from awf_nb.frontends.notebook.run_mode import (
     choose_run_mode,
+    frontend_takes_input,
     is_headless,
     parse_version,
     workflow_needs_input,
@@ -92,6 +93,35 @@ def test_is_headless() -> None:
     assert is_headless(False, {"AWF_NO_INTERACTIVE": "true"})
     assert not is_headless(False, {"AWF_NO_INTERACTIVE": "0"})
     assert not is_headless(False, {})
+    # A frontend that takes no input (nbclient, nbval) is headless, unless the variable
+    # says otherwise; one that does (JupyterLab), or an unknown one, is not.
+    assert is_headless(False, {}, takes_input=False)
+    assert not is_headless(False, {"AWF_NO_INTERACTIVE": "0"}, takes_input=False)
+    assert not is_headless(False, {}, takes_input=True)
+    assert not is_headless(False, {}, takes_input=None)
+
+
+def test_whether_the_frontend_takes_input_is_in_its_request() -> None:
+    class Kernel:
+        def __init__(self, request: object) -> None:
+            self.request = request
+
+        def get_parent(self, channel: str) -> object:
+            assert channel == "shell"
+            return self.request
+
+    class Shell:
+        def __init__(self, kernel: object) -> None:
+            self.kernel = kernel
+
+    def request(allow: bool) -> dict[str, object]:
+        return {"content": {"code": "", "allow_stdin": allow}}
+
+    assert frontend_takes_input(Shell(Kernel(request(True)))) is True
+    assert frontend_takes_input(Shell(Kernel(request(False)))) is False
+    assert frontend_takes_input(Shell(Kernel({}))) is None
+    assert frontend_takes_input(Shell(None)) is None
+    assert frontend_takes_input(None) is None
 
 
 def test_workflow_needs_input(tmp_path: Path) -> None:
