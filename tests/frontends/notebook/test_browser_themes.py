@@ -206,6 +206,7 @@ def test_every_text_of_the_panel_reads_at_aa_contrast(
     page: Any, lab: JupyterLabServer, theme: str, tmp_path: Path
 ) -> None:
     lab.set_lab_setting("@jupyterlab/apputils-extension:themes", {"theme": THEMES[theme]})
+    page.set_viewport_size({"width": 1100, "height": 1500})  # the whole panel in the picture
     cells = [
         "%load_ext awf_nb",
         "%%awf --out run\n" + textwrap.dedent(RUN).lstrip(),
