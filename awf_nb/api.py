@@ -450,7 +450,14 @@ class RunResult:
 
     @property
     def tokens(self) -> int:
+        """The run's tokens: every reply's input + output tokens, both sides of every
+        conversation, as the summary and `awf status` show them."""
         return self.state.total_tokens
+
+    @property
+    def tokens_estimated(self) -> bool:
+        """Whether some of `tokens` are the len/4 estimate (a provider reported no usage)."""
+        return self.state.tokens_estimated
 
     @property
     def completion_reason(self) -> str:
@@ -465,6 +472,7 @@ class RunResult:
 
     @property
     def duration(self) -> float:
+        """Seconds spent running, summed over resumes (not the time it sat interrupted)."""
         return self.state.duration
 
     def raise_for_status(self) -> RunResult:

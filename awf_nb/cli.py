@@ -628,7 +628,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     workflow = load_workflow(args.workflow)
     given = parse_input_args(args.input, cwd=Path.cwd())
     if args.dry_run:
-        print(describe_plan(workflow, given))
+        print(describe_plan(workflow, given, user=simulated_user_flags(args)))
         return 0
     runner = prepare_run(
         workflow,
@@ -703,6 +703,7 @@ def _configure_history(parser: argparse.ArgumentParser) -> None:
 
 @command("history", "list recent runs", _configure_history)
 def cmd_history(args: argparse.Namespace) -> int:
+    from awf_nb.engine.summary import format_duration
     from awf_nb.store import Store
 
     entries = Store(args.storage).history(workflow=args.workflow, status=args.status, limit=args.n)
@@ -714,13 +715,13 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     print(
         f"{'RUN ID':<23}  {'WORKFLOW':<20}  {'STATUS':<9}  {'STARTED (UTC)':<19}  "
-        f"{'TIME':>8}  {'TOKENS':>6}"
+        f"{'TIME':>10}  {'TOKENS':>6}"
     )
     for entry in entries:
         started = entry.started_at.strftime("%Y-%m-%d %H:%M:%S")
         print(
             f"{entry.run_id:<23}  {_one_line(entry.workflow, 20):<20}  {entry.status:<9}  "
-            f"{started:<19}  {entry.duration:>7.1f}s  {entry.tokens:>6}"
+            f"{started:<19}  {format_duration(entry.duration):>10}  {entry.tokens:>6}"
         )
     return 0
 

@@ -16,7 +16,7 @@ EXIT_USER = 1
 EXIT_DEFINITION = 2
 EXIT_EXECUTION = 3
 EXIT_SYSTEM = 4
-EXIT_CANCELLED = 130
+EXIT_CANCELLED = 130  # a cancelled run (Ctrl-C, Stop): asyncio's cancellation, no AwfError
 
 
 class AwfError(Exception):
@@ -151,15 +151,6 @@ class AwfSystemError(AwfError):
     """The machine failed us: disk full, storage unreadable, a missing dependency."""
 
     exit_code = EXIT_SYSTEM
-
-
-class RunCancelled(AwfError):
-    """The run was cancelled (Ctrl-C, Stop, a cancel call)."""
-
-    exit_code = EXIT_CANCELLED
-
-    def __init__(self, message: str = "run cancelled") -> None:
-        super().__init__(message)
 
 
 def internal_error(exc: BaseException) -> str:

@@ -7,7 +7,8 @@
 - `store`: an empty run store in the test's `tmp_path`.
 
 With `AWF_REQUIRE_PEERS=1` (set by `.ci/run`) a real-peer test that would skip because its
-peer is missing fails instead (tests/support/peers.py).
+peer is missing fails instead, and so does a file skipped when it is collected
+(tests/support/peers.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pytest
 
 from awf_nb.store import Store
 from tests.support.openai_server import OpenAIServer
-from tests.support.peers import fail_skipped_peer
+from tests.support.peers import fail_skipped_collection, fail_skipped_peer
 from tests.support.waiting import free_port
 
 LLAMA_SERVER_READY_SECONDS = 60.0
@@ -44,6 +45,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """With AWF_REQUIRE_PEERS set (CI), a real-peer test that skips fails instead."""
     outcome = yield
     fail_skipped_peer(item, outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """With AWF_REQUIRE_PEERS set (CI), a file skipped at collection is an error."""
+    outcome = yield
+    fail_skipped_collection(outcome.get_result())
 
 
 @pytest.fixture

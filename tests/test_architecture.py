@@ -13,6 +13,7 @@ TYPE_CHECKING ones included): data flows workflow -> engine -> providers + front
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,42 @@ def test_no_module_imports_against_the_layers() -> None:
 )
 def test_the_check_catches_an_upward_import(module: str, source: str) -> None:
     assert violations(module, source), f"{source!r} in {module} was not caught"
+
+
+# --- one process supervisor ------------------------------------------------------------------
+
+# Where a program may be started other than through engine/process.py, and why (the module
+# docstring of engine/process.py says the same).
+PROCESS_STARTERS = {
+    "awf_nb.engine.process": "the supervisor itself",
+    "awf_nb.diagram": "Graphviz's dot, drawn outside any run by a package that has no engine",
+    "awf_nb.tools.mcp_client": "the MCP SDK starts the server it speaks to",
+}
+_STARTS_A_PROCESS = re.compile(
+    r"\bsubprocess\.(run|Popen|call|check_call|check_output)\b|create_subprocess_(exec|shell)"
+    r"|\bsubprocess_exec\b|\bstdio_client\b|\bos\.(system|exec\w*|spawn\w*|posix_spawn\w*)\("
+)
+
+
+def process_starts(module: str, source: str) -> list[str]:
+    if any(module == m or module.startswith(m + ".") for m in PROCESS_STARTERS):
+        return []
+    return [
+        f"{module}:{number}: {line.strip()}"
+        for number, line in enumerate(source.splitlines(), 1)
+        if _STARTS_A_PROCESS.search(line) and not line.lstrip().startswith("#")
+    ]
+
+
+def test_programs_are_started_only_through_the_process_supervisor() -> None:
+    found: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found += process_starts(module_name(path), path.read_text())
+    assert found == [], "start them with awf_nb.engine.process:\n" + "\n".join(found)
+
+
+def test_the_process_check_catches_a_direct_start() -> None:
+    source = 'import subprocess\nurl = subprocess.run(["git", "remote"]).stdout\n'
+    assert process_starts("awf_nb.engine.operations.github", source) == [
+        'awf_nb.engine.operations.github:2: url = subprocess.run(["git", "remote"]).stdout'
+    ]

@@ -51,6 +51,7 @@ from awf_nb.engine.reply_limits import (
     tool_calls_message,
 )
 from awf_nb.engine.state import ConversationState, StepState, Turn
+from awf_nb.engine.summary import format_duration
 from awf_nb.engine.tokens import estimate_tokens, tokens_for_chars
 from awf_nb.errors import ExecutionError, ProviderError
 from awf_nb.workflow.model import AgentStep
@@ -97,8 +98,9 @@ class _Progress:
 class Reply:
     text: str
     interrupted: bool = False
-    tokens: int = 0  # output tokens
+    tokens: int = 0  # what the reply cost: input + output tokens (see `_finish_turn`)
     duration: float = 0.0
+    tokens_estimated: bool = False
 
 
 class AgentSession:
@@ -162,9 +164,11 @@ class AgentSession:
         turns = [t for t in conversation.turns if t.role != "system"] if conversation else []
         if turns and turns[-1].role == "user":
             turns.pop()
-        self._dialogue = [as_message(t) for t in turns]
+        self._dialogue = [as_message(t) for t in turns if t.reached_agent]
         self._dialogue_chars = sum(len(m.content) for m in self._dialogue)
         self._progress: _Progress | None = None  # the turn being streamed
+        # The reply a provider error or a timeout cut short (kept, marked interrupted).
+        self.cut_short: Reply | None = None
         self._deadline: asyncio.Timeout | None = None  # the turn's, while one runs
 
     def continue_history(self, history: list[Message], chars: int) -> None:
@@ -181,9 +185,11 @@ class AgentSession:
         return self.conv.total_turns - self._inherited_replies
 
     def pending_user_message(self) -> str | None:
-        """After a crash: a user message that was sent but never answered."""
+        """After a crash: a user message that was sent but never answered (a partner's
+        message that never reached the agent is no such message)."""
         turns = self.conv.turns if self.conv else []
-        return turns[-1].content if turns and turns[-1].role == "user" else None
+        last = turns[-1] if turns else None
+        return last.content if last and last.role == "user" and last.reached_agent else None
 
     def _record(self, turn: Turn) -> None:
         conv = self.conv
@@ -202,19 +208,48 @@ class AgentSession:
 
     # --- one turn -----------------------------------------------------------------------------
 
-    def record_message(self, message: str, speaker: str = "", by: Reply | None = None) -> str:
+    def record_message(self, message: str, speaker: str = "", *, duration: float = 0.0) -> str:
         """Record a message to this agent (its system prompt first, once); the masked text.
 
-        `by`: the partner agent's reply that is this message (its tokens and duration)."""
+        What the person typed, the step's prompt, scripted replies and a command partner's
+        answers cost no tokens: what the agent is sent counts in the input tokens of its
+        reply. `duration`: how long writing it took (a command partner's run)."""
+        self._record_system_prompt()
+        masked = self.run.masker.mask(message)
+        turn = Turn(role="user", content=masked, speaker=speaker, duration=round(duration, 3))
+        self._record(turn)
+        return masked
+
+    def record_partner_message(
+        self, reply: Reply, speaker: str, sent: str, *, ended: bool = False
+    ) -> None:
+        """Record a partner agent's message (`reply`, its text already masked) in this
+        step's conversation, with its tokens and time. `sent` is what the partner was sent
+        to answer ("" when that was the agent's last reply itself, verbatim). An interrupted
+        message, or one that `ended` the conversation, never reaches this agent."""
+        conv = self.conv
+        assert conv is not None, "a partner answers in a conversation"
+        self._record_system_prompt()
+        conv.total_tokens += reply.tokens
+        conv.partner_tokens += reply.tokens
+        self._record(
+            Turn(
+                role="user",
+                content=reply.text,
+                tokens=reply.tokens,
+                tokens_estimated=reply.tokens_estimated,
+                interrupted=reply.interrupted,
+                duration=round(reply.duration, 3),
+                speaker=speaker,
+                sent=self.run.masker.mask(sent),
+                ended=ended,
+            )
+        )
+
+    def _record_system_prompt(self) -> None:
         run, conv, system = self.run, self.conv, self.system_prompt
         if conv is not None and system and not any(t.role == "system" for t in conv.turns):
             self._record(Turn(role="system", content=run.masker.mask(system)))
-        masked = run.masker.mask(message)
-        turn = Turn(role="user", content=masked, tokens=estimate_tokens(message), speaker=speaker)
-        if by is not None:
-            turn.tokens, turn.duration = by.tokens, round(by.duration, 3)
-        self._record(turn)
-        return masked
 
     def _request(self, message: str, history: list[Message], *, continues: bool) -> TurnRequest:
         run, step, conv = self.run, self.step, self.conv
@@ -224,6 +259,8 @@ class AgentSession:
         system = self.system_prompt
         if session_id and self.provider.session_kind == "session_id":
             system = None
+        elif self.provider.session_kind == "session_id" and history and not continues:
+            self._warn_replay(sum(1 for m in history if m.role != "system"))
         return TurnRequest(
             prompt=message,
             system_prompt=system,
@@ -242,6 +279,20 @@ class AgentSession:
             mcp_servers=self.mcp_servers,
             max_reply_bytes=self.max_reply_bytes,
             max_tool_calls=self.max_tool_calls,
+        )
+
+    def _warn_replay(self, count: int) -> None:
+        """A session-id provider (an agent CLI) with earlier messages but no session id to
+        resume replays them in the prompt of a new session: said once per step and side,
+        whatever led here (`continue_from` a step that reported no id, `awf resume`, a
+        cycle coming back)."""
+        run, step = self.run, self.step.name
+        plural = "" if count == 1 else "s"
+        run.warn_once(
+            f"replay:{step}:{self.speaker}",
+            f"step {step}: {self.provider_name} has no session id to resume; replaying "
+            f"{count} earlier message{plural} in the prompt of a new session",
+            step,
         )
 
     def save_before_asking(self) -> None:
@@ -354,7 +405,9 @@ class AgentSession:
                 partial = self._progress
                 ends = isinstance(exc, ProviderError) or self.timed_out()
                 if ends and partial is not None and partial.parts:
-                    self._finish_turn(request, partial, True, number, started, first=not rounds)
+                    self.cut_short = self._finish_turn(
+                        request, partial, True, number, started, first=not rounds
+                    )
                 raise
             calls = progress.tool_calls if self.tools is not None and not interrupted else []
             reply = self._finish_turn(
@@ -395,7 +448,7 @@ class AgentSession:
                 run.emit(
                     ev.RunWarning(
                         run.run_id,
-                        f"{exc} — retrying in {delay:g}s (attempt {attempt + 1}/"
+                        f"{exc} — retrying in {format_duration(delay)} (attempt {attempt + 1}/"
                         f"{TRANSIENT_ATTEMPTS})",
                         self.step.name,
                     )
@@ -532,6 +585,11 @@ class AgentSession:
         else:  # the len/4 estimate, from running totals (no pass over the history)
             sent = len(request.system_prompt or "") + len(request.prompt) + self._dialogue_chars
             tokens_in, tokens_out, estimated = tokens_for_chars(sent), estimate_tokens(text), True
+        # A reply's tokens are what it cost: the input tokens it was sent (system prompt,
+        # history, message) and the output tokens it wrote, as the provider reported them
+        # (else estimated). The live line, the turn in the state and `awf status`, the
+        # step's and the conversation's totals all add up these same figures.
+        tokens = tokens_in + tokens_out
         st.tokens_input += tokens_in
         st.tokens_output += tokens_out
         st.tokens_used = st.tokens_input + st.tokens_output
@@ -547,13 +605,13 @@ class AgentSession:
                 conv.session_id = progress.session_id
             if first:  # the rounds of one reply are one turn
                 conv.total_turns += 1
-            conv.total_tokens += tokens_in + tokens_out
+            conv.total_tokens += tokens
         duration = time.monotonic() - started
         self._record(
             Turn(
                 role="assistant",
                 content=masked,
-                tokens=tokens_out,
+                tokens=tokens,
                 tokens_estimated=estimated,
                 interrupted=interrupted,
                 cut=progress.cut and not interrupted,
@@ -570,7 +628,7 @@ class AgentSession:
                 run.run_id,
                 self.step.name,
                 number,
-                tokens_in + tokens_out,
+                tokens,
                 duration,
                 tokens_estimated=estimated,
                 interrupted=interrupted,
@@ -587,7 +645,7 @@ class AgentSession:
         if self.live and not self.speaker and (not calls or self._live_unsaved):
             run.checkpoint()
             self._live_unsaved = False
-        return Reply(masked, interrupted, tokens_out, duration)
+        return Reply(masked, interrupted, tokens, duration, estimated)
 
 
 def as_message(turn: Turn) -> Message:

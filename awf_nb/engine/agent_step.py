@@ -226,19 +226,12 @@ def _conversation_for(
             )
         replies = conv.total_turns  # a user message that got no reply is no history
         if provider.session_kind == "session_id":
-            if not conv.session_id:
-                if not replies:
-                    raise ExecutionError(
-                        f'continue_from: step "{source}" has no session ID or conversation '
-                        "history to resume"
-                    )
-                run.emit(
-                    ev.RunWarning(
-                        run.run_id,
-                        f'step "{source}" has no session id; replaying its '
-                        f"{replies} turns to {provider_name} instead",
-                        step.name,
-                    )
+            # Without a session id the turns are replayed in a new session: the turn says
+            # so, once (`AgentSession._request`).
+            if not conv.session_id and not replies:
+                raise ExecutionError(
+                    f'continue_from: step "{source}" has no session ID or conversation '
+                    "history to resume"
                 )
         elif not replies:
             raise ExecutionError(

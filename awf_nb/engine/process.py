@@ -1,7 +1,11 @@
-"""The one process supervisor: every child awf starts runs in a process group it owns.
+"""The one process supervisor: every child a run starts runs in a process group it owns.
 
-Command steps, hooks, operations and the agent-CLI providers all start their children
-through `ProcessGroup`. A child starts in a new session, so it leads its own process group,
+Command steps, hooks, operations (the github ones' `git`), Bash and command tools and the
+agent-CLI providers all start their children through `ProcessGroup`. Two programs start
+elsewhere: an MCP server, which the MCP SDK that speaks to it starts (tools/mcp_client.py),
+and Graphviz's `dot` when a diagram is drawn as an image (diagram/, which draws outside any
+run and does not depend on the engine: one program, no children, bounded by a timeout).
+A child starts in a new session, so it leads its own process group,
 and everything it starts (a pipeline's `sleep`, a CLI's tool subprocess) is stopped with it:
 
 - `stop()` sends SIGTERM to the whole group, gives it a grace period, then SIGKILLs what is
@@ -14,6 +18,10 @@ and everything it starts (a pipeline's `sleep`, a CLI's tool subprocess) is stop
 - On Linux the child also gets the parent-death signal: if awf dies, its children die too.
   (Only the child itself: what *it* started lives on. So the groups a step starts are
   recorded — see "Who owns a child" — and `awf resume` stops what a killed run left.)
+- A child has no controlling terminal (its own session) and reads /dev/null unless its
+  caller pipes its stdin: nothing a run starts can prompt the person at the keyboard — a
+  workflow or an agent a model starts through a tool (`awf run`, an agent CLI in a Bash
+  call) runs headless.
 
 **Contained groups.** `start(contain=True)` (Bash tool calls, command tools, MCP servers,
 agent CLIs) marks the child's environment with a tag (`AWF_PROCESS_TAG`) that everything it

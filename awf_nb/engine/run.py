@@ -37,7 +37,7 @@ from awf_nb.engine.ports import (
 )
 from awf_nb.engine.process import run_shell
 from awf_nb.engine.state import RunState, StepState, Turn, new_run_id, now, process_start_time
-from awf_nb.engine.summary import RunSummary
+from awf_nb.engine.summary import RunSummary, format_duration
 from awf_nb.errors import EXIT_SYSTEM, AwfError, internal_error
 from awf_nb.secrets import Masker, is_secret_input
 from awf_nb.workflow.model import (
@@ -208,6 +208,8 @@ class Runner:
         # `awf resume` re-opens the conversation of the step it starts at, once; later
         # executions of that step (a loop) start afresh as usual.
         self._restore_step = self.start_step if self.resumed else None
+        # When the interrupted session last saved: a step it left running ran until then.
+        self._interrupted_at = self.state.saved_at
         self.ctx = RunContext(
             state=self.state,
             inputs=inputs,
@@ -465,6 +467,7 @@ class Runner:
                            "tokens_estimated")  # fmt: skip
                 for name in carried:
                     setattr(st, name, getattr(previous, name))
+                st.earlier_seconds = previous.seconds_until(self._interrupted_at)
         state.steps[step.name] = st
         state.executed.append(step.name)
         self.checkpoint()
@@ -526,7 +529,7 @@ class Runner:
                 ev.RunWarning(
                     self.run_id,
                     f"step {step.name} failed (attempt {attempt}/{attempts}); "
-                    f"retrying in {delay:.1f}s",
+                    f"retrying in {format_duration(delay)}",
                     step.name,
                 )
             )
@@ -600,6 +603,11 @@ class Runner:
             await self.config.provider_set.aclose()
 
     def emit(self, event: ev.RunEvent) -> None:
+        """Hand `event` to the sink, masked: this is the one place every event of the run
+        passes, so a secret in any message (a provider's error naming a URL with a key in
+        it, a warning, a step's error) never reaches a frontend or a saved output."""
+        if type(event) not in _STREAMED:
+            event = _masked_event(event, self.masker)
         # try/except rather than contextlib.suppress: this runs once per streamed token.
         try:  # noqa: SIM105
             self.config.sink.emit(event)
@@ -616,10 +624,11 @@ class Runner:
         return self._visits.get(step)
 
     def checkpoint(self, *, history: bool = False) -> None:
+        self.limits.record_time()  # the run's duration, with or without a store
         store = self.config.store
         if store is None:
             return
-        self.limits.record_time()
+        self.state.saved_at = now()
         store.save_state(self.state)
         if history:
             store.record_run(self.state)
@@ -725,3 +734,19 @@ class PrefixSink:
         if step is not None:
             event = replace(event, step=f"{self._prefix}.{step}" if step else self._prefix)  # type: ignore[arg-type]
         self._sink.emit(event)
+
+
+# Streamed pieces are masked as they are streamed (`secrets.StreamMasker` holds back a
+# secret split across chunks); masking one piece alone could not see such a secret anyway.
+_STREAMED: frozenset[type] = frozenset({ev.AgentText, ev.StepOutput})
+
+
+def _masked_event(event: ev.RunEvent, masker: Masker) -> ev.RunEvent:
+    """`event` with every secret in its text fields replaced by `***` (the same event when
+    there is nothing to mask)."""
+    changes: dict[str, str] = {}
+    for name in getattr(event, "__dataclass_fields__", ()):
+        value = getattr(event, name)
+        if isinstance(value, str) and value and (masked := masker.mask(value)) != value:
+            changes[name] = masked
+    return replace(event, **changes) if changes else event  # type: ignore[type-var]

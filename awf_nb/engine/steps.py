@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import json
 import os
@@ -41,6 +42,12 @@ if TYPE_CHECKING:
 
 HARD_MAX_ITERATIONS = 10_000
 DEFAULT_MAX_ITERATIONS = 100
+
+# The parallel step whose branch the current task runs (its loops and called workflows
+# included), "" outside of any: the person can answer only one conversation at a time.
+in_parallel_branch: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "in_parallel_branch", default=""
+)
 
 
 async def execute(run: Runner, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
@@ -155,6 +162,7 @@ async def execute_parallel(
     branches = [run.workflow.steps[name] for name in step.parallel]
 
     async def branch(child: AnyStep) -> StepState:
+        in_parallel_branch.set(step.name)  # this branch's task only: it has its own context
         async with limit:
             return (await run.run_step(child, loop)).state
 

@@ -1,12 +1,14 @@
 """Running the tool calls of one model reply (chat mode), for `AgentSession.turn`.
 
 The calls of a reply are first confirmed, one at a time in call order, where the step's
-`tools.confirm` asks for it: the person answers through the input reader (`Confirmer`);
-a run with nobody to ask, or an agent in a called workflow (a sub-agent never prompts the
-person), refuses unless the run was started with `--yes`. Then the allowed calls
-run concurrently, at most `tools.max_parallel` at a time, and their results go back in
-call order. Each call is an event pair
-(`ToolCallStarted`, `ToolCallFinished`) and a transcript line, written as it finishes.
+`tools.confirm` asks for it: the person answers through the input reader (`Confirmer`),
+in a workflow run by a `call_workflow` step too (the author composed it, as in AWF); a run
+with nobody to ask refuses unless it was started with `--yes`. (A workflow a model starts
+through a tool never gets the person: see engine/process.py, its children have no
+terminal and no stdin.) Then the allowed calls run concurrently, at most
+`tools.max_parallel` at a time, and their results go back in call order. Each call is an
+event pair (`ToolCallStarted`, `ToolCallFinished`) and a transcript line, written as it
+finishes.
 
 Ctrl-C / Stop while calls run cancels them: each unfinished call gets a result saying it
 was interrupted, so the history never holds a call without its result, and the person has
@@ -87,8 +89,7 @@ async def _decide(session: AgentSession, tools: ToolSet, call: ToolCall) -> str:
     if run.config.yes:
         return ""
     reader = run.config.reader
-    # An agent in a called workflow is a sub-agent: it never prompts the person.
-    if not isinstance(reader, Confirmer) or run.config.depth > 0:
+    if not isinstance(reader, Confirmer):
         return NOBODY_TO_ASK
     arguments = run.masker.mask(call.arguments)
     session.save_before_asking()  # the person may take a while: what was said is on disk

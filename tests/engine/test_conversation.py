@@ -13,6 +13,7 @@ from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
 from tests.support.readers import BlockingReader
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.asyncio
 
@@ -140,8 +141,7 @@ async def _streaming_first_reply(store, workdir) -> tuple[Any, asyncio.Task[Any]
         load_text(chat(delay_ms=40)), reader=reader, store=store, cwd=workdir, sink=sink
     )
     task = asyncio.create_task(runner.execute())
-    while not sink.text("chat"):
-        await asyncio.sleep(0.01)
+    await until(lambda: bool(sink.text("chat")), "the first reply to stream")
     return runner, task
 
 
@@ -272,12 +272,14 @@ states:
 """
     first = prepare_run(load_text(text), reader=BlockingReader(), store=store, cwd=workdir)
     task = asyncio.create_task(first.execute())
-    while not (
-        first.state.steps.get("chat")
-        and first.state.steps["chat"].conversation
-        and first.state.steps["chat"].conversation.total_turns
-    ):
-        await asyncio.sleep(0.01)
+    await until(
+        lambda: bool(
+            first.state.steps.get("chat")
+            and first.state.steps["chat"].conversation
+            and first.state.steps["chat"].conversation.total_turns
+        ),
+        "the first reply",
+    )
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

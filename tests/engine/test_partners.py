@@ -6,20 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import textwrap
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from awf_nb.api import SimulatedUser, prepare_resume, prepare_run
 from awf_nb.engine.events import PERSON, TurnStarted, UserMessage
-from awf_nb.engine.ports import Final, Message, ProviderEvent, TurnRequest
+from awf_nb.engine.ports import Final, Message, TurnRequest
 from awf_nb.errors import DefinitionError
 from awf_nb.frontends.scripted import ScriptedReader
-from awf_nb.providers import provider_factory
 from awf_nb.providers.scripted import ScriptedProvider
 from awf_nb.workflow.loader import load_text
-from tests.support.events import Collect
+from tests.support.events import Collect, Recording
+from tests.support.waiting import until
 
 WRITER_REVIEWER = """
 name: haiku
@@ -56,33 +55,6 @@ def writer_reviewer(
         .replace("UNTIL", until)
         .replace("MAX", str(max_turns))
     )
-
-
-class Recording:
-    """A provider factory whose scripted provider remembers every request."""
-
-    def __init__(self) -> None:
-        self.requests: list[TurnRequest] = []
-        self._inner = provider_factory()
-
-    def __call__(self, name: str) -> Any:
-        provider = self._inner(name)
-        outer = self
-
-        class Recorded:
-            session_kind = provider.session_kind
-
-            def __init__(self) -> None:
-                self.name = provider.name
-
-            def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
-                outer.requests.append(turn)
-                return provider.stream(turn)
-
-            async def aclose(self) -> None:
-                await provider.aclose()
-
-        return Recorded()
 
 
 def said(result: Any, step: str = "draft") -> list[tuple[str, str, str]]:
@@ -176,7 +148,7 @@ async def test_the_partner_prompt_template_sees_the_reply(run_yaml):
     result = await run_yaml(text, providers=recording)
     assert result.ok, result.error
     reviewer = [r for r in recording.requests if r.speaker == "reviewer"]
-    assert [r.prompt for r in reviewer] == ["Review: draft one (2)", "Review: draft two (3)"]
+    assert [r.prompt for r in reviewer] == ["Review: draft one (1)", "Review: draft two (2)"]
 
 
 async def test_scripted_replies_answer_in_order_then_the_conversation_ends(run_yaml):
@@ -311,8 +283,7 @@ async def test_stop_during_the_exchange_lets_the_person_take_over(store, workdir
         load_text(textwrap.dedent(text)), reader=reader, store=store, cwd=workdir, sink=sink
     )
     task = asyncio.create_task(runner.execute())
-    while not sink.text("draft"):
-        await asyncio.sleep(0.01)
+    await until(lambda: bool(sink.text("draft")), "the writer's first reply to stream")
     assert runner.interrupt() == "turn"
     state = await asyncio.wait_for(task, 30)
     assert state.status == "completed", state.error
@@ -342,8 +313,7 @@ async def test_an_empty_line_lets_the_partner_carry_on_and_exit_ends(store, work
             sink=sink,
         )
         task = asyncio.create_task(runner.execute())
-        while not sink.text("draft"):
-            await asyncio.sleep(0.01)
+        await until(lambda s=sink: bool(s.text("draft")), "the writer's first reply to stream")
         runner.interrupt()
         state = await asyncio.wait_for(task, 30)
         conv = state.steps["draft"].conversation
@@ -465,10 +435,13 @@ async def test_a_simulated_user_ends_with_exit(run_yaml):
     assert result.ok, result.error
     conv = result.steps["chat"].conversation
     assert conv.stopped_by == "user_exit"
-    assert [(t.speaker, t.content) for t in conv.turns if t.role == "user"] == [
-        ("", "Hello"),
-        ("user (simulated)", "A bread recipe"),
+    # Its `exit` is recorded (it was written, and cost tokens) but never sent to the agent.
+    assert [(t.speaker, t.content, t.ended) for t in conv.turns if t.role == "user"] == [
+        ("", "Hello", False),
+        ("user (simulated)", "A bread recipe", False),
+        ("user (simulated)", "exit", True),
     ]
+    assert conv.total_turns == 2
     assert ("user (simulated)", 1) in [(e.speaker, e.turn) for e in sink.of(TurnStarted)]
 
 
@@ -544,8 +517,7 @@ async def test_cancelling_the_run_mid_exchange_is_cancelled(store, workdir):
     sink = Collect()
     runner = prepare_run(load_text(textwrap.dedent(text)), store=store, cwd=workdir, sink=sink)
     task = asyncio.create_task(runner.execute())
-    while len(sink.of(TurnStarted)) < 3:
-        await asyncio.sleep(0.01)
+    await until(lambda: len(sink.of(TurnStarted)) >= 3, "the third message to start")
     runner.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 30)

@@ -430,11 +430,15 @@ async def test_429_says_when_to_retry(
 async def test_429_with_an_http_date(
     openai_server: OpenAIServer, provider: OpenAICompatibleProvider
 ) -> None:
-    when = email.utils.formatdate(time.time() + 30, usegmt=True)
+    asked = time.time()
+    when = email.utils.formatdate(asked + 30, usegmt=True)  # whole seconds
     openai_server.script(Reply.rate_limited(retry_after=when))
     error = await fail(provider, turn_for(openai_server))
+    answered = time.time()
+    # The date, less the moment the answer was read (between the two clock readings).
+    date = email.utils.parsedate_to_datetime(when).timestamp()
     assert error.retry_after is not None
-    assert 25 <= error.retry_after <= 31
+    assert date - answered - 0.001 <= error.retry_after <= date - asked + 0.001
     assert re.search(r"rate limited, retry after \d+(\.\d+)?s \(HTTP 429\)$", error.message)
 
 

@@ -200,7 +200,7 @@ class AwfMagics(Magics):
     def _dry_run(self, workflow: Workflow, options: RunOptions) -> None:
         from awf_nb.engine.plan import describe_plan
 
-        print(describe_plan(workflow, options.inputs, cwd=Path.cwd()))
+        print(describe_plan(workflow, options.inputs, cwd=Path.cwd(), user=options.user))
 
     def _prepare(
         self,

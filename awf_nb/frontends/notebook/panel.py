@@ -31,7 +31,7 @@ import ipywidgets as widgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
 from awf_nb.engine import events as ev
-from awf_nb.engine.summary import RunSummary, format_elapsed
+from awf_nb.engine.summary import RunSummary, format_elapsed, format_tokens
 from awf_nb.frontends.notebook.panel_controls import Controls
 from awf_nb.frontends.notebook.panel_flush import Flusher
 from awf_nb.frontends.notebook.panel_items import (
@@ -98,6 +98,7 @@ class RunPanel:
         self.flusher = Flusher(flush_interval, self.stats, lambda: self._loop)
         self._started = time.monotonic()
         self._tokens = 0
+        self._tokens_estimated = False
         self._activity = "starting"
         self._status_sent = ""
         self._build()
@@ -344,6 +345,7 @@ class RunPanel:
 
     def _on_turn_finished(self, event: ev.TurnFinished) -> None:
         self._tokens += event.tokens
+        self._tokens_estimated = self._tokens_estimated or event.tokens_estimated
         self._set_reply_running(False)
         section = self._sections.get(event.step)
         if section is not None:
@@ -520,6 +522,7 @@ class RunPanel:
         self.input.run_ended()
         self._cancel_timers()
         self._tokens = event.tokens or self._tokens
+        self._tokens_estimated = event.summary.tokens_estimated
         self.summary = event.summary
         self._activity = event.status
         self._update_status()
@@ -596,7 +599,7 @@ class RunPanel:
         clock = f'<span class="awf-elapsed">{format_elapsed(elapsed)}</span>'
         parts = [title, esc(self._activity), clock]
         if self._tokens:
-            parts.append(f"{self._tokens} tokens")
+            parts.append(format_tokens(self._tokens, self._tokens_estimated))
         return " · ".join(parts)
 
 

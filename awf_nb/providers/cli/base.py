@@ -274,12 +274,8 @@ class CliProvider(ABC):
         options = self._options(turn.options)
         for notice in self._option_notices(turn.options, options):
             yield notice
-        cli_turn, replayed = self._prepare(turn, options)
-        if replayed:
-            yield Notice(
-                f"{self.name}: no session id to resume; replaying {replayed} earlier "
-                "messages in the prompt of a new session"
-            )
+        # History without a session id is replayed in the prompt (the engine says so).
+        cli_turn, _ = self._prepare(turn, options)
         command = self.build_command(cli_turn)
         # The CLI's own defaults first (e.g. IS_SANDBOX), so the user can override them.
         env = {**os.environ, **command.env, **options.env, **_strings(turn.env)}

@@ -1,7 +1,9 @@
 """Run modes: the cell transformer, the mode choice, and the panel driven through the magic.
 
 A kernel is emulated where it matters: `in_kernel` and `kernel_version` are patched so the
-magic draws the widget panel and decides as it would on ipykernel 6.29 or 7.4. Clicks come
+magic draws the widget panel and decides as it would on ipykernel 6.29 or 7.4 (the tests
+named `reported_kernel_…` run in this process, with that version reported; real kernels
+are driven in test_kernel_runs.py). Clicks come
 from another thread, as ipykernel 7 subshells deliver them.
 """
 
@@ -238,7 +240,7 @@ def person_in_another_thread(ip: InteractiveShell, messages: list[str]) -> threa
     return thread
 
 
-def test_on_ipykernel_7_4_the_cell_awaits_a_conversation_driven_by_clicks(
+def test_reported_kernel_7_4_the_cell_awaits_a_conversation_driven_by_clicks(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     as_kernel(monkeypatch, (7, 4, 0))
@@ -256,7 +258,7 @@ def test_on_ipykernel_7_4_the_cell_awaits_a_conversation_driven_by_clicks(
     assert "completed" in handle.panel.status.value
 
 
-def test_on_ipykernel_6_a_conversation_runs_in_the_background(
+def test_reported_kernel_6_a_conversation_runs_in_the_background(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     as_kernel(monkeypatch, (6, 29, 5))
@@ -279,7 +281,7 @@ def test_on_ipykernel_6_a_conversation_runs_in_the_background(
 
 
 @pytest.mark.parametrize("line", ["--reply ''", "--no-interactive"])
-def test_on_ipykernel_6_a_run_without_input_still_awaits(
+def test_reported_kernel_6_a_run_without_input_still_awaits(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, line: str
 ) -> None:
     as_kernel(monkeypatch, (6, 29, 5))

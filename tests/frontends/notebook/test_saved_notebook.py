@@ -78,7 +78,7 @@ def test_a_run_in_a_saved_notebook_reads_without_widgets(tmp_path: Path, monkeyp
     transcript = output["data"]["text/plain"]
     for shown in (
         "  soil-ready",
-        "  you: Plan my garden",
+        "  prompt: Plan my garden",  # the workflow's, not the person's
         "  you: Sunny, about two square metres.",
         "Then grow tomatoes <b>first</b>.",
         "planted",
