@@ -59,8 +59,8 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from awf_nb.api import prepare_run  # noqa: E402
-from awf_nb.frontends.scripted import ScriptedReader  # noqa: E402
+from awf_nb.runs import prepare_run  # noqa: E402
+from awf_nb.runs.replies import ScriptedReader  # noqa: E402
 from awf_nb.store import Store  # noqa: E402
 from awf_nb.workflow.loader import load_text  # noqa: E402
 from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402
@@ -162,10 +162,10 @@ def engine_run(server: Server, root: Path, mode: str = "single") -> float:
     (the person's input ends: nobody answers)."""
     runner = prepare_run(
         load_text(WORKFLOW.format(url=server.base_url, mode=mode)),
-        store=Store(root / "runs"),
+        storage=Store(root / "runs"),
         cwd=root,
         reader=ScriptedReader([]),
-    )
+    ).runner
     gc.collect()
     started = time.perf_counter()
     state = asyncio.run(runner.execute())

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from awf_nb import store as store_module
 from awf_nb.engine.state import ConversationState, RunState, StepState, Turn
 from awf_nb.errors import AwfSystemError, UserError
 from awf_nb.store import HistoryEntry, Store
@@ -380,7 +379,7 @@ class FsyncLog:
             self.calls.append(os.fstat(fd))
             real(fd)
 
-        monkeypatch.setattr(store_module.os, "fsync", fsync)
+        monkeypatch.setattr(os, "fsync", fsync)
 
     def kinds(self) -> list[str]:
         transcript = self.store.transcript_path(self.run_id)
@@ -625,7 +624,7 @@ def disk_full(fd: int) -> None:
 def test_disk_full_on_state(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     run_id = store.new_run_id()
     store.save_state(make_state(run_id, message="before"))
-    monkeypatch.setattr(store_module.os, "fsync", disk_full)
+    monkeypatch.setattr(os, "fsync", disk_full)
     with pytest.raises(AwfSystemError) as err:
         store.save_state(make_state(run_id, message="after"))
     assert str(store.state_path(run_id)) in err.value.message
@@ -637,7 +636,7 @@ def test_disk_full_on_state(store: Store, monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_disk_full_on_transcript(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     run_id = store.new_run_id()
-    monkeypatch.setattr(store_module.os, "write", disk_full_write)
+    monkeypatch.setattr(os, "write", disk_full_write)
     with pytest.raises(AwfSystemError, match=r"transcript\.jsonl: No space left on device"):
         store.append_transcript(run_id, {"role": "user"})
 
@@ -654,7 +653,7 @@ def test_disk_full_when_the_transcript_is_synced_keeps_the_old_state(
     run_id = store.new_run_id()
     store.save_state(make_state(run_id, message="before"))
     store.append_transcript(run_id, {"role": "user", "content": "a"})
-    monkeypatch.setattr(store_module.os, "fsync", disk_full)
+    monkeypatch.setattr(os, "fsync", disk_full)
     with pytest.raises(AwfSystemError, match=r"transcript\.jsonl: No space left on device"):
         store.save_state(make_state(run_id, message="after"))
     monkeypatch.undo()

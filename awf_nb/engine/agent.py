@@ -57,7 +57,7 @@ from awf_nb.errors import ExecutionError, ProviderError
 from awf_nb.workflow.model import AgentStep
 
 if TYPE_CHECKING:
-    from awf_nb.engine.run import Runner
+    from awf_nb.engine.runtime import StepRun
 
 TRANSIENT_ATTEMPTS = 3  # provider-level retries of 429/5xx/connect errors before any token
 MAX_TRANSIENT_DELAY = 30.0
@@ -108,7 +108,7 @@ class AgentSession:
 
     def __init__(
         self,
-        run: Runner,
+        run: StepRun,
         step: AgentStep,
         st: StepState,
         provider_name: str,
@@ -395,7 +395,7 @@ class AgentSession:
         number = self.replies + 1
         rounds = 0
         while True:
-            run.emit(ev.TurnStarted(run.run_id, step.name, number, self.speaker))
+            run.send(ev.TurnStarted, step.name, number, self.speaker)
             started = time.monotonic()
             try:
                 progress, interrupted = await self._stream_with_retries(request)
@@ -445,13 +445,10 @@ class AgentSession:
                 if progress.streamed or not exc.retryable or attempt == TRANSIENT_ATTEMPTS:
                     raise
                 delay = min(exc.retry_after or 2.0 ** (attempt - 1), MAX_TRANSIENT_DELAY)
-                run.emit(
-                    ev.RunWarning(
-                        run.run_id,
-                        f"{exc} — retrying in {format_duration(delay)} (attempt {attempt + 1}/"
-                        f"{TRANSIENT_ATTEMPTS})",
-                        self.step.name,
-                    )
+                run.warn(
+                    f"{exc} — retrying in {format_duration(delay)} (attempt {attempt + 1}/"
+                    f"{TRANSIENT_ATTEMPTS})",
+                    self.step.name,
                 )
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
@@ -472,7 +469,7 @@ class AgentSession:
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
             if tail := masker.flush():
-                run.emit(ev.AgentText(run.run_id, step.name, tail, self.speaker))
+                run.send(ev.AgentText, step.name, tail, self.speaker)
 
     def _on_event(self, event: object, progress: _Progress, masker: Any) -> None:
         run, name = self.run, self.step.name
@@ -493,12 +490,12 @@ class AgentSession:
                     progress.parts.append(fits)
                     progress.streamed = True
                     if shown := masker.feed(fits):
-                        run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
+                        run.send(ev.AgentText, name, shown, self.speaker)
                 raise ProviderError(self.provider_name, reply_bytes_message(self.max_reply_bytes))
             progress.parts.append(text)
             progress.streamed = True
             if shown := masker.feed(text):
-                run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
+                run.send(ev.AgentText, name, shown, self.speaker)
         elif isinstance(event, ToolCall):
             progress.streamed = True  # a retry could ask for other calls: keep these
             self._count_call(progress, text_bytes(event.name) + text_bytes(event.arguments))
@@ -521,7 +518,7 @@ class AgentSession:
             progress.streamed = True  # the agent acted: a retry could repeat its side effects
             self._count_call(progress, text_bytes(event.name) + text_bytes(event.argument))
             argument = run.masker.mask(event.argument)
-            run.emit(ev.AgentToolUse(run.run_id, name, event.name, argument))
+            run.send(ev.AgentToolUse, name, event.name, argument)
             run.append_transcript(
                 {"step": name, "role": "tool", "content": f"{event.name}({argument})"}
             )
@@ -539,15 +536,11 @@ class AgentSession:
         elif isinstance(event, Notice):
             if event.truncated_turns:
                 progress.truncated_turns = event.truncated_turns
-                run.warn_once(f"truncated:{name}", run.masker.mask(event.message), name)
+                run.warn_once(f"truncated:{name}", event.message, name)
             else:
-                run.emit(ev.RunWarning(run.run_id, run.masker.mask(event.message), name))
+                run.warn(event.message, name)
         elif isinstance(event, ModelLoad):
-            run.emit(
-                ev.ModelLoading(
-                    run.run_id, name, event.model, event.done, event.seconds, self.speaker
-                )
-            )
+            run.send(ev.ModelLoading, name, event.model, event.done, event.seconds, self.speaker)
         elif isinstance(event, Final):
             progress.final = valid_unicode(event.text)
             progress.cut = event.cut
@@ -623,19 +616,17 @@ class AgentSession:
                 ],
             )
         )
-        run.emit(
-            ev.TurnFinished(
-                run.run_id,
-                self.step.name,
-                number,
-                tokens,
-                duration,
-                tokens_estimated=estimated,
-                interrupted=interrupted,
-                text=masked,
-                speaker=self.speaker,
-                cut=progress.cut and not interrupted,
-            )
+        run.send(
+            ev.TurnFinished,
+            self.step.name,
+            number,
+            tokens,
+            duration,
+            tokens_estimated=estimated,
+            interrupted=interrupted,
+            text=masked,
+            speaker=self.speaker,
+            cut=progress.cut and not interrupted,
         )
         # A conversation is saved with each reply (single-mode steps when they end). Not
         # with each of a reply's tool rounds: a checkpoint costs fsyncs, and the rounds'

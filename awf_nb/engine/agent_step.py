@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession
 from awf_nb.engine.context import LoopFrame, command_env, strip_fences
 from awf_nb.engine.ports import McpServerSpec, Provider, ToolSet
@@ -27,14 +26,14 @@ from awf_nb.workflow import roles_skills
 from awf_nb.workflow.model import AgentStep
 
 if TYPE_CHECKING:
-    from awf_nb.engine.run import Runner
+    from awf_nb.engine.runtime import StepRun
 
 
 class StepChildren:
     """The process groups of an agent step, kept in its state while they run (a
     `ProcessWatcher`): saved as each starts, so a kill -9 of awf leaves a trace."""
 
-    def __init__(self, run: Runner, st: StepState) -> None:
+    def __init__(self, run: StepRun, st: StepState) -> None:
         self.run = run
         self.st = st
 
@@ -49,14 +48,14 @@ class StepChildren:
 
 
 async def execute_agent(
-    run: Runner, step: AgentStep, st: StepState, loop: LoopFrame | None
+    run: StepRun, step: AgentStep, st: StepState, loop: LoopFrame | None
 ) -> None:
     with watching(StepChildren(run, st)):
         await _execute_agent(run, step, st, loop)
 
 
 async def _execute_agent(
-    run: Runner, step: AgentStep, st: StepState, loop: LoopFrame | None
+    run: StepRun, step: AgentStep, st: StepState, loop: LoopFrame | None
 ) -> None:
     ctx, name = run.ctx, step.name
     provider_name = ctx.render(step.provider, step=name, what="provider", loop=loop).strip()
@@ -115,12 +114,12 @@ async def _execute_agent(
             st.response = st.json_
 
 
-def _lookup(run: Runner) -> roles_skills.Lookup:
+def _lookup(run: StepRun) -> roles_skills.Lookup:
     return roles_skills.Lookup(run.config.cwd, run.config.env, run.workflow.base_dir)
 
 
 def with_role(
-    run: Runner,
+    run: StepRun,
     step: str,
     role: str | None,
     system: str | None,
@@ -144,7 +143,7 @@ def with_role(
     return roles_skills.compose_system_prompt(found.content, system)
 
 
-def with_skills(run: Runner, step: AgentStep, prompt: str) -> str:
+def with_skills(run: StepRun, step: AgentStep, prompt: str) -> str:
     """The prompt preceded by the step's skills, each in its `<skill_content>` block."""
     if not step.skills:
         return prompt
@@ -163,7 +162,7 @@ def with_skills(run: Runner, step: AgentStep, prompt: str) -> str:
 
 
 async def _tools_for(
-    run: Runner, step: AgentStep, provider_name: str, provider: Provider
+    run: StepRun, step: AgentStep, provider_name: str, provider: Provider
 ) -> ToolSet | None:
     """The step's tools, started (MCP servers running), or None when it has none."""
     if step.tools is None or provider.session_kind == "session_id":
@@ -174,12 +173,12 @@ async def _tools_for(
     env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
 
     def warn(message: str) -> None:  # a tool source misbehaving (already masked)
-        run.emit(ev.RunWarning(run.run_id, message, step.name))
+        run.warn(message, step.name)
 
     return await factory(step.tools, run.config.cwd, env, run.masker, warn)
 
 
-def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[McpServerSpec]:
+def _proxied_tools(run: StepRun, step: AgentStep, provider: Provider) -> list[McpServerSpec]:
     """For an agent CLI with `mcp_proxy: {enable: true}`: the MCP server (`awf mcp-serve`)
     that serves it the step's tools."""
     proxy = step.mcp_proxy
@@ -203,7 +202,7 @@ def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[Mcp
 
 
 def _conversation_for(
-    run: Runner,
+    run: StepRun,
     step: AgentStep,
     provider_name: str,
     provider: Provider,

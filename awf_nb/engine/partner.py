@@ -70,7 +70,7 @@ async def read_message(
     reader = run.config.reader
     if reader is None:  # headless: behave as if input reached its end
         return None
-    run.emit(ev.AwaitingInput(run.run_id, step, PROMPT))
+    run.send(ev.AwaitingInput, step, PROMPT)
     try:
         async with asyncio.timeout(timeout):
             text = await reader.read(PROMPT)
@@ -84,7 +84,7 @@ async def read_message(
     if is_end_of_conversation(text):
         return None
     assert text is not None
-    run.emit(ev.UserMessage(run.run_id, step, run.masker.mask(text), turn, speaker))
+    run.send(ev.UserMessage, step, text, turn, speaker)
     return text
 
 
@@ -119,7 +119,7 @@ class ScriptedPartner:
         self.conv.partner_turns += 1
         text = self.replies[index]
         run = self.run
-        run.emit(ev.UserMessage(run.run_id, self.step.name, run.masker.mask(text), turn, self.name))
+        run.send(ev.UserMessage, self.step.name, text, turn, self.name)
         return text
 
 

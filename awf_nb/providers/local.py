@@ -17,6 +17,7 @@ import asyncio
 import atexit
 import importlib.util
 import json
+import logging
 import os
 import threading
 import time
@@ -49,6 +50,8 @@ from awf_nb.providers.options import parse_options as parse_provider_options
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
     from llama_cpp.llama_chat_format import ChatFormatterResponse, Jinja2ChatFormatter
+
+log = logging.getLogger(__name__)
 
 NAME = "local"
 MISSING_EXTRA = f"provider \"{NAME}\" needs the local extra: pip install 'awf-nb[local]'"
@@ -649,11 +652,12 @@ class LocalProvider:
 
         worker = asyncio.ensure_future(asyncio.to_thread(_work, job, emit, cancel))
         self._running.add(cancel)
-        finished = False
+        finished = awaited = False
         try:
             while not isinstance(item := await queue.get(), _End):
                 finished = isinstance(item, Final)
                 yield item
+            awaited = True
             await worker
             if not finished:  # the worker stopped early: aclose() was called mid-turn
                 raise ProviderError(NAME, "turn stopped: the provider was closed")
@@ -662,13 +666,26 @@ class LocalProvider:
             self._running.discard(cancel)
             if not worker.done():
                 await asyncio.wait({worker}, timeout=STOP_GRACE_SECONDS)
-            if worker.done() and not worker.cancelled():
-                worker.exception()  # retrieved, so an abandoned failure is not logged
+            _log_abandoned(worker, awaited)
 
     async def aclose(self) -> None:
         # Models belong to the process cache, not to a run; only stop what is still running.
         for cancel in self._running:
             cancel.set()
+
+
+def _log_abandoned(worker: asyncio.Future[None], awaited: bool) -> None:
+    """A turn left before its worker thread ended (Ctrl-C, a step timeout): what the
+    thread did afterwards is nobody's error to show, but it is logged, not lost."""
+    if not worker.done():
+        log.info("local: a stopped turn's generation thread is still running after %ss "
+                 "(it stops at its next token)", STOP_GRACE_SECONDS)  # fmt: skip
+        return
+    if worker.cancelled():
+        return
+    error = worker.exception()  # retrieved: an unretrieved one would be printed at exit
+    if error is not None and not awaited:
+        log.debug("local: a stopped turn's generation thread failed: %s", error, exc_info=error)
 
 
 def _work(job: _Job, emit: Emit, cancel: threading.Event) -> None:

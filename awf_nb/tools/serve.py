@@ -181,7 +181,7 @@ async def _serve_stdio(toolset: StepToolSet, *, yes: bool) -> None:
     from mcp.server.lowlevel import Server
     from mcp.server.stdio import stdio_server
 
-    from awf_nb import __version__
+    from awf_nb._version import __version__
     from awf_nb.tools.mcp_client import _MaskedSdkLogs
 
     _MaskedSdkLogs.install(toolset.masker)

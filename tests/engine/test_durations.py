@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from awf_nb.api import prepare_resume, prepare_run
 from awf_nb.engine import events as ev
 from awf_nb.engine.state import RunState
 from awf_nb.engine.summary import RunSummary, format_duration
 from awf_nb.frontends.notebook.summary import summary_html
 from awf_nb.frontends.terminal import TerminalSink
 from awf_nb.frontends.terminal_text import describe_state
+from awf_nb.runs import Resume, prepare_run
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
 
@@ -79,8 +79,8 @@ async def test_a_resumed_run_counts_the_time_it_ran_not_the_time_it_sat(store, w
 
     sink = CancelAtThePrompt()
     runner = prepare_run(
-        load_text(textwrap.dedent(CHAT)), store=store, cwd=workdir, sink=sink, reader=_Never()
-    )
+        load_text(textwrap.dedent(CHAT)), storage=store, cwd=workdir, sink=sink, reader=_Never()
+    ).runner
     sink.runner = runner
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(runner.execute(), 30)
@@ -99,9 +99,13 @@ async def test_a_resumed_run_counts_the_time_it_ran_not_the_time_it_sat(store, w
 
     sink = Collect()
     resumed = await asyncio.wait_for(
-        prepare_resume(
-            runner.run_id, store=store, cwd=workdir, sink=sink, reader=_Replies("more", "")
-        ).execute(),
+        prepare_run(
+            Resume(runner.run_id),
+            storage=store,
+            cwd=workdir,
+            sink=sink,
+            reader=_Replies("more", ""),
+        ).runner.execute(),
         30,
     )
     assert resumed.status == "completed", resumed.error
@@ -131,8 +135,8 @@ async def test_a_conversation_a_killed_run_left_running_keeps_its_time_until_the
     store, workdir
 ) -> None:
     state = await prepare_run(
-        load_text(textwrap.dedent(CHAT)), store=store, cwd=workdir, reader=_Replies("more", "")
-    ).execute()
+        load_text(textwrap.dedent(CHAT)), storage=store, cwd=workdir, reader=_Replies("more", "")
+    ).runner.execute()
     assert state.status == "completed", state.error
     # As a `kill -9` in the middle of the conversation leaves it: running, not ended, saved
     # 40 seconds after the step started.
@@ -146,7 +150,10 @@ async def test_a_conversation_a_killed_run_left_running_keeps_its_time_until_the
     store.save_state(saved)
 
     resumed = await asyncio.wait_for(
-        prepare_resume(state.run_id, store=store, cwd=workdir, reader=_Replies("")).execute(), 30
+        prepare_run(
+            Resume(state.run_id), storage=store, cwd=workdir, reader=_Replies("")
+        ).runner.execute(),
+        30,
     )
     assert resumed.status == "completed", resumed.error
     assert resumed.steps["chat"].earlier_seconds == pytest.approx(40)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from awf_nb.api import prepare_run
 from awf_nb.engine.events import RunWarning, UserMessage
 from awf_nb.engine.state import RunState
 from awf_nb.errors import DefinitionError
+from awf_nb.runs import prepare_run
 from awf_nb.workflow.loader import load_text
 from tests.support.cli import run_awf
 from tests.support.events import Collect
@@ -301,7 +301,7 @@ async def test_a_secret_printed_by_the_command_is_masked(run_yaml):
 async def test_ctrl_c_kills_the_command(store, workdir: Path):
     pid_file = workdir / "pid"
     script = f"if [ -e {pid_file} ]; then exit 0; fi; echo $$ > {pid_file}; exec sleep 60"
-    runner = prepare_run(load_text(_judged(script)), store=store, cwd=workdir)
+    runner = prepare_run(load_text(_judged(script)), storage=store, cwd=workdir).runner
     task = asyncio.create_task(runner.execute())
     await until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the judge ran")
     pid = int(pid_file.read_text())
@@ -384,7 +384,7 @@ async def test_visits_and_their_counts_survive_a_resume(store, workdir: Path):
     """A run that failed on the third visit of `gate`, resumed there: `review`'s earlier
     visits are still listed, and its cap counts the visits made before the resume (it is
     reached at once: no fourth review)."""
-    from awf_nb.api import prepare_resume
+    from awf_nb.runs import Resume, prepare_run
 
     text = """
 name: resumable
@@ -408,11 +408,11 @@ states:
     on_success: done
   done: {type: terminal}
 """
-    first = await prepare_run(load_text(text), store=store, cwd=workdir).execute()
+    first = await prepare_run(load_text(text), storage=store, cwd=workdir).runner.execute()
     assert first.status == "failed" and first.current_step == "gate"
     assert first.visits == {"review": 3, "gate": 3}
     (workdir / "block").unlink()
-    resumed = await prepare_resume(first.run_id, store=store, cwd=workdir).execute()
+    resumed = await prepare_run(Resume(first.run_id), storage=store, cwd=workdir).runner.execute()
     assert resumed.status == "completed", resumed.error
     assert resumed.visits == {"review": 3, "gate": 3, "report": 1}  # the resumed visit is not new
     assert resumed.steps["report"].output == "r1 r2 r3 "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from awf_nb.api import arun
 from awf_nb.engine.events import AwaitingConfirmation, ToolCallFinished
-from awf_nb.frontends.scripted import ScriptedReader
+from awf_nb.runs.replies import ScriptedReader
 from tests.support.events import Collect
 from tests.support.openai_server import OpenAIServer, Reply
 

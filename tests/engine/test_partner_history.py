@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from awf_nb.api import prepare_resume, prepare_run
 from awf_nb.engine.events import PERSON, AgentText, TurnFinished
 from awf_nb.engine.ports import Message
-from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.frontends.terminal_text import describe_state
+from awf_nb.runs import Resume, prepare_run
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect, Recording
 from tests.support.waiting import until
@@ -57,8 +57,8 @@ def sent_to(recording: Recording, speaker: str) -> list[tuple[str, list[Message]
 async def test_the_partner_transcript_is_what_the_partner_was_sent(store, workdir) -> None:
     recording = Recording()
     state = await prepare_run(
-        load_text(exchange()), store=store, cwd=workdir, providers=recording
-    ).execute()
+        load_text(exchange()), storage=store, cwd=workdir, providers=recording
+    ).runner.execute()
     assert state.status == "completed", state.error
     reviewer = sent_to(recording, "reviewer")
     assert [prompt for prompt, _ in reviewer] == [
@@ -89,8 +89,8 @@ async def test_resume_rebuilds_the_partners_history_as_it_was_live(store, workdi
     second message and resumed: the reviewer's third request is the same in both."""
     live = Recording()
     straight = await prepare_run(
-        load_text(exchange()), store=store, cwd=workdir, providers=live
-    ).execute()
+        load_text(exchange()), storage=store, cwd=workdir, providers=live
+    ).runner.execute()
     assert straight.status == "completed", straight.error
 
     class CancelAfterTwoReviews(Collect):
@@ -104,8 +104,8 @@ async def test_resume_rebuilds_the_partners_history_as_it_was_live(store, workdi
 
     sink = CancelAfterTwoReviews()
     runner = prepare_run(
-        load_text(exchange()), store=store, cwd=workdir, providers=Recording(), sink=sink
-    )
+        load_text(exchange()), storage=store, cwd=workdir, providers=Recording(), sink=sink
+    ).runner
     sink.runner = runner
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(runner.execute(), 30)
@@ -114,9 +114,9 @@ async def test_resume_rebuilds_the_partners_history_as_it_was_live(store, workdi
 
     resumed_recording = Recording()
     resumed = await asyncio.wait_for(
-        prepare_resume(
-            runner.run_id, store=store, cwd=workdir, providers=resumed_recording
-        ).execute(),
+        prepare_run(
+            Resume(runner.run_id), storage=store, cwd=workdir, providers=resumed_recording
+        ).runner.execute(),
         30,
     )
     assert resumed.status == "completed", resumed.error
@@ -142,11 +142,11 @@ async def test_stepping_in_keeps_the_partners_half_written_message(store, workdi
     runner = prepare_run(
         load_text(text),
         reader=ScriptedReader(["make it about snow"]),
-        store=store,
+        storage=store,
         cwd=workdir,
         sink=sink,
         providers=recording,
-    )
+    ).runner
     task = asyncio.create_task(runner.execute())
     await until(
         lambda: any(e.speaker == "reviewer" for e in sink.of(AgentText)),

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from awf_nb.api import SimulatedUser, prepare_resume, prepare_run
+from awf_nb.api import SimulatedUser
 from awf_nb.engine.events import PERSON, TurnStarted, UserMessage
 from awf_nb.engine.ports import Final, Message, TurnRequest
 from awf_nb.errors import DefinitionError
-from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.providers.scripted import ScriptedProvider
+from awf_nb.runs import Resume, prepare_run
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect, Recording
 from tests.support.waiting import until
@@ -118,10 +119,10 @@ async def test_the_partner_has_its_own_message_list_with_roles_swapped(store, wo
     recording = Recording()
     runner = prepare_run(
         load_text(textwrap.dedent(writer_reviewer(max_turns=6))),
-        store=store,
+        storage=store,
         cwd=workdir,
         providers=recording,
-    )
+    ).runner
     state = await runner.execute()
     assert state.status == "completed", state.error
     writer = [r for r in recording.requests if r.speaker == ""]
@@ -259,7 +260,7 @@ def test_an_unknown_partner_provider_is_refused_before_the_run(store, workdir):
         "        provider: scriptd\n        system_prompt: You review",
     )
     with pytest.raises(DefinitionError) as caught:
-        prepare_run(load_text(textwrap.dedent(text)), store=store, cwd=workdir)
+        prepare_run(load_text(textwrap.dedent(text)), storage=store, cwd=workdir)
     assert caught.value.problems[0].path == "states.draft.conversation.with.provider"
 
 
@@ -280,8 +281,8 @@ async def test_stop_during_the_exchange_lets_the_person_take_over(store, workdir
     sink = Collect()
     reader = ScriptedReader(["make it about snow"])
     runner = prepare_run(
-        load_text(textwrap.dedent(text)), reader=reader, store=store, cwd=workdir, sink=sink
-    )
+        load_text(textwrap.dedent(text)), reader=reader, storage=store, cwd=workdir, sink=sink
+    ).runner
     task = asyncio.create_task(runner.execute())
     await until(lambda: bool(sink.text("draft")), "the writer's first reply to stream")
     assert runner.interrupt() == "turn"
@@ -308,10 +309,10 @@ async def test_an_empty_line_lets_the_partner_carry_on_and_exit_ends(store, work
                 )
             ),
             reader=ScriptedReader([answer]),
-            store=store,
+            storage=store,
             cwd=workdir,
             sink=sink,
-        )
+        ).runner
         task = asyncio.create_task(runner.execute())
         await until(lambda s=sink: bool(s.text("draft")), "the writer's first reply to stream")
         runner.interrupt()
@@ -515,7 +516,9 @@ async def test_cancelling_the_run_mid_exchange_is_cancelled(store, workdir):
         '["draft one", "draft two", "draft three", "draft four"], delay_ms: 50}',
     )
     sink = Collect()
-    runner = prepare_run(load_text(textwrap.dedent(text)), store=store, cwd=workdir, sink=sink)
+    runner = prepare_run(
+        load_text(textwrap.dedent(text)), storage=store, cwd=workdir, sink=sink
+    ).runner
     task = asyncio.create_task(runner.execute())
     await until(lambda: len(sink.of(TurnStarted)) >= 3, "the third message to start")
     runner.cancel()
@@ -541,7 +544,7 @@ async def test_resume_after_the_partner_s_last_message_still_sees_it(store, work
     """Killed after the reviewer's APPROVED was written but before the step ended: resume
     has the writer answer it, and `until` still sees the reviewer's last message."""
     text = textwrap.dedent(writer_reviewer())
-    state = await prepare_run(load_text(text), store=store, cwd=workdir).execute()
+    state = await prepare_run(load_text(text), storage=store, cwd=workdir).runner.execute()
     assert state.steps["draft"].conversation.stopped_by == "condition"
     saved = store.load_state(state.run_id)
     saved.status, saved.current_step = "failed", "draft"
@@ -549,7 +552,7 @@ async def test_resume_after_the_partner_s_last_message_still_sees_it(store, work
     saved.steps["draft"].conversation.stopped_by = ""
     store.save_state(saved)
 
-    resumed = await prepare_resume(state.run_id, store=store, cwd=workdir).execute()
+    resumed = await prepare_run(Resume(state.run_id), storage=store, cwd=workdir).runner.execute()
     assert resumed.status == "completed", resumed.error
     conv = resumed.steps["draft"].conversation
     assert conv.stopped_by == "condition" and conv.total_turns == 3

@@ -12,10 +12,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from awf_nb.api import prepare_run
 from awf_nb.engine.events import RunWarning
 from awf_nb.engine.tool_calls import TIMED_OUT
-from awf_nb.frontends.scripted import ScriptedReader
+from awf_nb.runs import prepare_run
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
@@ -39,9 +39,10 @@ def agent_workflow(tools: dict[str, Any], timeout: str = "") -> str:
 
 async def run(text: str, model: ScriptedModel, workdir: Path, **kwargs: Any) -> Any:
     sink = Collect()
+    kwargs.setdefault("storage", False)
     runner = prepare_run(
         load_text(text), cwd=workdir, sink=sink, providers=lambda name: model, **kwargs
-    )
+    ).runner
     state = await asyncio.wait_for(runner.execute(), HANG)
     return state, sink
 
@@ -53,7 +54,7 @@ async def test_the_step_timeout_bounds_the_tool_calls_too(tmp_path: Path) -> Non
         [[("Bash", {"command": command, "timeout_seconds": 600})], "never reached"]
     )
     text = agent_workflow({"builtin": ["Bash"]}, timeout="1s")
-    state, _ = await run(text, model, tmp_path, store=Store(tmp_path / "store"))
+    state, _ = await run(text, model, tmp_path, storage=Store(tmp_path / "store"))
     assert state.status == "failed"
     assert "agent turn timed out after 1s" in state.error
     assert "tool calls included" in state.error

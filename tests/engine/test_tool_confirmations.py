@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from awf_nb.api import prepare_run
 from awf_nb.engine.events import RunWarning
 from awf_nb.engine.state import RunState
-from awf_nb.frontends.scripted import ScriptedReader
+from awf_nb.runs import prepare_run
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
 from tests.support.tool_models import Confirming
@@ -54,8 +54,11 @@ async def test_an_agent_in_a_called_workflow_asks_the_person(workdir: Path, allo
     (workdir / "child.yaml").write_text(CHILD_WITH_TOOLS)
     reader = Confirming([allowed])
     runner = prepare_run(
-        load_text(textwrap.dedent(PARENT), base_dir=workdir), cwd=workdir, reader=reader
-    )
+        load_text(textwrap.dedent(PARENT), base_dir=workdir),
+        cwd=workdir,
+        reader=reader,
+        storage=False,
+    ).runner
     state = await asyncio.wait_for(runner.execute(), 60)
     assert state.status == "completed", state.error
     assert reader.questions == ['Allow Write({"path": "from-child.txt", "content": "hi"})?']
@@ -67,7 +70,9 @@ async def test_a_called_workflow_with_nobody_to_ask_follows_the_runs_yes(
     workdir: Path, yes: bool, written: bool
 ):
     (workdir / "child.yaml").write_text(CHILD_WITH_TOOLS)
-    runner = prepare_run(load_text(textwrap.dedent(PARENT), base_dir=workdir), cwd=workdir, yes=yes)
+    runner = prepare_run(
+        load_text(textwrap.dedent(PARENT), base_dir=workdir), cwd=workdir, yes=yes, storage=False
+    ).runner
     state = await asyncio.wait_for(runner.execute(), 60)
     assert state.status == "completed", state.error
     assert (workdir / "from-child.txt").exists() == written
@@ -83,8 +88,11 @@ async def test_a_conversation_in_a_called_workflow_talks_with_the_person(workdir
     parent = PARENT.replace("workflow: child", "workflow: chat")
     reader = ScriptedReader(["tea, please", ""])
     runner = prepare_run(
-        load_text(textwrap.dedent(parent), base_dir=workdir), cwd=workdir, reader=reader
-    )
+        load_text(textwrap.dedent(parent), base_dir=workdir),
+        cwd=workdir,
+        reader=reader,
+        storage=False,
+    ).runner
     state = await asyncio.wait_for(runner.execute(), 60)
     assert state.status == "completed", state.error
     assert state.steps["call"].output == "tea it is"
@@ -112,7 +120,7 @@ states:
 
 async def run_writer(workdir: Path, **kwargs: Any) -> RunState:
     workdir.mkdir(exist_ok=True)
-    runner = prepare_run(load_text(WRITER), cwd=workdir, **kwargs)
+    runner = prepare_run(load_text(WRITER), cwd=workdir, storage=False, **kwargs).runner
     return await asyncio.wait_for(runner.execute(), 60)
 
 

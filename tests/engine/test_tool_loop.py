@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from awf_nb.api import prepare_resume, prepare_run
 from awf_nb.engine.events import AwaitingConfirmation, ToolCallFinished, ToolCallStarted
 from awf_nb.engine.ports import Message, TurnRequest
 from awf_nb.engine.tool_calls import INTERRUPTED, NOBODY_TO_ASK, REFUSED
-from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.providers.openai_compatible import OpenAICompatibleProvider
+from awf_nb.runs import Resume, prepare_run
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
@@ -91,12 +91,12 @@ async def run(
     sink = kwargs.pop("sink", Collect())
     runner = prepare_run(
         load_text(text),
-        store=store,
+        storage=store,
         cwd=workdir,
         sink=sink,
         providers=lambda name: model,
         **kwargs,
-    )
+    ).runner
     state = await asyncio.wait_for(runner.execute(), 60)
     return state, sink
 
@@ -263,7 +263,8 @@ async def test_ctrl_c_during_a_tool_call_records_interrupted_and_opens_the_promp
         cwd=workdir,
         sink=sink,
         providers=lambda name: model,
-    )
+        storage=False,
+    ).runner
     task = asyncio.create_task(runner.execute())
     await until(lambda: len(sink.of(ToolCallFinished)) == 1, "the quick Glob to finish")
     StoppedClock.now = 107.5  # the slow call has run for 7.5 s when Ctrl-C comes
@@ -295,7 +296,8 @@ async def test_ctrl_c_during_a_single_tool_call_records_it_interrupted(workdir: 
         cwd=workdir,
         sink=sink,
         providers=lambda name: model,
-    )
+        storage=False,
+    ).runner
     task = asyncio.create_task(runner.execute())
     await until(lambda: len(sink.of(ToolCallStarted)) == 1, "the call to start")
     assert runner.interrupt() == "turn"
@@ -326,10 +328,13 @@ async def test_resume_repairs_calls_left_without_results(workdir: Path, store: S
     store.save_state(saved)
 
     model = make_model(["Carrying on."] * 3)  # the scripted provider goes on at turn 2
-    runner = prepare_resume(
-        run_id, store=store, cwd=workdir, providers=lambda name: model,
+    runner = prepare_run(
+        Resume(run_id),
+        storage=store,
+        cwd=workdir,
+        providers=lambda name: model,
         reader=ScriptedReader(["go on", ""]),
-    )  # fmt: skip
+    ).runner
     resumed = await asyncio.wait_for(runner.execute(), 60)
     assert resumed.status == "completed", resumed.error
     history = model.requests[0].history

@@ -14,9 +14,9 @@ import pytest
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.ports import Confirmer
-from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.frontends.terminal import TerminalReader, TerminalSink
 from awf_nb.frontends.tool_calls import shorten_arguments, shorten_result
+from awf_nb.runs.replies import ScriptedReader
 from tests.support.screen import Screen, Stream, TtyStream
 
 # --- the line of a finished call -----------------------------------------------------------

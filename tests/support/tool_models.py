@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from awf_nb.engine.ports import TurnRequest
-from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.providers.scripted import ScriptedProvider
+from awf_nb.runs.replies import ScriptedReader
 
 # A model's script: each entry a reply text or a list of (tool name, arguments) calls.
 Script = list[str | list[tuple[str, dict[str, Any] | str]]]

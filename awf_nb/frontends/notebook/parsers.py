@@ -1,11 +1,12 @@
 """The `%%awf` and `%awf` command lines, built from the `awf` command line's own commands.
 
 Every `awf` command is also a `%awf` command, with the same arguments: each is defined once,
-by the command's `configure` function in `awf_nb.cli` (`cli.COMMANDS`). The notebook adds
-flags of its own to `%awf run`, `%awf resume` and `%%awf` (`NOTEBOOK_RUN_FLAGS`: `--out`,
-`--no-interactive`, `--wait`, `--headless-replay`), and `%%awf` adds `--diagram`;
-`%%awf chat` (chat_cell.py) adds `--provider` and `--system`. In a notebook, `{name}` in an
-input value or a RUN_ID is replaced by the Python variable `name`.
+by the command's `configure` function in the command table (`awf_nb.frontends.commands`,
+which the `awf` program uses too). The notebook adds flags of its own to `%awf run`,
+`%awf resume` and `%%awf` (`NOTEBOOK_RUN_FLAGS`: `--out`, `--no-interactive`, `--wait`,
+`--headless-replay`), and `%%awf` adds `--diagram`; `%%awf chat` (chat_cell.py) adds
+`--provider` and `--system`. In a notebook, `{name}` in an input value or a RUN_ID is
+replaced by the Python variable `name`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import MagicArgumentParser
 
-from awf_nb import cli
 from awf_nb.errors import AwfError
+from awf_nb.frontends.commands import COMMANDS, flags
 from awf_nb.frontends.notebook.handle import DEFAULT_HANDLE, cell_error
 from awf_nb.frontends.notebook.run_mode import frontend_takes_input, is_headless
 
@@ -33,15 +34,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NOTEBOOK_RUN_FLAGS",
+    "CellOptions",
     "HelpShown",
-    "RunOptions",
     "build_cell_parser",
     "build_chat_parser",
     "build_line_parser",
+    "cell_options",
     "cell_workflow",
     "expand_braces",
     "parse_line",
-    "run_options",
 ]
 
 NOTEBOOK_RUN_FLAGS = ("--out", "--no-interactive", "--wait", "--no-wait", "--headless-replay")
@@ -111,8 +112,8 @@ def build_cell_parser() -> MagicArgumentParser:
         help="the workflow's name when the YAML has none; with an empty body, the workflow "
         "to run from the search path",
     )
-    cli.configure_run_io(parser)
-    cli.configure_dry_run(parser)
+    flags.configure_run_io(parser)
+    flags.configure_dry_run(parser)
     add_notebook_run_flags(parser)
     parser.add_argument(
         "--diagram", action="store_true", help="show the workflow as a diagram; do not run it"
@@ -128,7 +129,7 @@ def build_chat_parser() -> MagicArgumentParser:
         "Start a conversation: the cell body is the first message (no YAML). Runs on the "
         "bundled model unless --model or --provider says otherwise.",
     )
-    cli.configure_run_io(parser)
+    flags.configure_run_io(parser)
     add_notebook_run_flags(parser)
     parser.add_argument(
         "--provider",
@@ -146,7 +147,7 @@ def build_line_parser() -> MagicArgumentParser:
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", parser_class=MagicArgumentParser
     )
-    for command in cli.COMMANDS.values():
+    for command in COMMANDS.values():
         sub = commands.add_parser(
             command.name,
             help=command.help,
@@ -174,22 +175,19 @@ def parse_line(parser: MagicArgumentParser, line: str) -> argparse.Namespace:
 
 
 @dataclass
-class RunOptions:
+class CellOptions:
+    """What a `%%awf` cell or a `%awf run|resume` line asked for."""
+
     inputs: dict[str, str]
     replies: list[str] | None
     out: str
-    storage: str | None
     headless: bool
     wait: bool | None
     output: str | None  # streaming | buffered | silent (None: the frontend's default)
     json: bool  # print the final state as JSON when the run ends
-    # --simulate-user, --record / --replay / --replay-speed, --yes: as `prepare_run` takes
-    # them (`cli.run_flags`)
+    # --simulate-user, --record / --replay / --record-missing / --replay-speed, --yes,
+    # --storage: the `RunOptions` fields they set (`commands.flags.run_flags`)
     flags: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def replaying(self) -> bool:
-        return self.flags.get("replay") is not None
 
     @property
     def user(self) -> Any:
@@ -197,7 +195,7 @@ class RunOptions:
         return self.flags.get("user")
 
 
-def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOptions:
+def cell_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> CellOptions:
     from awf_nb.engine.inputs import parse_input_args
 
     if not args.out.isidentifier() or keyword.iskeyword(args.out):
@@ -205,25 +203,30 @@ def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOp
     given = [expand_braces(pair, namespace) for pair in args.input]
     try:
         inputs = parse_input_args(given, cwd=Path.cwd())
-        flags = cli.run_flags(args)
+        run_flags = flags.run_flags(args)
     except AwfError as exc:
         raise cell_error(exc) from None
     from IPython import get_ipython
 
     headless = is_headless(args.no_interactive, takes_input=frontend_takes_input(get_ipython()))
-    if headless and args.headless_replay and not (flags.get("replay") or flags.get("record")):
-        flags["replay"] = args.headless_replay  # a recorded run stands in for the person
-    return RunOptions(
+    if headless and args.headless_replay and not _has_cassette(run_flags):
+        run_flags["replay"] = args.headless_replay  # a recorded run stands in for the person
+    return CellOptions(
         inputs=inputs,
         replies=args.reply,
         out=args.out,
-        storage=args.storage,
         headless=headless,
         wait=args.wait,
         output=args.output,
         json=args.json,
-        flags=flags,
+        flags=run_flags,
     )
+
+
+def _has_cassette(run_flags: Mapping[str, Any]) -> bool:
+    """Whether the line already names a cassette (`--replay`, `--record`, `--record-missing`),
+    which `--headless-replay` then leaves alone."""
+    return any(run_flags.get(name) for name in ("replay", "record", "record_missing"))
 
 
 def expand_braces(value: str, namespace: Mapping[str, Any]) -> str:

@@ -361,14 +361,15 @@ def test_headless_panel_runs_show_the_summary(
 
 
 async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveShell) -> None:
-    from awf_nb.api import prepare_run
     from awf_nb.frontends.notebook.panel import RunPanel
     from awf_nb.frontends.notebook.reader import WidgetReader
+    from awf_nb.runs import prepare_run
 
     workflow = load(CHAT)
     panel = RunPanel(workflow.name, interactive=True)
-    runner = prepare_run(workflow, {}, reader=WidgetReader(), sink=panel, store=None)
-    handle = magic.RunHandle(runner, panel=panel, name="chat")
+    reader = WidgetReader()
+    runner = prepare_run(workflow, reader=reader, sink=panel, storage=False).runner
+    handle = magic.RunHandle(runner, panel=panel, reader=reader, name="chat")
     magics = magic.AwfMagics(shell)
     cell_task = asyncio.create_task(magics._run_async(handle, "await"))
     async with asyncio.timeout(WAIT_SECONDS):
@@ -415,3 +416,24 @@ def test_a_failed_cell_states_its_error_once(
     assert cell_text == "\x1b[0;31mworkflow broken failed (see the run above)\x1b[0m"
     assert "continue it with %awf resume" in panel_text
     capsys.readouterr()
+
+
+def test_a_recorded_notebook_conversation_keeps_what_the_person_typed(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With --record, the panel's text box is read through the cassette's recorder: the
+    typed messages reach the run, and the cassette holds them for the replay."""
+    as_kernel(monkeypatch, (7, 4, 0))
+    person = person_in_another_thread(ip, ["Typed in the panel"])
+
+    outcome = cell(ip, "%%awf --out chat --record chat.cassette.jsonl\n" + CHAT)
+    person.join(timeout=WAIT_SECONDS)
+
+    assert not person.errors, person.errors  # type: ignore[attr-defined]
+    assert outcome.success, outcome.error_in_exec
+    recorded = (tmp_path / "chat.cassette.jsonl").read_text()
+    assert '"text": "Typed in the panel"' in recorded.replace('":"', '": "')
+    outcome = cell(ip, "%%awf --out chat --replay chat.cassette.jsonl\n" + CHAT)
+    assert outcome.success, outcome.error_in_exec
+    turns = ip.user_ns["chat"].result().steps["talk"].conversation.turns
+    assert "Typed in the panel" in [t.content for t in turns]

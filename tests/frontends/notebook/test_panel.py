@@ -9,7 +9,7 @@ from pathlib import Path
 import ipywidgets as widgets
 import pytest
 
-from awf_nb.api import load, prepare_run
+from awf_nb.api import load
 from awf_nb.engine import events as ev
 from awf_nb.frontends.notebook.handle import AwfCellError, RunHandle
 from awf_nb.frontends.notebook.panel import RunPanel
@@ -18,6 +18,7 @@ from awf_nb.frontends.notebook.panel_items import clean_output, render_markdown
 from awf_nb.frontends.notebook.panel_static import static_html
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.frontends.notebook.stream_view import StreamHTML
+from awf_nb.runs import prepare_run
 from tests.support.panel_widgets import click, find, type_into
 from tests.support.waiting import until
 
@@ -54,8 +55,8 @@ def start(
         workflow.name, interactive=interactive, workflow=workflow if knows_workflow else None
     )
     reader = WidgetReader() if interactive else None
-    runner = prepare_run(workflow, {}, reader=reader, sink=panel, store=None)
-    handle = RunHandle(runner, panel=panel, name="chat")
+    runner = prepare_run(workflow, reader=reader, sink=panel, storage=False).runner
+    handle = RunHandle(runner, panel=panel, reader=reader, name="chat")
     handle.start()
     return panel, handle
 
@@ -507,14 +508,15 @@ async def test_a_resumed_conversation_shows_what_was_said_before_the_next_turn(
     tmp_path: Path,
 ) -> None:
     """`%awf resume`: the panel opens with the conversation so far, dimmed, then asks."""
-    from awf_nb.api import prepare_resume
+    from awf_nb.runs import Resume
     from awf_nb.store import Store
 
     store = Store(tmp_path / "storage")
     workflow = load(conversation(["Hi! What next?", "Noted: *two*.", "Bye."]))
     first = RunPanel(workflow.name, interactive=True)
-    runner = prepare_run(workflow, {}, reader=WidgetReader(), sink=first, store=store)
-    handle = RunHandle(runner, panel=first, name="chat")
+    reader = WidgetReader()
+    runner = prepare_run(workflow, reader=reader, sink=first, storage=store).runner
+    handle = RunHandle(runner, panel=first, reader=reader, name="chat")
     handle.start()
     await until(lambda: not first.input.send_button.disabled, "the first prompt")
     type_into(first.input.text, "Remember two things")
@@ -525,8 +527,9 @@ async def test_a_resumed_conversation_shows_what_was_said_before_the_next_turn(
     await asyncio.wait_for(asyncio.wait({handle.task}), WAIT_SECONDS)
 
     panel = RunPanel(workflow.name, interactive=True)
-    resumed = prepare_resume(handle.run_id, store=store, reader=WidgetReader(), sink=panel)
-    again = RunHandle(resumed, panel=panel, name="chat")
+    reader = WidgetReader()
+    resumed = prepare_run(Resume(handle.run_id), reader=reader, sink=panel, storage=store)
+    again = RunHandle(resumed.runner, panel=panel, reader=reader, name="chat")
     again.start()
     await until(lambda: not panel.input.send_button.disabled, "the prompt after resuming")
 

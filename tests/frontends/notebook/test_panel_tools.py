@@ -341,19 +341,24 @@ states:
 
 
 async def test_allow_and_deny_through_the_engine_with_a_scripted_model(tmp_path: Any) -> None:
-    from awf_nb.api import load, prepare_run
+    from awf_nb.api import load
     from awf_nb.frontends.notebook.handle import RunHandle
     from awf_nb.providers.scripted import ScriptedProvider
+    from awf_nb.runs import prepare_run
 
     workflow = load(TOOLS_CHAT)
     panel = RunPanel(workflow.name, interactive=True)
     reader = WidgetReader()
     model = ScriptedProvider()
     runner = prepare_run(
-        workflow, {}, reader=reader, sink=panel, store=None, cwd=tmp_path,
+        workflow,
+        reader=reader,
+        sink=panel,
+        storage=False,
+        cwd=tmp_path,
         providers=lambda name: model,
-    )  # fmt: skip
-    handle = RunHandle(runner, panel=panel, name="tidy")
+    ).runner
+    handle = RunHandle(runner, panel=panel, reader=reader, name="tidy")
     handle.start()
 
     await until(lambda: "Allow" in buttons(panel), "the question about the first call")
@@ -406,18 +411,24 @@ states:
 async def test_stop_during_a_running_call_interrupts_it_and_opens_the_prompt(
     tmp_path: Any,
 ) -> None:
-    from awf_nb.api import load, prepare_run
+    from awf_nb.api import load
     from awf_nb.frontends.notebook.handle import RunHandle
     from awf_nb.providers.scripted import ScriptedProvider
+    from awf_nb.runs import prepare_run
 
     workflow = load(SLOW_TOOL)
     panel = RunPanel(workflow.name, interactive=True)
     model = ScriptedProvider()
+    reader = WidgetReader()
     runner = prepare_run(
-        workflow, {}, reader=WidgetReader(), sink=panel, store=None, cwd=tmp_path,
+        workflow,
+        reader=reader,
+        sink=panel,
+        storage=False,
+        cwd=tmp_path,
         providers=lambda name: model,
-    )  # fmt: skip
-    handle = RunHandle(runner, panel=panel, name="slow")
+    ).runner
+    handle = RunHandle(runner, panel=panel, reader=reader, name="slow")
     handle.start()
     await until(lambda: (tmp_path / "started").exists(), "the command to start")
     assert "running…" in items(panel)[-1][1]
