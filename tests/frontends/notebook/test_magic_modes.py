@@ -10,6 +10,7 @@ from another thread, as ipykernel 7 subshells deliver them.
 from __future__ import annotations
 
 import asyncio
+import html
 import threading
 from pathlib import Path
 
@@ -437,3 +438,58 @@ def test_a_recorded_notebook_conversation_keeps_what_the_person_typed(
     assert outcome.success, outcome.error_in_exec
     turns = ip.user_ns["chat"].result().steps["talk"].conversation.turns
     assert "Typed in the panel" in [t.content for t in turns]
+
+
+def test_resume_in_a_notebook_shows_the_conversation_so_far_before_the_next_turn(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`%awf resume RUN_ID` of a conversation cancelled at its prompt: the panel opens with
+    what was said so far (dimmed, its own box) before it asks again."""
+    as_kernel(monkeypatch, (7, 4, 0))
+    errors: list[BaseException] = []
+
+    def person(messages: list[str], then: str, earlier: list[str], old: object) -> None:
+        try:
+            wait_until(lambda: ip.user_ns.get("chat") not in (None, old), "the handle")
+            panel = ip.user_ns["chat"].panel
+            wait_until(lambda: "talk" in panel._sections, "the step to start")
+            for message in messages:
+                wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
+                panel.input.text.value = message
+                click(panel.input.send_button)
+                wait_until(lambda: panel.input.send_button.disabled, "the message sent")
+            wait_until(lambda: not panel.input.send_button.disabled, "the next prompt")
+            body = panel._sections["talk"].body.children
+            earlier.extend(c.value for c in body if "awf-earlier" in c._dom_classes)
+            click(getattr(panel.input, then))
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+            give_up(ip)
+
+    def cell_with(messages: list[str], then: str, line: str) -> tuple[object, list[str]]:
+        earlier: list[str] = []
+        old = ip.user_ns.get("chat")
+        thread = threading.Thread(target=person, args=(messages, then, earlier, old), daemon=True)
+        thread.start()
+        outcome = cell(ip, line)
+        thread.join(timeout=WAIT_SECONDS)
+        assert not errors, errors
+        return outcome, earlier
+
+    first, earlier = cell_with(
+        ["Remember two things"], "cancel_button", "%%awf --out chat\n" + CHAT
+    )
+    assert isinstance(first.error_in_exec, magic.AwfCellError)
+    assert earlier == []  # a new conversation has nothing earlier
+    run_id = ip.user_ns["chat"].run_id
+    assert ip.user_ns["chat"].state.status == "cancelled"
+
+    again, earlier = cell_with([], "end_button", f"%awf resume {run_id} --out chat")
+
+    assert again.success, again.error_in_exec
+    (shown,) = [html.unescape(text) for text in earlier]
+    assert "Earlier in this conversation: 4 messages" in shown
+    for said in ("Let's talk.", "First answer.", "Remember two things", "Second answer."):
+        assert said in shown
+    assert 'class="awf-user awf-prompt"' in shown  # the step's prompt, marked as the workflow's
+    assert ip.user_ns["chat"].result().ok
