@@ -198,3 +198,18 @@ def test_history_lists_runs(awf, chat):
     unknown = awf("status", "nope")
     assert unknown.returncode == 1
     assert 'run "nope" not found' in unknown.stderr
+
+
+def test_an_invalid_workflow_shows_every_problem_with_did_you_mean(awf, chat):
+    """As `awf validate` does: the typo's warning says why the prompt is missing."""
+    chat.write_text(chat.read_text().replace("    prompt:", "    promt:"))
+
+    done = awf("run", str(chat))
+
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "chat.yaml:" in line]
+    assert len(lines) == 2, done.stderr
+    assert lines[0].endswith("error: states.chat: prompt is required in conversation mode")
+    assert lines[1].endswith(
+        'warning: states.chat.promt: unknown key "promt" (did you mean "prompt"?)'
+    )
