@@ -10,6 +10,11 @@ step's agent by its step's name, a partner by its name), the person's lines foll
 prompt in their own colour, the step's prompt is shown as the workflow's (`prompt: …`,
 dimmed), replies break between words at the terminal's width (terminal_wrap.py), and a
 resumed conversation shows what was said before, dimmed, before the next turn.
+
+Why one module: the sink, the `> ` reader and Ctrl-C share one terminal — the reader
+must know what the sink has written on the prompt's line, Ctrl-C must reach the reader
+waiting at the prompt and the reply being streamed — and `run_in_terminal` ties them to
+one run; the text they render lives in terminal_text.py.
 """
 
 from __future__ import annotations

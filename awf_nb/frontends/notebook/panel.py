@@ -17,6 +17,12 @@ ends, the widget view in the cell's output gives way to a static HTML copy of th
 
 The pieces: panel_items.py (sections, replies, output), panel_controls.py (the text box
 and buttons), panel_tools.py (tool-call blocks), panel_flush.py (when changes are sent).
+
+Why one module: `RunPanel` is where each of the run's events meets the widget tree, and
+every handler reads and changes the same state — the step's section, the reply being
+written, what the controls offer (Stop only while something is written, stepping into an
+exchange), the timers — which the static copy then takes whole; how each piece looks and
+behaves is in the modules above.
 """
 
 from __future__ import annotations
