@@ -87,6 +87,13 @@ def test_headless_replay_stands_in_for_the_person_only_when_nobody_can_answer(
         "Let's talk.", "First answer.", "Tell me more", "Second answer."
     ]  # fmt: skip
 
+    # A line naming its own cassette keeps it: here it records, live.
+    line = "%%awf --headless-replay chat.jsonl --record-missing own.jsonl --out own\n"
+    outcome = cell(ip, line + chat)
+    assert outcome.success, outcome.error_in_exec
+    assert ip.user_ns["own"].result().outputs["talk"] == "Live one."
+    assert Path("own.jsonl").is_file()
+
     monkeypatch.setenv("AWF_NO_INTERACTIVE", "0")  # someone answers (here with --reply)
     outcome = cell(ip, '%%awf --headless-replay chat.jsonl --reply "" --out live\n' + chat)
     assert outcome.success, outcome.error_in_exec
