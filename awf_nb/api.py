@@ -84,7 +84,11 @@ async def arun(
         from awf_nb.frontends.notebook.panel import display_panel
 
         display_panel(view)
-        view.attach(stop=prepared.runner.interrupt, loop=asyncio.get_running_loop())
+        view.attach(
+            stop=prepared.runner.interrupt_turn,
+            cancel=prepared.runner.cancel,
+            loop=asyncio.get_running_loop(),
+        )
     return await prepared.execute()
 
 

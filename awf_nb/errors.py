@@ -86,7 +86,11 @@ class Problem:
 
 
 class DefinitionError(AwfError):
-    """The workflow file is invalid. Holds every problem found, not just the first."""
+    """The workflow file is invalid. Holds every problem found, not just the first.
+
+    Its message lists them all, in file order, warnings too, as `awf validate` does: a
+    warning often says why there is an error (`promt:` is an unknown key, did you mean
+    `prompt`? — and so the prompt is missing)."""
 
     exit_code = EXIT_DEFINITION
 
@@ -94,8 +98,8 @@ class DefinitionError(AwfError):
         if isinstance(problems, str):
             problems = [Problem(problems)]
         self.problems = list(problems)
-        errors = [p for p in self.problems if p.severity == "error"] or self.problems
-        super().__init__("\n".join(str(p) for p in errors), hint=hint)
+        shown = sorted(self.problems, key=lambda p: (p.file, p.line, p.column))
+        super().__init__("\n".join(str(p) for p in shown), hint=hint)
 
 
 class InputError(UserError):

@@ -37,13 +37,15 @@ _ARROWS = {
     "next": "-.->",
     "done": "-->",
 }
+# A light fill always comes with dark label text: Mermaid's dark theme (JupyterLab's dark
+# theme) writes labels in a light colour, unreadable on these fills otherwise.
 _CLASSES = {
-    "success": "fill:#c8e6c9,stroke:#2e7d32",
-    "failure": "fill:#ffcdd2,stroke:#c62828",
+    "success": "fill:#c8e6c9,stroke:#2e7d32,color:#1b1b1b",
+    "failure": "fill:#ffcdd2,stroke:#c62828,color:#1b1b1b",
     "conversation": "stroke-width:3px",
-    "current": "fill:#fff59d,stroke:#f57f17,stroke-width:4px",
+    "current": "fill:#fff59d,stroke:#f57f17,stroke-width:4px,color:#1b1b1b",
     "completed": "stroke:#2e7d32,stroke-width:3px",
-    "failed": "fill:#ffcdd2,stroke:#c62828,stroke-width:3px",
+    "failed": "fill:#ffcdd2,stroke:#c62828,stroke-width:3px,color:#1b1b1b",
 }
 _DIRECTIONS = {"TB": "TB", "LR": "LR", "BT": "BT", "RL": "RL"}
 

@@ -86,6 +86,7 @@ class _Progress:
     parts: list[str] = field(default_factory=list)
     streamed: bool = False
     final: str | None = None
+    cut: bool = False  # the provider cut the reply at max_tokens
     usage: Usage | None = None
     session_id: str = ""
     truncated_turns: int = 0
@@ -547,6 +548,7 @@ class AgentSession:
             run.send(ev.ModelLoading, name, event.model, event.done, event.seconds, self.speaker)
         elif isinstance(event, Final):
             progress.final = valid_unicode(event.text)
+            progress.cut = event.cut
 
     def _count_call(self, progress: _Progress, size: int) -> None:
         """A tool call the model asks for, or a tool an agent CLI ran: counted against
@@ -610,6 +612,7 @@ class AgentSession:
                 tokens=tokens,
                 tokens_estimated=estimated,
                 interrupted=interrupted,
+                cut=progress.cut and not interrupted,
                 truncated_turns=progress.truncated_turns,
                 duration=round(duration, 3),
                 tool_calls=[
@@ -628,6 +631,7 @@ class AgentSession:
             interrupted=interrupted,
             text=masked,
             speaker=self.speaker,
+            cut=progress.cut and not interrupted,
         )
         # A conversation is saved with each reply (single-mode steps when they end). Not
         # with each of a reply's tool rounds: a checkpoint costs fsyncs, and the rounds'

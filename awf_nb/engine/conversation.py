@@ -34,6 +34,7 @@ async def converse(
     said = ""  # the partner's latest message
     try:
         if resuming and session.replies > conv.visit_start:
+            run.emit(ev.ConversationResumed.from_turns(run.run_id, step, conv.turns))
             said = _last_said(session) if exchange.partner.name else ""
             message = session.pending_user_message()
             if message is None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from awf_nb.engine.state import Turn
     from awf_nb.engine.summary import RunSummary
 
 # The `speaker` of a message the person typed into an exchange between agents (Ctrl-C /
@@ -175,6 +176,7 @@ class TurnFinished:
     interrupted: bool = False
     text: str = ""  # the whole reply, for frontends that do not render deltas
     speaker: str = ""  # "" for the step's agent; a conversation partner's name otherwise
+    cut: bool = False  # the reply was cut at its length limit (max_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +191,48 @@ class ModelLoading:
     done: bool = False
     seconds: float = 0.0
     speaker: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """One message of a conversation, as a frontend shows it again (`ConversationResumed`):
+    `role` is "prompt" (the step's prompt), "person", "agent" (the step's agent) or
+    "partner" (`name` says which)."""
+
+    role: Literal["prompt", "person", "agent", "partner"]
+    text: str
+    name: str = ""
+    interrupted: bool = False
+    cut: bool = False
+
+
+# How many of its last messages a resumed conversation shows again (the rest is counted).
+RESUMED_MESSAGES_SHOWN = 12
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationResumed:
+    """A conversation re-opened by a resume: what was said so far (its last messages, up to
+    RESUMED_MESSAGES_SHOWN; `left_out` earlier ones), shown before the next turn."""
+
+    run_id: str
+    step: str
+    earlier: tuple[Said, ...]
+    left_out: int = 0
+
+    @classmethod
+    def from_turns(cls, run_id: str, step: str, turns: list[Turn]) -> ConversationResumed:
+        said: list[Said] = []
+        for turn in turns:
+            if turn.role == "assistant" and turn.content.strip():
+                said.append(Said("agent", turn.content, "", turn.interrupted, turn.cut))
+            elif turn.role == "user" and turn.speaker not in ("", PERSON):
+                said.append(Said("partner", turn.content, turn.speaker))
+            elif turn.role == "user":  # the first is the step's prompt, then the person
+                first = not turn.speaker and not any(s.role in ("prompt", "person") for s in said)
+                said.append(Said("prompt" if first else "person", turn.content))
+        shown = said[-RESUMED_MESSAGES_SHOWN:]
+        return cls(run_id, step, tuple(shown), len(said) - len(shown))
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +281,7 @@ RunEvent = (
     | AwaitingConfirmation
     | UserMessage
     | TurnFinished
+    | ConversationResumed
     | ModelLoading
     | AwaitingInput
     | LogMessage

@@ -150,6 +150,9 @@ class ModelLoad:
 @dataclass(frozen=True, slots=True)
 class Final:
     text: str
+    # The reply reached its length limit (`max_tokens`) and was cut there: the model did
+    # not finish what it was saying. Frontends mark it.
+    cut: bool = False
 
 
 ProviderEvent = TextDelta | ToolUse | ToolCall | Usage | SessionId | Notice | ModelLoad | Final

@@ -129,13 +129,20 @@ class Runner:
 
         Returns "turn" or "run" so the frontend can tell the user what happened.
         """
-        if self._turn_task is not None and not self._turn_task.done():
-            if not self._turn_interrupted:  # a second press before the first took effect
-                self._turn_interrupted = True
-                self._turn_task.cancel()
+        if self.interrupt_turn():
             return "turn"
         self.cancel()
         return "run"
+
+    def interrupt_turn(self) -> bool:
+        """Interrupt the reply being streamed (or its tool calls) and nothing else; False
+        when no reply is being streamed (a frontend with a separate "cancel run")."""
+        if self._turn_task is None or self._turn_task.done():
+            return False
+        if not self._turn_interrupted:  # a second press before the first took effect
+            self._turn_interrupted = True
+            self._turn_task.cancel()
+        return True
 
     def interruptible(self) -> TurnInterruption:
         """`with run.interruptible() as cut:` — the part of a turn Ctrl-C / Stop cuts short

@@ -42,6 +42,7 @@ class Turn(_State):
     # A reply (or a partner agent's message) cut short by Ctrl-C / Stop, a provider error
     # or a timeout; a partner's message cut short never reached the step's agent.
     interrupted: bool = False
+    cut: bool = False  # a reply cut at its length limit (max_tokens)
     duration: float = 0.0  # seconds the reply took to stream (an agent's, a partner agent's)
     truncated_turns: int = 0  # pairs the provider dropped to fit its context window
     # Who said it, when not the obvious party: on a user turn, the conversation partner

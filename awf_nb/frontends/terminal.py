@@ -5,6 +5,12 @@ stderr carries progress (step started/finished, durations, tokens), warnings and
 so `awf run wf > out.txt` captures just the content. Output modes: `streaming` (text as it
 arrives), `buffered` (each reply when complete), `silent` (only errors).
 
+On a terminal a conversation reads as one: each reply is labelled with who writes it (the
+step's agent by its step's name, a partner by its name), the person's lines follow a `> `
+prompt in their own colour, the step's prompt is shown as the workflow's (`prompt: …`,
+dimmed), replies break between words at the terminal's width (terminal_wrap.py), and a
+resumed conversation shows what was said before, dimmed, before the next turn.
+
 Why one module: the sink, the `> ` reader and Ctrl-C share one terminal — the reader
 must know what the sink has written on the prompt's line, Ctrl-C must reach the reader
 waiting at the prompt and the reply being streamed — and `run_in_terminal` ties them to
@@ -29,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
 from awf_nb.engine import events as ev
 from awf_nb.engine.summary import format_duration, format_tokens
 from awf_nb.frontends.terminal_text import terminal_safe as safe
+from awf_nb.frontends.terminal_wrap import WordWrap, display_width
 from awf_nb.frontends.tool_calls import shorten_arguments, shorten_result
 
 if TYPE_CHECKING:
@@ -40,6 +47,10 @@ OutputMode = Literal["streaming", "buffered", "silent"]
 # How long streamed reply text may wait in stdout's buffer: well under what a person notices
 # (the aim is <= 50 ms from byte to screen), long enough to write a burst of tokens at once.
 STREAM_FLUSH_DELAY = 0.02
+# The person's side: the `> ` prompt bold cyan, then their typing cyan, until the reset.
+YOU_PROMPT, YOU_TYPE, RESET = "\033[1;36m", "\033[0;36m", "\033[0m"
+PROMPT_LINES_SHOWN = 6  # a step's prompt (maybe a whole file put into it) is shown this far
+EARLIER_LINES_SHOWN = 3  # lines of each earlier message shown when a conversation resumes
 
 
 class _Style:
@@ -67,6 +78,10 @@ class _Style:
     def partner(self, text: str) -> str:
         """A conversation partner's label: its own colour (magenta, bold)."""
         return self._wrap("1;35", text)
+
+    def agent(self, text: str) -> str:
+        """The step's agent's label (green, bold)."""
+        return self._wrap("1;32", text)
 
 
 def _use_color(stream: TextIO) -> bool:
@@ -99,6 +114,9 @@ class TerminalSink:
         self.out_style = _Style(_use_color(self.out) if color is None else color)
         self._at_line_start = True
         self._flush_timer: asyncio.TimerHandle | None = None
+        # Only a person watching gets labels and word wrapping: a file gets the text alone.
+        self.out_is_tty = _is_tty(self.out)
+        self._wrap: WordWrap | None = WordWrap(_width(self.out)) if self.out_is_tty else None
         # The arguments of the tool calls between started and finished, by call id (the
         # finished event, which prints the line, does not repeat them).
         self._tools_running: dict[str, str] = {}
@@ -114,7 +132,12 @@ class TerminalSink:
 
     def _write_streamed(self, text: str) -> None:
         """Reply text as it streams: buffered, and flushed within STREAM_FLUSH_DELAY (one
-        system call per burst of tokens instead of one per token)."""
+        system call per burst of tokens instead of one per token). On a terminal, line
+        breaks go between words (a word waits for the space after it)."""
+        self._stream_raw(text if self._wrap is None else self._wrap.feed(text))
+
+    def _stream_raw(self, text: str) -> None:
+        """`_write_streamed` of text already broken into lines."""
         if not text:
             return
         self.out.write(text)
@@ -152,6 +175,8 @@ class TerminalSink:
             if self.mode == "streaming":
                 self._write_streamed(safe(event.text))
             return
+        if self._wrap is not None and (held := self._wrap.flush()):
+            self._stream_raw(held)  # the last word of the reply
         if self._flush_timer is not None:  # streamed text first, then what follows it
             self._flush_out()
         s = self.style
@@ -194,12 +219,13 @@ class TerminalSink:
                 # The reader asks next (`Allow …? [y/N]`): on a line of its own, after the
                 # streamed text.
                 self._end_line()
-            case ev.TurnStarted(speaker=speaker) if speaker:
-                # A partner agent's message streams next: on a line of its own, labelled.
+            case ev.TurnStarted(speaker=speaker, step=step) if speaker or self.out_is_tty:
+                # A message streams next: on a line of its own, labelled (a partner agent
+                # always; the step's own agent when a person reads it).
                 if not silent:
                     self._end_line()
                     if self.mode == "streaming":
-                        self._write_out(self.out_style.partner(f"{safe(speaker)}: "))
+                        self._label(speaker, step)
             case ev.UserMessage(text=text, turn=turn, speaker=speaker) if speaker and (
                 speaker != ev.PERSON
             ):
@@ -207,10 +233,18 @@ class TerminalSink:
                     self._end_line()
                     label = self.out_style.partner(f"{safe(speaker)}: ")
                     self._write_out(label + safe(text) + "\n")
-            case ev.UserMessage(text=text, turn=turn):
-                if not silent and (self.echo_input or turn == 1):
+            case ev.UserMessage(text=text, turn=1, speaker=""):
+                if not silent:  # the step's prompt: the workflow wrote it, not the person
+                    self._end_line()
+                    self._write_out(self._prompt_lines(text))
+            case ev.UserMessage(text=text):
+                if not silent and self.echo_input:
                     self._end_line()
                     self._write_out(self.out_style.bold("> ") + safe(text) + "\n")
+            case ev.ConversationResumed(earlier=earlier, left_out=left_out, step=step):
+                if not silent:
+                    self._end_line()
+                    self._write_out(self._earlier_lines(earlier, left_out, step))
             case ev.TurnFinished(
                 turn=turn,
                 tokens=tokens,
@@ -219,12 +253,19 @@ class TerminalSink:
                 interrupted=interrupted,
                 text=text,
                 speaker=speaker,
+                cut=cut,
             ):
                 if self.mode == "buffered":
-                    label = self.out_style.partner(f"{safe(speaker)}: ") if speaker else ""
-                    self._write_out(label + safe(text))
+                    if speaker or self.out_is_tty:
+                        self._label(speaker, event.step)
+                    self._write_streamed(safe(text))
+                    if self._wrap is not None:
+                        self._stream_raw(self._wrap.flush())
+                if cut and not silent and self.out_style.enabled:
+                    self._write_out(self.out_style.dim(" …"))  # the reply ends mid-thought
                 if not silent:
                     flag = ", interrupted" if interrupted else ""
+                    flag = ", cut at max_tokens" if cut else flag
                     who = f"{safe(speaker)} " if speaker else ""
                     figures = f"{format_tokens(tokens, est)} · {format_duration(duration)}{flag}"
                     self._note(s.dim(f"  ({who}turn {turn} · {figures})"))
@@ -292,10 +333,55 @@ class TerminalSink:
             return call + s.red(f"error: {preview}") + took
         return call + s.dim(preview) + took
 
+    def _label(self, speaker: str, step: str) -> None:
+        """Who writes the message that streams next: a partner by its name, the step's agent
+        by its step's (the last part of a dotted name)."""
+        name = safe(speaker or step.rpartition(".")[2])
+        paint = self.out_style.partner if speaker else self.out_style.agent
+        self._write_out(paint(f"{name}: "))
+        if self._wrap is not None:
+            self._wrap.start(_width(self.out), display_width(f"{name}: "))
+
+    def _prompt_lines(self, text: str) -> str:
+        """The step's prompt, dimmed and labelled as the workflow's, its first lines only."""
+        lines = safe(text).split("\n")
+        if len(lines) > PROMPT_LINES_SHOWN:
+            more = len(lines) - PROMPT_LINES_SHOWN
+            lines = [*lines[:PROMPT_LINES_SHOWN], f"… ({more} more lines)"]
+        shown = "\n".join(lines)
+        if self._wrap is not None:
+            self._wrap.start(_width(self.out), len("prompt: "))
+            shown = self._wrap.feed(shown) + self._wrap.flush()
+        return self.out_style.dim(f"prompt: {shown}") + "\n"
+
+    def _earlier_lines(self, earlier: tuple[ev.Said, ...], left_out: int, step: str) -> str:
+        """A resumed conversation so far, dimmed: who said what (long messages shortened)."""
+        lines = [f"(earlier in {safe(step)}; {left_out} more messages before these)"]
+        if not left_out:
+            lines[0] = f"(earlier in {safe(step)})"
+        for said in earlier:
+            who = {"prompt": "prompt", "person": "you", "agent": step.rpartition(".")[2]}.get(
+                said.role, said.name
+            )
+            text = safe(said.text).strip().split("\n")
+            if len(text) > EARLIER_LINES_SHOWN:
+                text = [*text[:EARLIER_LINES_SHOWN], "…"]
+            body = "\n".join(text)
+            if self._wrap is not None:
+                self._wrap.start(_width(self.out), display_width(f"{who}: "))
+                body = self._wrap.feed(body) + self._wrap.flush()
+            mark = " [interrupted]" if said.interrupted else (" …" if said.cut else "")
+            lines.append(f"{safe(who)}: {body}{mark}")
+        return self.out_style.dim("\n".join(lines)) + "\n"
+
     def interrupted_turn(self) -> None:
-        """Called by the CLI when Ctrl-C cut a reply (or a running tool call) short."""
+        """Called by the CLI when Ctrl-C cut a reply (or a running tool call) short. The
+        terminal has echoed `^C` already: the note does not print another one."""
         what = "tool call" if self._tools_running else "reply"
-        self._note(self.style.yellow(f"^C — {what} interrupted"))
+        self._note(
+            self.style.yellow(f"■ {what} interrupted")
+            + self.style.dim(" (Ctrl-C at the prompt cancels the run)")
+        )
 
 
 # Said before a question is asked again: the line just read was typed for an earlier
@@ -350,6 +436,8 @@ class TerminalReader:
         if prompt_out is None:
             prompt_out = sys.stdout if _is_tty(sys.stdout) else sys.stderr
         self.prompt_out = prompt_out
+        # The person's lines in their own colour: the prompt bold, what they type plain cyan.
+        self.color = _use_color(prompt_out)
         self.is_tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.history_path = history_path
         self._requests: queue.Queue[tuple[int, str, bool]] = queue.Queue()
@@ -398,18 +486,35 @@ class TerminalReader:
         if last and rl.get_history_item(last) == line:
             rl.remove_history_item(last - 1)
 
+    def _painted(self, prompt: str, *, for_readline: bool = False) -> str:
+        """`prompt` in the person's colours, leaving the colour of their typing on. For
+        readline the codes are marked as taking no room (`\\001…\\002`)."""
+        if not self.color:
+            return prompt
+        mark = ("\001", "\002") if for_readline else ("", "")
+        return f"{mark[0]}{YOU_PROMPT}{mark[1]}{prompt}{mark[0]}{YOU_TYPE}{mark[1]}"
+
+    def _reset_colour(self) -> None:
+        if self.color:
+            self.prompt_out.write(RESET)
+            self.prompt_out.flush()
+
     def _read_line(self, prompt: str) -> str | None:
         if self.is_tty and self.stream is sys.stdin:
             if self.prompt_out is not sys.stdout:  # input() would print it to stdout
-                self.prompt_out.write(prompt)
+                self.prompt_out.write(self._painted(prompt))
                 self.prompt_out.flush()
                 prompt = ""
+            else:
+                prompt = self._painted(prompt, for_readline=self._readline is not None)
             try:
                 line = input(prompt)
             except EOFError:
                 return None
             except UnicodeDecodeError:
                 return "\ufffd"  # a byte that is not UTF-8: never a crash
+            finally:
+                self._reset_colour()
             return _valid_text(line)
         line = self.stream.readline()
         return None if line == "" else _valid_text(line.rstrip("\r\n"))
@@ -543,15 +648,16 @@ class TerminalReader:
             self._thread = threading.Thread(target=self._work, name="awf-stdin", daemon=True)
             self._thread.start()
         if shown_by_us and self.is_tty:
-            self.prompt_out.write(prompt)
+            self.prompt_out.write(self._painted(prompt))
             self.prompt_out.flush()
         try:
             return await waiter.future
         except asyncio.CancelledError:
             if self.is_tty:
                 # Ctrl-C left the prompt unanswered: what is said next (the run cancelled,
-                # the reply or tool call interrupted) starts on a line of its own.
-                self.prompt_out.write("\n")
+                # the reply or tool call interrupted) starts on a line of its own, in the
+                # terminal's own colour.
+                self.prompt_out.write(RESET + "\n" if self.color else "\n")
                 self.prompt_out.flush()
             raise
         finally:
@@ -561,7 +667,18 @@ class TerminalReader:
 
 
 def _is_tty(stream: TextIO) -> bool:
-    return bool(getattr(stream, "isatty", lambda: False)())
+    try:
+        return bool(getattr(stream, "isatty", lambda: False)())
+    except ValueError:  # a closed stream
+        return False
+
+
+def _width(stream: TextIO) -> int:
+    """The columns of the terminal `stream` shows on (80 when it cannot tell)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return 80
 
 
 def _valid_text(line: str) -> str:

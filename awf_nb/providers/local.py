@@ -593,7 +593,7 @@ def _run_turn(job: _Job, emit: Emit, cancel: threading.Event) -> None:
     emit(Usage(len(prompt), watch.generated(len(prompt), finish_reason), estimated=False))
     if dropped:
         emit(_truncation_notice(dropped, options.context_window))
-    emit(Final(reply))
+    emit(Final(reply, cut=finish_reason == "length"))
 
 
 def _forced_call(text: str, finish_reason: str | None) -> list[ToolCall]:

@@ -135,7 +135,7 @@ class OpenAICompatibleProvider:
         yield reader.usage(messages)
         if dropped:
             yield truncation_notice(dropped, settings.context_window)
-        yield Final(reader.text)
+        yield Final(reader.text, cut=reader.cut)
 
     async def aclose(self) -> None:
         """Close the responses still streaming, then give back the loop's HTTP clients

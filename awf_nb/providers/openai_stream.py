@@ -79,6 +79,7 @@ class StreamReader:
         self._size = 0  # bytes of content: text, reasoning, tool-call names and arguments
         self._tool_calls: dict[int, _CallPieces] = {}  # by the pieces' `index`
         self._call_tokens = 0  # estimated tokens of the tool calls (for Usage without usage)
+        self.cut = False  # finish_reason "length": the reply was cut at max_tokens
 
     @property
     def text(self) -> str:
@@ -233,6 +234,8 @@ class StreamReader:
             for key in ("reasoning_content", "reasoning"):
                 if isinstance(reasoning := delta.get(key), str):  # not kept, but counted
                     self._grow(text_bytes(reasoning))
+            if choice.get("finish_reason") == "length":
+                self.cut = True
 
     def _grow(self, size: int) -> None:
         self._size += size

@@ -20,6 +20,8 @@ Options (all optional):
 - `fail_after_chars`: stream that many characters of the reply, then fail (mid-stream).
 - `context_window`: token budget (len/4 estimate); the oldest exchanges are dropped to fit,
   reported with a `Notice(truncated_turns=N)`.
+- `max_tokens`: a reply longer than that (len/4 estimate: 4 characters a token) is cut
+  there and reported as cut (`Final(cut=True)`), as a model's reply that hit its limit.
 
 Every request is kept in `received` (the `TurnRequest`s in order: history, tools,
 `continues`), so engine tests can check what a provider was sent.
@@ -116,6 +118,7 @@ class ScriptedOptions(OptionsModel):
     fail_after_chars: int | None = Field(None, ge=0)  # cut the stream there, then fail
     context_window: int = Field(0, ge=0)  # 0: no limit
     tool_uses: list[ToolUseEntry] = Field(default_factory=list)
+    max_tokens: int | None = Field(None, ge=1)  # cut longer replies (4 characters a token)
 
 
 class ScriptedProvider:
@@ -138,6 +141,9 @@ class ScriptedProvider:
             reply = _echo(turn)
         else:
             reply, calls = self._take_reply(turn, script.replies)
+        limit, cut = script.max_tokens, False
+        if limit is not None and len(reply) > limit * 4:
+            reply, cut = reply[: limit * 4], True
         for tool_use in script.tool_uses:
             if isinstance(tool_use, str):
                 yield ToolUse(tool_use)
@@ -160,7 +166,7 @@ class ScriptedProvider:
         )
         if dropped:
             yield truncation_notice(dropped, script.context_window)
-        yield Final(reply)
+        yield Final(reply, cut=cut)
 
     async def aclose(self) -> None:
         """Nothing to release; the reply counters live as long as the run."""

@@ -133,7 +133,10 @@ def test_kill_after_two_turns_then_resume_continues_conversation(awf, storage, t
     resumed = awf("resume", run_id, input="and finally?\n\n")
     assert resumed.returncode == 0, resumed.stderr
     assert "third reply" in resumed.stdout
-    assert "first reply" not in resumed.stdout  # earlier turns are not replayed on screen
+    # The conversation so far is shown once, as what was said before (not asked again).
+    earlier = resumed.stdout.index("(earlier in chat)")
+    assert resumed.stdout.count("first reply") == 1
+    assert earlier < resumed.stdout.index("chat: first reply") < resumed.stdout.index("third")
     state = json.loads(awf("status", run_id, "--json").stdout)
     conv = state["steps"]["chat"]["conversation"]
     assert conv["total_turns"] == 3

@@ -18,7 +18,7 @@ def test_piped_lines_are_turns_and_echoed(awf, chat):
     result = awf("run", str(chat), input="more\n\n")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert out.index("> let us talk about bread") < out.index("first reply")
+    assert out.index("prompt: let us talk about bread") < out.index("first reply")
     assert out.index("first reply") < out.index("> more") < out.index("second reply")
     assert "talked 2 turns" in out
     assert out.count("second reply") == 1  # nothing printed twice
@@ -27,14 +27,14 @@ def test_piped_lines_are_turns_and_echoed(awf, chat):
 def test_reply_flags_and_inputs(awf, chat):
     result = awf("run", str(chat), "-i", "topic=rye", "--reply", "go on", "--reply", "")
     assert result.returncode == 0, result.stderr
-    assert "> let us talk about rye" in result.stdout
+    assert "prompt: let us talk about rye" in result.stdout
     assert "talked 2 turns" in result.stdout
 
 
 def test_input_from_file(awf, chat, tmp_path):
     (tmp_path / "topic.txt").write_text("sourdough")
     result = awf("run", str(chat), "-i", "topic=@topic.txt")
-    assert "> let us talk about sourdough" in result.stdout
+    assert "prompt: let us talk about sourdough" in result.stdout
 
 
 def test_buffered_and_silent_output(awf, chat):
@@ -198,3 +198,18 @@ def test_history_lists_runs(awf, chat):
     unknown = awf("status", "nope")
     assert unknown.returncode == 1
     assert 'run "nope" not found' in unknown.stderr
+
+
+def test_an_invalid_workflow_shows_every_problem_with_did_you_mean(awf, chat):
+    """As `awf validate` does: the typo's warning says why the prompt is missing."""
+    chat.write_text(chat.read_text().replace("    prompt:", "    promt:"))
+
+    done = awf("run", str(chat))
+
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "chat.yaml:" in line]
+    assert len(lines) == 2, done.stderr
+    assert lines[0].endswith("error: states.chat: prompt is required in conversation mode")
+    assert lines[1].endswith(
+        'warning: states.chat.promt: unknown key "promt" (did you mean "prompt"?)'
+    )

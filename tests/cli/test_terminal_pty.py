@@ -41,7 +41,8 @@ def test_chat_in_a_terminal_with_ctrl_c_during_reply(tmp_path: Path):
     (tmp_path / "chat.yaml").write_text(CHAT)
     child = spawn(tmp_path, storage, "run", "chat.yaml")
     try:
-        child.expect_exact("> hello there")  # the step's prompt, shown as the first message
+        # The step's prompt opens the conversation, as the workflow's (not typed at "> ").
+        child.expect_exact("prompt: hello there")
         child.expect_exact("first reply")
         child.expect_exact("> ")
         child.sendline("tell me more")
@@ -147,7 +148,7 @@ def test_with_stdout_redirected_the_prompt_stays_on_the_terminal(tmp_path: Path)
     saved = (tmp_path / "out.txt").read_text()
     assert "first reply" in saved and "a very long second reply" in saved
     assert "\x1b" not in saved, repr(saved)  # no colour codes in a file
-    assert "> hello there" in saved  # the conversation, as a transcript
+    assert "prompt: hello there" in saved  # the conversation, as a transcript
     assert not any(line == "> " for line in saved.splitlines()), repr(saved)
 
 

@@ -125,6 +125,8 @@ def sample(cls: type) -> Any:
             values[field.name] = "stdout"
         elif field.name == "outcome":
             values[field.name] = "refused"
+        elif field.name == "earlier":  # a resumed conversation's messages
+            values[field.name] = (ev.Said("partner", f"<{SECRET}>", f"critic {SECRET}"),)
         elif field.type == "str":
             values[field.name] = f"<{SECRET}>"
         elif field.type in ("int", "float"):

@@ -201,7 +201,8 @@ def test_ctrl_c_during_a_tool_call_says_the_call_was_interrupted() -> None:
 
     said = flushed(screen)
     assert said.index("tool call interrupted") < said.index("→ interrupted")
-    assert said.rstrip().endswith("^C — reply interrupted")
+    assert said.rstrip().endswith("■ reply interrupted (Ctrl-C at the prompt cancels the run)")
+    assert "^C" not in said  # the terminal echoes the ^C itself
 
 
 def test_previews() -> None:

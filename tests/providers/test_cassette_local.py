@@ -89,4 +89,7 @@ def test_the_command_line_replays_a_local_model_run_byte_for_byte(
 
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout.encode() == recorded.stdout.encode()
-    assert recorded.stdout.count("> ") == 2  # both messages shown, and the model's replies
+    # Both messages shown (the step's prompt as the workflow's, the person's at `> `), and
+    # the model's replies.
+    assert recorded.stdout.startswith("prompt: Name a colour.\n")
+    assert recorded.stdout.count("> ") == 1 and "> Another one?" in recorded.stdout

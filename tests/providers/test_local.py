@@ -87,6 +87,13 @@ async def test_a_reply_that_ends_by_itself_is_counted_without_the_end_token() ->
     assert usage.output_tokens == direct["usage"]["completion_tokens"] < 200
 
 
+async def test_a_reply_cut_at_max_tokens_says_so_and_one_that_ends_does_not() -> None:
+    cut = await run_turn(LocalProvider(), "Tell me a long story.", options={"max_tokens": 4})
+    assert only(cut, Final)[0].cut is True
+    ended = await run_turn(LocalProvider(), "Say hi.", options={"max_tokens": 200})
+    assert only(ended, Final)[0].cut is False
+
+
 async def test_same_seed_gives_the_same_reply() -> None:
     provider = LocalProvider()
     options = {"max_tokens": 12, "temperature": 1.0, "seed": 7}

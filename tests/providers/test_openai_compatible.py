@@ -257,6 +257,19 @@ async def test_tool_calls_become_tool_call_events(
     assert events[-1] == Final("Let me look.")
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["stream", "json"])
+async def test_a_reply_cut_at_max_tokens_says_so(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider, as_json: bool
+) -> None:
+    openai_server.script(Reply.text("It was a dark and", finish_reason="length", as_json=as_json))
+    events = await collect(provider.stream(turn_for(openai_server, max_tokens=5)))
+    assert events[-1] == Final("It was a dark and", cut=True)
+
+    openai_server.script(Reply.text("Done."))
+    events = await collect(provider.stream(turn_for(openai_server)))
+    assert events[-1] == Final("Done.", cut=False)
+
+
 async def test_a_server_ignoring_stream_true_still_works(
     openai_server: OpenAIServer, provider: OpenAICompatibleProvider
 ) -> None:

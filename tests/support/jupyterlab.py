@@ -22,6 +22,9 @@ import httpx
 
 from tests.support.waiting import free_port
 
+# The checkout under test: its kernels import this awf_nb, not whichever one the
+# interpreter has installed (an editable install may point at another checkout).
+REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_SECONDS = 90.0
 STOP_SECONDS = 15.0
 
@@ -80,7 +83,7 @@ class JupyterLabServer:
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWF_", "JPY_"))}
         env.pop("VIRTUAL_ENV", None)
-        env.pop("PYTHONPATH", None)
+        env["PYTHONPATH"] = str(REPO_ROOT)  # nothing of the caller's path but this checkout
         env.update(
             JUPYTER_CONFIG_DIR=str(self.home / "config"),
             JUPYTER_DATA_DIR=str(self.home / "data"),

@@ -262,13 +262,16 @@ class KernelSession:
 
     # -- executing cells
 
-    def submit(self, code: str) -> str:
-        """Send an execute_request; returns its msg_id (does not wait)."""
-        return self.client.execute(code, store_history=True, allow_stdin=False)
+    def submit(self, code: str, *, allow_stdin: bool = True) -> str:
+        """Send an execute_request; returns its msg_id (does not wait). `allow_stdin` as
+        JupyterLab sends it (a person can answer); False as nbclient and nbval send it."""
+        return self.client.execute(code, store_history=True, allow_stdin=allow_stdin)
 
-    def execute(self, code: str, timeout: float = 60.0) -> ExecuteOutcome:
+    def execute(
+        self, code: str, timeout: float = 60.0, *, allow_stdin: bool = True
+    ) -> ExecuteOutcome:
         """Run a cell and wait until it is idle; returns its reply and outputs."""
-        return self.wait_for_cell(self.submit(code), timeout)
+        return self.wait_for_cell(self.submit(code, allow_stdin=allow_stdin), timeout)
 
     def wait_for_cell(self, msg_id: str, timeout: float = 60.0) -> ExecuteOutcome:
         self.pump_until(lambda: msg_id in self._idle_parents, timeout, f"cell {msg_id} idle")

@@ -71,6 +71,13 @@ class Reply:
     hold_open: float = 0.0
     repeat: dict[str, Any] | None = None
     repeat_times: int | None = None
+    finish_reason: str | None = None  # else "tool_calls" or "stop"; "length": cut at max_tokens
+
+    @property
+    def finish(self) -> str:
+        if self.finish_reason is not None:
+            return self.finish_reason
+        return "tool_calls" if self.tool_calls or self.tool_call_chunks else "stop"
 
     @classmethod
     def endless(cls, delta: dict[str, Any], times: int | None = None, **kwargs: Any) -> Reply:
@@ -384,8 +391,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_tool_call(index, call)
         for pieces in reply.tool_call_chunks:
             self._write_event(_chunk({"tool_calls": pieces}, finish_reason=None))
-        finish = "tool_calls" if reply.tool_calls or reply.tool_call_chunks else "stop"
-        self._write_event(_chunk({}, finish_reason=finish))
+        self._write_event(_chunk({}, finish_reason=reply.finish))
         if usage is not None:
             self._write_event({**_chunk_envelope(), "choices": [], "usage": usage})
         if not reply.end_without_done:
@@ -454,7 +460,7 @@ def _completion(reply: Reply, usage: dict[str, int]) -> dict[str, Any]:
             {"id": f"call_{index}", "type": "function", "function": call}
             for index, call in enumerate(reply.tool_calls)
         ]
-    finish = "tool_calls" if reply.tool_calls else "stop"
+    finish = reply.finish
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",

@@ -11,10 +11,18 @@ import pexpect
 from tests.support.cli import AWF, awf_environment
 
 
-def spawn(tmp_path: Path, storage: Path, *args: str) -> pexpect.spawn:
-    """`awf ARGS` started in `tmp_path` on a 40x200 pseudo-terminal, the runs kept in
-    `storage`; each expect waits 30 s at most."""
-    env = awf_environment({"AWF_STORAGE": str(storage), "NO_COLOR": "1", "TERM": "xterm"})
+def spawn(
+    tmp_path: Path,
+    storage: Path,
+    *args: str,
+    color: bool = False,
+    dimensions: tuple[int, int] = (40, 200),
+) -> pexpect.spawn:
+    """`awf ARGS` started in `tmp_path` on a pseudo-terminal of `dimensions` (rows,
+    columns), in colour or not (NO_COLOR), the runs kept in `storage`; each expect waits
+    30 s at most."""
+    no_color = None if color else "1"
+    env = awf_environment({"AWF_STORAGE": str(storage), "NO_COLOR": no_color, "TERM": "xterm"})
     child = pexpect.spawn(
         AWF[0],
         AWF[1:] + list(args),
@@ -22,7 +30,7 @@ def spawn(tmp_path: Path, storage: Path, *args: str) -> pexpect.spawn:
         env=env,
         encoding="utf-8",
         timeout=30,
-        dimensions=(40, 200),
+        dimensions=dimensions,
     )
     # Everything read from the terminal: `before` after expect(EOF) only holds what came
     # after the last match, so checks over the whole session read this instead.

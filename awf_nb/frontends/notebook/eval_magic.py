@@ -69,6 +69,7 @@ async def run_eval_cell(shell: Any, line: str, body: str) -> None:
     shell.user_ns[f"{args.out}_task"] = task
     mode = choose_run_mode(needs_input=True, kernel_version=kernel_version(shell), wait=args.wait)
     if mode == "background":
+        table.in_background = True
         task.add_done_callback(lambda t: _bind(shell, args.out, t, run))
         table.progress.value += f" (in the background: <code>await {args.out}_task</code>)"
         return

@@ -6,9 +6,9 @@ fail red, error grey, running blue, cancelled orange: JupyterLab's theme variabl
 dark theme reads too); the progress line counts what is done and estimates what is left;
 Stop cancels the runs in flight — they are saved as cancelled, and `%%awf eval --resume
 EVAL_ID` finishes the eval. Clicking a row shows that run's conversation below the table,
-drawn by the run panel itself from the stored run. When the eval ends, the cell's output
-also gets the static HTML table (`EvalResult._repr_html_`), so the saved notebook shows
-the results anywhere, without a kernel.
+drawn by the run panel itself from the stored run. When the eval ends, the live table in
+the cell's output gives way to the static HTML table (`EvalResult._repr_html_`), so the
+saved notebook shows the results anywhere, without a kernel or network.
 
 The table is a small anywidget (eval_table.js, shipped in the package); its rows are sent
 at most every `FLUSH_SECONDS`, however fast runs finish.
@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from awf_nb.store import Store
 
 FLUSH_SECONDS = 0.2
+# When the eval ends, the static table keeps the conversations of this many runs (failed
+# and errored rows first, as the table orders them), each behind its row: a saved notebook
+# stays a readable size however many runs an eval has.
+SAVED_CONVERSATIONS = 50
 
 
 class EvalTableView(anywidget.AnyWidget):
@@ -46,6 +50,61 @@ class EvalTableView(anywidget.AnyWidget):
     header = traitlets.List(traitlets.Unicode()).tag(sync=True)
     rows = traitlets.List(traitlets.Dict()).tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # run id -> the run's conversation as static HTML, for the saved copy of the table
+        self.conversations: dict[str, str] = {}
+
+    def static_html(self) -> str:
+        """The table as eval_table.js draws it (same classes, same colours), each row with
+        a saved conversation followed by it, folded: readable with no kernel."""
+        from html import escape
+
+        cell = 'style="padding: 2px 8px"'
+        head = "".join(
+            f'<th style="text-align: left; padding: 2px 8px; border-bottom: 1px solid '
+            f'var(--jp-border-color1, #ccc)">{escape(name)}</th>'
+            for name in self.header
+        )
+        body = []
+        for row in self.rows:
+            outcome = str(row.get("outcome", ""))
+            colour = _COLOURS.get(outcome, "transparent")
+            cells = "".join(
+                f'<td {cell}><b style="color: {colour}">{escape(str(text))}</b></td>'
+                if index == 2
+                else f"<td {cell}>{escape(str(text))}</td>"
+                for index, text in enumerate(row.get("cells", []))
+            )
+            body.append(
+                f'<tr class="awf-eval-row awf-eval-{escape(outcome)}" '
+                f'data-key="{escape(str(row.get("key", "")))}" '
+                f'style="border-left: 4px solid {colour}">{cells}</tr>'
+            )
+            conversation = self.conversations.get(str(row.get("run_id", "")))
+            if conversation:
+                body.append(
+                    f'<tr class="awf-eval-saved"><td colspan="{max(len(self.header), 1)}">'
+                    f"<details><summary>conversation</summary>{conversation}</details></td></tr>"
+                )
+        table = (
+            '<table class="awf-eval-table" style="border-collapse: collapse; '
+            "color: var(--jp-ui-font-color1, inherit); font-size: var(--jp-ui-font-size1, "
+            f'13px)"><tr>{head}</tr>{"".join(body)}</table>'
+        )
+        return f'<div class="awf-eval-live">{table}</div>'
+
+
+# The row colours of eval_table.js: JupyterLab's theme variables, with fallbacks.
+_COLOURS = {
+    "pass": "var(--jp-success-color1, #388e3c)",
+    "fail": "var(--jp-error-color1, #d32f2f)",
+    "error": "var(--jp-layout-color3, #9e9e9e)",
+    "running": "var(--jp-brand-color1, #1976d2)",
+    "cancelled": "var(--jp-warn-color1, #f57c00)",
+    "pending": "var(--jp-layout-color2, #eeeeee)",
+}
 
 
 class EvalTable:
@@ -66,6 +125,7 @@ class EvalTable:
         )
         self.view.observe(self._selected, names="selected")
         self.display_handle: Any = None
+        self.in_background = False  # the cell has returned: its output is replaced in place
         self.store: Store | None = None
         self._stop: Callable[[], None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -82,9 +142,9 @@ class EvalTable:
     # -- showing and stopping -----------------------------------------------------------------
 
     def display(self) -> None:
-        from IPython.display import display
+        from awf_nb.frontends.notebook.panel_static import show_live
 
-        self.display_handle = display(self.widget, display_id=True)
+        self.display_handle = show_live(self.widget)
 
     def attach(self, stop: Callable[[], None]) -> None:
         """What Stop does (cancel the task running the eval)."""
@@ -145,10 +205,31 @@ class EvalTable:
         self.stop_button.layout.display = "none"
         self._update(now=True, final=result.status)
         if self.display_handle is not None:
-            # The saved notebook keeps a static table next to the widget view.
-            bundle = dict(self.widget._repr_mimebundle_() or {})
-            bundle["text/html"] = result._repr_html_()
-            self.display_handle.update(bundle, raw=True)
+            # The live table gives way to its static copy: a saved notebook shows it offline
+            # (a widget view with its saved state would be drawn instead, blank there).
+            from awf_nb.frontends.notebook.panel_static import replace_live_output, static_html
+
+            self._save_conversations()
+            self.detail.children = ()  # each row keeps its conversation in the copy
+            bundle = {"text/html": static_html(self.widget), "text/plain": result.summary.to_text()}
+            replace_live_output(self.display_handle, bundle, in_place=self.in_background)
+
+    def _save_conversations(self) -> None:
+        """The conversations of the first SAVED_CONVERSATIONS rows, for the static copy."""
+        from awf_nb.errors import AwfError
+        from awf_nb.frontends.notebook.panel_static import static_html
+
+        if self.store is None:
+            return
+        run_ids = [str(r["run_id"]) for r in self.view.rows if r.get("run_id")]
+        for run_id in run_ids[:SAVED_CONVERSATIONS]:
+            try:
+                state = self.store.load_state(run_id)
+            except AwfError:
+                continue
+            self.view.conversations[run_id] = static_html(
+                conversation_panel(state).widget, css=False
+            )
 
     # -- drawing --------------------------------------------------------------------------
 

@@ -36,13 +36,18 @@ class AwfCellError(Exception):
     `RunResult` of a run that failed or was cancelled, when there is one.
     """
 
-    def __init__(self, message: str, *, result: RunResult | None = None) -> None:
+    def __init__(
+        self, message: str, *, result: RunResult | None = None, shown: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.result = result
+        # What the cell shows instead of `message` when the run's panel already states the
+        # error (in its step, or in the summary): a failed cell says it once.
+        self.shown = shown
 
     def _render_traceback_(self) -> list[str]:
-        lines = self.message.splitlines() or [""]
+        lines = (self.shown or self.message).splitlines() or [""]
         return [f"\x1b[0;31m{lines[0]}\x1b[0m", *lines[1:]]
 
 
@@ -108,7 +113,12 @@ class RunHandle:
         if reader is not None:
             reader.bind(loop)
         if self.panel is not None:
-            self.panel.attach(reader=reader, stop=self.runner.interrupt, loop=loop)
+            self.panel.attach(
+                reader=reader,
+                stop=self.runner.interrupt_turn,
+                cancel=self.runner.cancel,
+                loop=loop,
+            )
         try:
             return RunResult(await self.runner.execute(), self.runner.config.store)  # type: ignore[arg-type]
         except AwfError as exc:  # the run could not start (e.g. its storage is unwritable)
@@ -135,7 +145,7 @@ class RunHandle:
         return True
 
     def interrupt(self) -> str:
-        """Like the Stop button: interrupt the reply being streamed, else cancel the run."""
+        """Like Ctrl-C in a terminal: interrupt the reply being streamed, else cancel the run."""
         return self.runner.interrupt()
 
     def result(self) -> RunResult:
@@ -154,13 +164,22 @@ class RunHandle:
             )
         error = task.exception()
         if isinstance(error, AwfError):
-            raise cell_error(error) from error
+            raise AwfCellError(str(error), shown=self._see_above("could not run")) from error
         if error is not None:
             raise error
         result = task.result()
         if not result.ok:
-            raise AwfCellError(_failure_message(result), result=result)
+            what = "was cancelled" if result.state.status == "cancelled" else "failed"
+            shown = self._see_above(what)
+            raise AwfCellError(_failure_message(result), result=result, shown=shown)
         return result
+
+    def _see_above(self, what: str) -> str | None:
+        """The cell's short word on a run whose panel (shown in this cell) states what
+        happened; None when there is no panel to look at."""
+        if self.panel is None or self.panel.display_handle is None:
+            return None
+        return f"workflow {self.workflow} {what} (see the run above)"
 
     def _partial_result(self) -> RunResult:
         from awf_nb.runs.results import RunResult

@@ -6,7 +6,8 @@
     name: clarify
     ...
 
-`%%awf [WORKFLOW_NAME] [flags]` runs the YAML in the cell body; `%awf COMMAND …` is any
+`%%awf [WORKFLOW_NAME] [flags]` runs the YAML in the cell body; `%%awf chat [flags]` starts a
+conversation whose first message is the cell body (chat_cell.py); `%awf COMMAND …` is any
 `awf` command (`run`, `resume`, `validate`, `list`, `history`, `status`, `diagram`,
 `schema`) with the same flags (parsers.py builds both from the CLI's command registry).
 
@@ -36,6 +37,7 @@ from awf_nb.frontends.notebook.parsers import (
     CellOptions,
     HelpShown,
     build_cell_parser,
+    build_chat_parser,
     build_line_parser,
     cell_options,
     cell_workflow,
@@ -66,6 +68,7 @@ class AwfMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.cell_parser = build_cell_parser()
+        self.chat_parser = build_chat_parser()
         self.line_parser = build_line_parser()
 
     # --- entry points -----------------------------------------------------------------------
@@ -139,6 +142,10 @@ class AwfMagics(Magics):
         return args
 
     def _cell_launch(self, line: str, body: str) -> tuple[RunHandle, RunMode, CellOptions] | None:
+        from awf_nb.frontends.notebook.chat_cell import chat_line
+
+        if (flags := chat_line(line, body)) is not None:
+            return self._chat_launch(flags, body)
         args = self._parse(self.cell_parser, line)
         if args is None:
             return None
@@ -154,6 +161,22 @@ class AwfMagics(Magics):
                 self._dry_run(workflow, options)
                 return None
             return self._prepare(options, workflow=workflow)
+        except AwfError as exc:
+            raise cell_error(exc) from None
+
+    def _chat_launch(self, line: str, body: str) -> tuple[RunHandle, RunMode, CellOptions] | None:
+        """`%%awf chat`: the body is the first message of a one-step conversation."""
+        from awf_nb.frontends.notebook.chat_cell import MESSAGE_INPUT, chat_workflow
+
+        args = self._parse(self.chat_parser, line)
+        if args is None:
+            return None
+        options = cell_options(args, self.shell.user_ns)
+        if args.provider:  # --model is that provider's model (chat_workflow), not the switch
+            options.flags["model"] = None
+        options.inputs[MESSAGE_INPUT] = body.strip("\n")
+        try:
+            return self._prepare(options, workflow=chat_workflow(args))
         except AwfError as exc:
             raise cell_error(exc) from None
 
@@ -291,6 +314,7 @@ class AwfMagics(Magics):
             f"`{name}.cancel()` stops it"
         )
         if handle.panel is not None:
+            handle.panel.static_in_place = True  # this cell returns: no output added later
             handle.panel.note(text)
         else:
             print(f"{handle.workflow} (run {handle.run_id}) is {text}")
@@ -388,5 +412,7 @@ def unload_ipython_extension(ipython: Any) -> None:
     remove_transformers(ipython)
 
 
-AwfMagics.awf_cell.__doc__ = build_cell_parser().format_help()
+AwfMagics.awf_cell.__doc__ = (
+    build_cell_parser().format_help() + "\n" + build_chat_parser().format_help()
+)
 AwfMagics.awf_line.__doc__ = build_line_parser().format_help()

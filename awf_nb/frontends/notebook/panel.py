@@ -9,13 +9,20 @@ with Send / End conversation, and Stop); the summary when the run ends.
 Streaming without flooding the kernel: `emit` only buffers text; a flush at most every
 `FLUSH_INTERVAL` seconds (10 Hz) sends each changed widget once (panel_flush.py), and only
 what changed: replies and command output are `StreamHTML` widgets (stream_view.py) that
-receive finished blocks once and the open one as a diff. The status line's clock only ticks
-when nothing else is being sent. Widgets are changed on the run's loop only. When the run
-ends, the cell's output also gets a static HTML copy of the panel (panel_static.py), for
-readers of the saved notebook.
+receive finished blocks once and the open one as a diff. The status line is sent when what it
+says changes; its elapsed time ticks in the browser (status_view.py). Widgets are changed on
+the run's loop only. When the run
+ends, the widget view in the cell's output gives way to a static HTML copy of the panel
+(panel_static.py), so the saved notebook shows the run without a kernel or network.
 
 The pieces: panel_items.py (sections, replies, output), panel_controls.py (the text box
 and buttons), panel_tools.py (tool-call blocks), panel_flush.py (when changes are sent).
+
+Why one module: `RunPanel` is where each of the run's events meets the widget tree, and
+every handler reads and changes the same state — the step's section, the reply being
+written, what the controls offer (Stop only while something is written, stepping into an
+exchange), the timers — which the static copy then takes whole; how each piece looks and
+behaves is in the modules above.
 """
 
 from __future__ import annotations
@@ -40,9 +47,11 @@ from awf_nb.frontends.notebook.panel_items import (
     PanelBox,
     PanelStats,
     Section,
+    earlier_html,
     error_html,
 )
 from awf_nb.frontends.notebook.panel_tools import ToolBlock
+from awf_nb.frontends.notebook.status_view import StatusLine
 from awf_nb.frontends.notebook.summary import STATUS_COLORS, esc, summary_html
 
 if TYPE_CHECKING:
@@ -50,7 +59,8 @@ if TYPE_CHECKING:
     from awf_nb.workflow.model import Workflow
 
 FLUSH_INTERVAL = 0.1  # seconds between flushes of streamed text: 10 Hz
-STATUS_INTERVAL = 1.0  # the status line's clock
+STOP_PATIENCE = 2.0  # seconds Stop waits for the next reply of an exchange to stop it
+STOP_RETRY = 0.05
 TOOL_ARGUMENT_CHARS = 200
 
 
@@ -63,7 +73,6 @@ class RunPanel:
         *,
         interactive: bool = False,
         flush_interval: float = FLUSH_INTERVAL,
-        status_interval: float = STATUS_INTERVAL,
         workflow: Workflow | None = None,
     ) -> None:
         self.title = title
@@ -71,14 +80,21 @@ class RunPanel:
         # finished steps marked. Off by default; redrawn only while shown.
         self.workflow = workflow
         self._step_status: dict[str, str] = {}
+        self._step_errors: list[str] = []  # the errors shown in the steps' sections
+        self._stop: Callable[[], object] | None = None
+        self._cancel: Callable[[], object] | None = None
+        self._reply_running = False  # a reply or tool call is being written: Stop applies
+        self._stepping_in: list[str | None] = []  # a message typed into an exchange, waiting
         self._current_step = ""
         self.interactive = interactive
-        self.status_interval = status_interval
         self.stats = PanelStats()
         self.run_id = ""
         self.finished = False
         self.summary: RunSummary | None = None
         self.display_handle: Any = None  # IPython's DisplayHandle once displayed
+        # When the run ends, replace the live output in place (the cell has returned: a
+        # background run) instead of adding the static copy after it (`_save_static`).
+        self.static_in_place = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sections: dict[str, Section] = {}
         self._order: list[Section] = []
@@ -86,7 +102,6 @@ class RunPanel:
         self._tools: dict[tuple[str, str], ToolBlock] = {}
         self._confirming: tuple[str, str] | None = None  # the call whose buttons are shown
         self.flusher = Flusher(flush_interval, self.stats, lambda: self._loop)
-        self._tick_handle: asyncio.TimerHandle | None = None
         self._started = time.monotonic()
         self._tokens = 0
         self._tokens_estimated = False
@@ -100,7 +115,7 @@ class RunPanel:
         self.shared_layout = widgets.Layout()
         self.html_style = HTMLStyle()
         css = widgets.HTML(PANEL_CSS, layout=widgets.Layout(display="none"))
-        self.status = self.html("", "awf-status")
+        self.status = StatusLine(layout=self.shared_layout, _dom_classes=("awf-status",))
         self.notes = widgets.VBox(layout=self.shared_layout, _dom_classes=("awf-notes",))
         self.steps = widgets.VBox(layout=self.shared_layout, _dom_classes=("awf-steps",))
         self.input = Controls(self, interactive=self.interactive)
@@ -123,12 +138,15 @@ class RunPanel:
         self,
         *,
         reader: WidgetReader | None = None,
-        stop: Callable[[], str] | None = None,
+        stop: Callable[[], object] | None = None,
+        cancel: Callable[[], object] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
-        """Connect the buttons: Send/End to `reader`, Stop to `stop` (`Runner.interrupt`)."""
+        """Connect the buttons: Send/End to `reader`, Stop to `stop` (`Runner.interrupt_turn`:
+        truthy when a reply was stopped), Cancel run to `cancel` (`Runner.cancel`)."""
         self.input.reader = reader
-        self.input.stop = stop
+        self._stop = stop
+        self._cancel = cancel
         if loop is not None:
             self._loop = loop
 
@@ -156,9 +174,32 @@ class RunPanel:
         else:
             loop.call_later(delay, action)
 
-    def stopping(self) -> None:
+    def stop_reply(self, deadline: float | None = None) -> None:
+        """Stop the reply (or tool calls) being written. Between two replies of an exchange
+        there is none for a moment: Stop is tried again until one starts, for at most
+        STOP_PATIENCE seconds."""
+        stop = self._stop
+        if stop is None or self.finished:
+            return
+        if stop():
+            return
+        deadline = time.monotonic() + STOP_PATIENCE if deadline is None else deadline
+        if self._reply_running and time.monotonic() < deadline:
+            self.later(STOP_RETRY, lambda: self.stop_reply(deadline))
+
+    def cancel_run(self) -> None:
+        if self._cancel is None or self.finished:
+            return
         self._activity = "cancelling"
         self._update_status()
+        self._cancel()
+
+    def step_in(self, message: str | None) -> None:
+        """The person typed into an exchange between agents: stop the reply being written;
+        at the pause that follows (`_on_awaiting_input`) the message answers in the
+        partner's place (None ends the exchange)."""
+        self._stepping_in = [message]
+        self.stop_reply()
 
     # --- public helpers for the magic -------------------------------------------------------
 
@@ -173,7 +214,7 @@ class RunPanel:
         self.notes.children = (*self.notes.children, item)
 
     def close_controls(self) -> None:
-        self.input.set_input_enabled(False)
+        self.input.run_ended()
         self.widget.children = tuple(c for c in self.widget.children if c is not self.input.widget)
 
     def abort(self, message: str) -> None:
@@ -210,7 +251,6 @@ class RunPanel:
         self._started = time.monotonic()
         self._activity = "resuming" if event.resumed else "running"
         self._update_status()
-        self._schedule_tick()
 
     def _on_step_started(self, event: ev.StepStarted) -> None:
         section = self._sections.get(event.step)
@@ -218,6 +258,9 @@ class RunPanel:
             section.add_html(f"attempt {event.attempt}", "awf-log")
         else:
             section = Section(self, event)
+            section.partner = self._partner_of(event.step)
+            if section.partner:  # say what typing does before anyone can type
+                self.input.set_exchange((section.name, section.partner))
             self._sections[event.step] = section
             self._order.append(section)
             self.steps.children = (*self.steps.children, section.widget)
@@ -225,6 +268,16 @@ class RunPanel:
         self._update_status()
         self._current_step = event.step
         self._refresh_diagram()
+
+    def _partner_of(self, step: str) -> str:
+        """The partner agent of a conversation step, as the workflow names it ("" if none)."""
+        model = self.workflow.steps.get(step) if self.workflow is not None else None
+        partner = getattr(getattr(model, "conversation", None), "partner", None)
+        return "" if partner is None else str(partner.name)
+
+    def _set_reply_running(self, running: bool) -> None:
+        self._reply_running = running
+        self.input.set_reply_running(running)
 
     def _on_step_output(self, event: ev.StepOutput) -> None:
         section = self._sections.get(event.step)
@@ -241,9 +294,14 @@ class RunPanel:
             self._finish_reply(section)
             section.tools_in_turn = False
             section.empty_reply = None
+            if event.speaker:
+                section.met_partner(event.speaker)
             section.new_reply(event.speaker)
             # The status line is left alone here: the new bubble shows that a reply comes.
             self._activity = f"running {event.step}"
+            self._set_reply_running(True)
+            if section.partner and self.input.exchange is None:
+                self.input.set_exchange((section.name, section.partner))
 
     def _on_model_loading(self, event: ev.ModelLoading) -> None:
         # The first reply waits for the model to load: the status line says so meanwhile.
@@ -252,6 +310,12 @@ class RunPanel:
         else:
             self._activity = f"{event.step}: loading model {event.model}…"
         self._update_status()
+
+    def _on_conversation_resumed(self, event: ev.ConversationResumed) -> None:
+        """What was said before the run was resumed: shown dimmed above the new turns."""
+        section = self._sections.get(event.step)
+        if section is not None and event.earlier:
+            section.add_html(earlier_html(event, section.name), "awf-earlier")
 
     def _on_tool_use(self, event: ev.AgentToolUse) -> None:
         section = self._sections.get(event.step)
@@ -273,25 +337,33 @@ class RunPanel:
         self.input.set_input_enabled(False)
         section.empty_reply = None  # it was the whole reply: it stays
         if event.speaker and event.speaker != ev.PERSON:  # scripted replies of a partner
+            section.met_partner(event.speaker)
+            if self.input.exchange is None:
+                self.input.set_exchange((section.name, section.partner))
             section.add_html(esc(event.speaker), "awf-speaker")
             section.add_html(esc(event.text), "awf-partner")
+        elif event.turn == 1 and not event.speaker:  # the step's prompt: not the person's
+            section.add_html(esc(event.text), "awf-user", "awf-prompt")
         else:
+            if section.partner:  # the person stepping into an exchange between agents
+                section.add_html("you", "awf-speaker")
             section.add_html(esc(event.text), "awf-user")
 
     def _on_turn_finished(self, event: ev.TurnFinished) -> None:
         self._tokens += event.tokens
         self._tokens_estimated = self._tokens_estimated or event.tokens_estimated
+        self._set_reply_running(False)
         section = self._sections.get(event.step)
         if section is not None:
             if section.tools_in_turn:
                 # The turn's text is shown already, in bubbles between its tool calls
                 # (`event.text` may span them all): only what streamed since is finished.
                 if section.reply is not None:
-                    self._close_reply(section, event.interrupted)
+                    self._close_reply(section, event.interrupted, event.cut)
             else:
                 reply = section.reply or section.new_reply(event.speaker)
                 self.flusher.forget(reply)
-                reply.finish(event.text, event.interrupted)
+                reply.finish(event.text, event.interrupted, event.cut)
                 # A reply of tool calls only ends with no text, before its calls start: if
                 # calls come next, this bubble goes (see `_tool_block`).
                 if not reply.text.strip() and not event.interrupted:
@@ -300,7 +372,7 @@ class RunPanel:
             section.tools_in_turn = False
         self._update_status()
 
-    def _close_reply(self, section: Section, interrupted: bool = False) -> None:
+    def _close_reply(self, section: Section, interrupted: bool = False, cut: bool = False) -> None:
         """End the open bubble where a tool call comes: with the text it has, or, when
         nothing was said before the call (a reply of tool calls only), remove it."""
         reply = section.reply
@@ -309,7 +381,7 @@ class RunPanel:
             return
         self.flusher.forget(reply)
         if reply.text.strip():
-            reply.finish("", interrupted)
+            reply.finish("", interrupted, cut)
         else:
             section.drop_reply(reply)
 
@@ -337,6 +409,7 @@ class RunPanel:
         return block
 
     def _on_tool_started(self, event: ev.ToolCallStarted) -> None:
+        self._set_reply_running(True)  # Stop stops the calls running
         self._tools.pop((event.step, event.call_id), None)  # an id a later round reuses
         self._tool_block(event.step, event.call_id, event.name, event.arguments, event.speaker)
 
@@ -397,6 +470,11 @@ class RunPanel:
 
     def _on_awaiting_input(self, event: ev.AwaitingInput) -> None:
         self.flush()
+        self._set_reply_running(False)
+        reader = self.input.reader
+        if self._stepping_in and reader is not None:  # typed while the agents talked
+            reader.submit(self._stepping_in.pop())
+            return
         self._activity = f"{event.step}: waiting for your message"
         if self.interactive:
             self.input.set_input_enabled(True)
@@ -425,10 +503,17 @@ class RunPanel:
         if section is None:
             return
         self.flush()
+        self._set_reply_running(False)
+        if section.partner:
+            self.input.set_exchange(None)
+            if self._stepping_in:
+                self._stepping_in.clear()
+                self.note("The agents had finished: your message was not sent.")
         self._finish_reply(section)
         self._stop_tools(event.step)
         if event.error and event.status == "failed":
             section.add_html(error_html(event.error), "awf-error")
+            self._step_errors.append(event.error)
         section.finish(event)
         self._update_status()
         self._step_status[event.step] = event.status
@@ -440,6 +525,7 @@ class RunPanel:
             self._finish_reply(section)
         self._stop_tools()
         self.finished = True
+        self.input.run_ended()
         self._cancel_timers()
         self._tokens = event.tokens or self._tokens
         self._tokens_estimated = event.summary.tokens_estimated
@@ -447,7 +533,9 @@ class RunPanel:
         self._activity = event.status
         self._update_status()
         classes = ("awf-summary", "awf-failed") if event.status == "failed" else ("awf-summary",)
-        summary = self.html(summary_html(self.summary), *classes)
+        # An error its step states already is not repeated in the summary.
+        shown = any(error in self.summary.error for error in self._step_errors)
+        summary = self.html(summary_html(self.summary, error_shown=shown), *classes)
         kept = tuple(c for c in self.widget.children if c is not self.input.widget)
         self.widget.children = (*kept, summary)
         self._current_step = ""
@@ -455,14 +543,18 @@ class RunPanel:
         self._save_static()
 
     def _save_static(self) -> None:
-        """Put the static rendering of the run next to the widget in the cell's output."""
+        """Put the static rendering of the run in the cell's output, in the widget's place
+        (panel_static.py says why the widget view must go, and how)."""
         if self.display_handle is None:
             return
-        from awf_nb.frontends.notebook.panel_static import static_html
+        from awf_nb.frontends.notebook.panel_static import (
+            replace_live_output,
+            static_html,
+            static_text,
+        )
 
-        bundle = dict(self.widget._repr_mimebundle_() or {})
-        bundle["text/html"] = static_html(self.widget)
-        self.display_handle.update(bundle, raw=True)
+        bundle = {"text/html": static_html(self.widget), "text/plain": static_text(self.widget)}
+        replace_live_output(self.display_handle, bundle, in_place=self.static_in_place)
 
     def _refresh_diagram(self) -> None:
         """Redraw the workflow diagram with the run's progress, when it is shown."""
@@ -491,40 +583,27 @@ class RunPanel:
         """Send every buffered change now (one update per changed widget)."""
         self.flusher.flush()
 
-    def _schedule_tick(self) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed() and not self.finished:
-            self._tick_handle = loop.call_later(self.status_interval, self._tick)
-
-    def _tick(self) -> None:
-        self._tick_handle = None
-        if self.finished:
-            return
-        # At most one message per flush: while text streams, the clock waits.
-        if self.flusher.quiet():
-            self._update_status()
-        self._schedule_tick()
-
     def _cancel_timers(self) -> None:
         self.flusher.cancel()
-        if self._tick_handle is not None:
-            self._tick_handle.cancel()
-            self._tick_handle = None
 
     # --- the status line ----------------------------------------------------------------------
 
     def _update_status(self) -> None:
-        value = self._status_html()
+        """Send the status line when what it says changed (the browser ticks its clock)."""
+        elapsed = time.monotonic() - self._started
+        value = self._status_html(elapsed)
         if value != self._status_sent:
-            self._status_sent = self.status.value = value
+            self._status_sent = value
+            self.status.show(value, elapsed=elapsed, running=not self.finished)
 
-    def _status_html(self) -> str:
+    def _status_html(self, elapsed: float) -> str:
         title = f"<b>{esc(self.title)}</b>"
         if self.finished and self.summary is not None:
             s = self.summary
             color = STATUS_COLORS.get(s.status, "inherit")
             return f'{title} · <b style="color:{color}">{esc(s.status)}</b> {esc(s.figures())}'
-        parts = [title, esc(self._activity), format_elapsed(time.monotonic() - self._started)]
+        clock = f'<span class="awf-elapsed">{format_elapsed(elapsed)}</span>'
+        parts = [title, esc(self._activity), clock]
         if self._tokens:
             parts.append(format_tokens(self._tokens, self._tokens_estimated))
         return " · ".join(parts)
@@ -533,13 +612,15 @@ class RunPanel:
 def display_panel(panel: RunPanel) -> None:
     """Show the panel in the current cell's output (with Enter-to-send when it asks).
 
-    The output gets a display id: when the run ends it is updated to carry a static HTML
-    rendering of the run too, for readers of the saved notebook (panel_static.py)."""
+    The output gets a display id: when the run ends the widget view makes way for a static
+    rendering of the run, for readers of the saved notebook (`RunPanel._save_static`)."""
     from IPython.display import display
+
+    from awf_nb.frontends.notebook.panel_static import show_live
 
     if panel.interactive:
         display({"application/javascript": ENTER_TO_SEND_JS, "text/plain": ""}, raw=True)
-    panel.display_handle = display(panel.widget, display_id=True)
+    panel.display_handle = show_live(panel.widget)
 
 
 _HANDLERS: dict[type, Callable[[RunPanel, Any], None]] = {
@@ -554,6 +635,7 @@ _HANDLERS: dict[type, Callable[[RunPanel, Any], None]] = {
     ev.ToolCallFinished: RunPanel._on_tool_finished,
     ev.UserMessage: RunPanel._on_user_message,
     ev.TurnFinished: RunPanel._on_turn_finished,
+    ev.ConversationResumed: RunPanel._on_conversation_resumed,
     ev.AwaitingInput: RunPanel._on_awaiting_input,
     ev.LogMessage: RunPanel._on_log,
     ev.RunWarning: RunPanel._on_warning,

@@ -58,11 +58,6 @@ class Flusher:
             self.stats.flushes += 1
             self.stats.updates += sent
 
-    def quiet(self) -> bool:
-        """Nothing streams and nothing waits to be sent: a status update may go out alone."""
-        streaming = time.monotonic() - self._last < 2 * self.interval
-        return not streaming and not self._dirty and self._handle is None
-
     def cancel(self) -> None:
         if self._handle is not None:
             self._handle.cancel()

@@ -50,6 +50,40 @@ def clean_output(text: str) -> str:
     return text
 
 
+def earlier_html(event: ev.ConversationResumed, agent: str) -> str:
+    """A resumed conversation so far, as bubbles (the live ones' classes) under a summary
+    line that folds them away."""
+    bubbles = []
+    for said in event.earlier:
+        if said.role == "agent":
+            text = render_markdown(said.text)
+            if said.interrupted:
+                text += '<p class="awf-note">■ reply interrupted</p>'
+            elif said.cut:
+                text += f'<p class="awf-note awf-cut">{CUT_MARK}</p>'
+            kind, label = "awf-assistant", ""
+        else:
+            text = esc(said.text)
+            kind = {"partner": "awf-partner", "prompt": "awf-user awf-prompt"}.get(
+                said.role, "awf-user"
+            )
+            label = said.name if said.role == "partner" else ""
+        if label:
+            bubbles.append(
+                f'<div class="awf-speaker"><div class="widget-html-content">{esc(label)}'
+                "</div></div>"
+            )
+        inner = "awf-stream" if said.role == "agent" else "widget-html-content"
+        bubbles.append(f'<div class="{kind}"><div class="{inner}">{text}</div></div>')
+    count = len(event.earlier) + event.left_out
+    more = f" ({event.left_out} earlier ones not shown)" if event.left_out else ""
+    summary = f"Earlier in this conversation: {count} messages{more}"
+    return (
+        f"<details open><summary>{esc(summary)}</summary>"
+        f'<div class="awf-earlier-body">{"".join(bubbles)}</div></details>'
+    )
+
+
 def error_html(message: str) -> str:
     """An error message as one HTML paragraph, its line breaks kept."""
     return "<p>" + esc(message).replace("\n", "<br>") + "</p>"
@@ -92,6 +126,7 @@ class HtmlMaker(Protocol):
 
 
 _WAITING = '<p class="awf-note">…</p>'
+CUT_MARK = "… cut at max_tokens"  # after a reply that reached its length limit
 
 
 class Reply:
@@ -125,13 +160,16 @@ class Reply:
         tail = render_markdown(rest) if rest.strip() else ("" if text else _WAITING)
         return self.widget.push(append, tail)
 
-    def finish(self, text: str, interrupted: bool) -> None:
+    def finish(self, text: str, interrupted: bool, cut: bool = False) -> None:
+        """The final reply; `cut`: it reached max_tokens, so it may end mid-word."""
         if text:
             self.parts = [text]
         self.finished = True
         value = render_markdown(self.text) if self.text else ""
         if interrupted:
             value += '<p class="awf-note">■ reply interrupted</p>'
+        elif cut:
+            value += f'<p class="awf-note awf-cut">{CUT_MARK}</p>'
         if not value:
             value = '<p class="awf-note">(empty reply)</p>'
         self.widget.finish(value)
@@ -225,6 +263,9 @@ class Section:
         self.tools_in_turn = False
         self.empty_reply: Reply | None = None  # the last reply, when it said nothing
         self.output: Output | None = None
+        # The other agent when the step's agent talks with one (`conversation.with`, a
+        # simulated user): then every bubble is labelled with who says it.
+        self.partner = ""
         self._output_note: widgets.HTML | None = None
         what = event.kind if event.mode in ("", "single") else f"{event.kind}, {event.mode}"
         self.what = mark_bidi(f"{what}, {event.detail}" if event.detail else what)
@@ -237,8 +278,8 @@ class Section:
             _dom_classes=("awf-step",),
         )
 
-    def add_html(self, value: str, css_class: str) -> widgets.HTML:
-        item = self.maker.html(value, css_class)
+    def add_html(self, value: str, *css_classes: str) -> widgets.HTML:
+        item = self.maker.html(value, *css_classes)
         self.body.children = (*self.body.children, item)
         return item
 
@@ -260,13 +301,40 @@ class Section:
 
     def new_reply(self, speaker: str = "") -> Reply:
         """A bubble for the step's agent, or (`speaker`) for a partner agent: on the
-        person's side, in its own colour, under its name."""
-        label = self.add_html(esc(speaker), "awf-speaker") if speaker else None
+        person's side, in its own colour, under its name. In an exchange between agents
+        the step's agent is named too (by its step)."""
+        if speaker:
+            label: widgets.HTML | None = self.add_html(esc(speaker), "awf-speaker")
+        elif self.partner:
+            label = self.add_html(self.own_label(), "awf-speaker", "awf-own")
+        else:
+            label = None
         self.reply = Reply(
             self.add_stream("awf-partner" if speaker else "awf-assistant", tail=_WAITING)
         )
         self.reply.label = label
         return self.reply
+
+    def own_label(self) -> str:
+        return esc(self.name)
+
+    def met_partner(self, partner: str) -> None:
+        """The step's agent turns out to talk with `partner` (a simulated user, a partner
+        not known from the workflow): the bubbles so far get their labels too (the step's
+        agent; the person, who may have stepped in)."""
+        if self.partner:
+            return
+        self.partner = partner
+        children: list[widgets.Widget] = []
+        for child in self.body.children:
+            classes = child._dom_classes
+            labelled = children and "awf-speaker" in children[-1]._dom_classes
+            if "awf-assistant" in classes and not labelled:
+                children.append(self.maker.html(self.own_label(), "awf-speaker", "awf-own"))
+            elif "awf-user" in classes and "awf-prompt" not in classes and not labelled:
+                children.append(self.maker.html("you", "awf-speaker"))
+            children.append(child)
+        self.body.children = tuple(children)
 
     def drop_reply(self, reply: Reply) -> None:
         """Take away a bubble that never got any text (a reply of tool calls only)."""

@@ -2,10 +2,11 @@
 
 Every `awf` command is also a `%awf` command, with the same arguments: each is defined once,
 by the command's `configure` function in the command table (`awf_nb.frontends.commands`,
-which the `awf` program uses too). The notebook adds
-three flags of its own to `%awf run`, `%awf resume` and `%%awf` (`NOTEBOOK_RUN_FLAGS`:
-`--out`, `--no-interactive`, `--wait`), and `%%awf` adds `--diagram`. In a notebook,
-`{name}` in an input value or a RUN_ID is replaced by the Python variable `name`.
+which the `awf` program uses too). The notebook adds flags of its own to `%awf run`,
+`%awf resume` and `%%awf` (`NOTEBOOK_RUN_FLAGS`: `--out`, `--no-interactive`, `--wait`,
+`--headless-replay`), and `%%awf` adds `--diagram`; `%%awf chat` (chat_cell.py) adds
+`--provider` and `--system`. In a notebook, `{name}` in an input value or a RUN_ID is
+replaced by the Python variable `name`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from awf_nb.errors import AwfError
 from awf_nb.frontends.commands import COMMANDS, flags
 from awf_nb.frontends.notebook.handle import DEFAULT_HANDLE, cell_error
-from awf_nb.frontends.notebook.run_mode import is_headless
+from awf_nb.frontends.notebook.run_mode import frontend_takes_input, is_headless
 
 if TYPE_CHECKING:
     from awf_nb.workflow.model import Workflow
@@ -36,6 +37,7 @@ __all__ = [
     "CellOptions",
     "HelpShown",
     "build_cell_parser",
+    "build_chat_parser",
     "build_line_parser",
     "cell_options",
     "cell_workflow",
@@ -43,7 +45,7 @@ __all__ = [
     "parse_line",
 ]
 
-NOTEBOOK_RUN_FLAGS = ("--out", "--no-interactive", "--wait", "--no-wait")
+NOTEBOOK_RUN_FLAGS = ("--out", "--no-interactive", "--wait", "--no-wait", "--headless-replay")
 _BRACED_NAME = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}(?!\})")
 _YAML_NAME = re.compile(r"^name[ \t]*:[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 _LINE_HELP = (
@@ -92,6 +94,13 @@ def add_notebook_run_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="make the cell wait for the run to end (--wait) or return at once (--no-wait)",
     )
+    parser.add_argument(
+        "--headless-replay",
+        metavar="PATH",
+        help="when nobody can answer (headless: nbval, nbconvert --execute, "
+        "AWF_NO_INTERACTIVE=1), replay the run from the cassette PATH; a person running "
+        "the cell talks to the model",
+    )
 
 
 def build_cell_parser() -> MagicArgumentParser:
@@ -109,6 +118,26 @@ def build_cell_parser() -> MagicArgumentParser:
     parser.add_argument(
         "--diagram", action="store_true", help="show the workflow as a diagram; do not run it"
     )
+    return parser
+
+
+def build_chat_parser() -> MagicArgumentParser:
+    """`%%awf chat [flags]`: the cell body is the first message of a conversation
+    (chat_cell.py); the flags of `%%awf`, and the step's provider and system prompt."""
+    parser = _parser(
+        "%%awf chat",
+        "Start a conversation: the cell body is the first message (no YAML). Runs on the "
+        "bundled model unless --model or --provider says otherwise.",
+    )
+    flags.configure_run_io(parser)
+    add_notebook_run_flags(parser)
+    parser.add_argument(
+        "--provider",
+        metavar="NAME",
+        help="the agent's provider (default: local, the bundled model); with it, --model "
+        "is that provider's model",
+    )
+    parser.add_argument("--system", metavar="TEXT", help="a system prompt for the agent")
     return parser
 
 
@@ -177,16 +206,27 @@ def cell_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> Cell
         run_flags = flags.run_flags(args)
     except AwfError as exc:
         raise cell_error(exc) from None
+    from IPython import get_ipython
+
+    headless = is_headless(args.no_interactive, takes_input=frontend_takes_input(get_ipython()))
+    if headless and args.headless_replay and not _has_cassette(run_flags):
+        run_flags["replay"] = args.headless_replay  # a recorded run stands in for the person
     return CellOptions(
         inputs=inputs,
         replies=args.reply,
         out=args.out,
-        headless=is_headless(args.no_interactive),
+        headless=headless,
         wait=args.wait,
         output=args.output,
         json=args.json,
         flags=run_flags,
     )
+
+
+def _has_cassette(run_flags: Mapping[str, Any]) -> bool:
+    """Whether the line already names a cassette (`--replay`, `--record`, `--record-missing`),
+    which `--headless-replay` then leaves alone."""
+    return any(run_flags.get(name) for name in ("replay", "record", "record_missing"))
 
 
 def expand_braces(value: str, namespace: Mapping[str, Any]) -> str:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RunMode",
     "choose_run_mode",
+    "frontend_takes_input",
     "is_headless",
     "kernel_version",
     "parse_version",
@@ -87,10 +88,38 @@ def workflow_needs_input(workflow: Workflow, *, _seen: set[str] | None = None) -
     return False
 
 
-def is_headless(flag: bool, env: Mapping[str, str] | None = None) -> bool:
-    """`--no-interactive`, or `AWF_NO_INTERACTIVE` set to 1/true/yes/on."""
-    value = (env if env is not None else os.environ).get("AWF_NO_INTERACTIVE", "")
-    return flag or value.strip().lower() in _TRUE_WORDS
+def is_headless(
+    flag: bool, env: Mapping[str, str] | None = None, *, takes_input: bool | None = None
+) -> bool:
+    """Whether nobody can answer a run: `--no-interactive`; else `AWF_NO_INTERACTIVE` when
+    it is set (1/true/yes/on: headless; 0/false/…: never, whatever runs the cell); else
+    whether the frontend running the cell takes no input (`takes_input` False: nbclient,
+    `jupyter nbconvert --execute`, papermill, nbval — a run there would wait for ever)."""
+    if flag:
+        return True
+    value = (env if env is not None else os.environ).get("AWF_NO_INTERACTIVE", "").strip()
+    if value:
+        return value.lower() in _TRUE_WORDS
+    return takes_input is False
+
+
+def frontend_takes_input(shell: Any) -> bool | None:
+    """Whether the frontend that runs the current cell can answer what the cell asks: its
+    execute request allows stdin. JupyterLab, Notebook and VS Code send `allow_stdin`
+    true; nbclient (so nbconvert, papermill) and nbval false. None outside a kernel or
+    when the request cannot be seen."""
+    kernel = getattr(shell, "kernel", None)
+    get_parent = getattr(kernel, "get_parent", None)
+    if get_parent is None:
+        return None
+    try:
+        request = get_parent("shell")
+    except Exception:  # a kernel without it, or no request in this context
+        return None
+    content = request.get("content") if isinstance(request, dict) else None
+    if not isinstance(content, dict) or "allow_stdin" not in content:
+        return None
+    return bool(content["allow_stdin"])
 
 
 def kernel_version(shell: Any) -> tuple[int, ...] | None:

@@ -9,15 +9,23 @@ from awf_nb.engine.summary import RunSummary, format_duration, format_tokens
 from awf_nb.safe_text import mark_bidi
 
 RESUME_COMMAND = "%awf resume"
+# Readable in light and dark themes alike: the theme's accent mixed towards its text colour
+# (the plain accents are too pale on white, or too dark on black; see panel.css).
 STATUS_COLORS = {
-    "completed": "var(--jp-success-color1, #2e7d32)",
-    "failed": "var(--jp-error-color1, #c62828)",
-    "cancelled": "var(--jp-warn-color1, #b26a00)",
+    "completed": "color-mix(in srgb, var(--jp-success-color1, #388e3c) 68%, "
+    "var(--jp-content-font-color1, #000))",
+    "failed": "color-mix(in srgb, var(--jp-error-color1, #d32f2f) 80%, "
+    "var(--jp-content-font-color1, #000))",
+    "cancelled": "color-mix(in srgb, var(--jp-warn-color1, #f57c00) 62%, "
+    "var(--jp-content-font-color1, #000))",
 }
 
 
-def summary_html(summary: RunSummary) -> str:
-    """The headline, the message or error, a table of steps and how to continue."""
+def summary_html(summary: RunSummary, *, error_shown: bool = False) -> str:
+    """The headline, the message or error, a table of steps and how to continue.
+
+    `error_shown`: the error is stated already (in its step's section of the run panel),
+    so it is not repeated."""
     color = STATUS_COLORS.get(summary.status, "inherit")
     parts = [
         f"<div><b>{esc(summary.workflow)}</b>: "
@@ -26,7 +34,7 @@ def summary_html(summary: RunSummary) -> str:
     ]
     if summary.message:
         parts.append(f'<div class="awf-message">{esc(summary.message)}</div>')
-    if summary.error:
+    if summary.error and not error_shown:
         parts.append(f'<div class="awf-error-text">{esc(summary.error)}</div>')
     if summary.steps:
         rows = "".join(

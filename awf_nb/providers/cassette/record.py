@@ -177,8 +177,8 @@ class _TurnTape:
                 event = SessionId(mask(session_id))
             case Notice(message=message, truncated_turns=truncated):
                 event = Notice(mask(message), truncated)
-            case Final(text=text):
-                event = Final(mask(text))
+            case Final(text=text, cut=cut):
+                event = Final(mask(text), cut=cut)
         self.turn.events.append(TimedEvent(at, event))
 
     def _flush_text(self) -> None:

@@ -241,8 +241,8 @@ def event_to_json(timed: TimedEvent) -> dict[str, Any]:
             return {"at": at, "session_id": session_id}
         case Notice(message=message, truncated_turns=truncated):
             return {"at": at, "notice": {"message": message, "truncated_turns": truncated}}
-        case Final(text=text):
-            return {"at": at, "final": text}
+        case Final(text=text, cut=cut):
+            return {"at": at, "final": text, "cut": True} if cut else {"at": at, "final": text}
     raise TypeError(f"not a provider event: {event!r}")
 
 
@@ -267,7 +267,7 @@ def event_from_json(data: Mapping[str, Any]) -> TimedEvent:
     elif "notice" in data:
         event = Notice(str(data["notice"]["message"]), int(data["notice"]["truncated_turns"]))
     elif "final" in data:
-        event = Final(str(data["final"]))
+        event = Final(str(data["final"]), cut=data.get("cut") is True)
     else:
         raise ValueError(f"unknown event {sorted(data)}")
     return TimedEvent(at, event)

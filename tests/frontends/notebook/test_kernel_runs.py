@@ -298,14 +298,20 @@ def test_cancel_a_background_run(awf_kernel: KernelSession) -> None:
 # ---------------------------------------------------------------------------- mode 4
 
 
-@pytest.mark.parametrize("headless", ["flag", "env"])
+@pytest.mark.parametrize("headless", ["flag", "env", "frontend"])
 def test_headless_conversation_does_not_wait(awf_kernel: KernelSession, headless: str) -> None:
+    """Headless: `--no-interactive`, `AWF_NO_INTERACTIVE=1`, or a frontend that takes no
+    input (nbclient, nbconvert --execute, papermill and nbval send `allow_stdin` false)."""
     if headless == "env":
         setup = awf_kernel.execute("%env AWF_NO_INTERACTIVE=1")
         assert setup.status == "ok", failure(awf_kernel, setup)
     flags = "--out chat --no-interactive" if headless == "flag" else "--out chat"
 
-    outcome = awf_kernel.execute(awf_cell(CONVERSATION_WORKFLOW, flags), timeout=CELL_SECONDS)
+    outcome = awf_kernel.execute(
+        awf_cell(CONVERSATION_WORKFLOW, flags),
+        timeout=CELL_SECONDS,
+        allow_stdin=headless != "frontend",
+    )
 
     assert outcome.status == "ok", failure(awf_kernel, outcome)
     (panel,) = awf_kernel.find_widgets(css_class="awf-panel")
@@ -341,8 +347,13 @@ def test_provider_error_fails_the_cell_and_shows_in_the_panel(awf_kernel: Kernel
         'replies: ["The **summary** is ready."]', 'replies: [{error: "the model is on fire"}]'
     )
     outcome = awf_kernel.execute(awf_cell(failing), timeout=CELL_SECONDS)
-    assert_short_error(awf_kernel, outcome, "the model is on fire")
-    # all_text leaves out the cell's error message: this is the panel's own copy.
+    # The error is stated once, in the panel; the cell's red line points at it (the
+    # exception itself still carries the whole message, for code that catches it).
+    assert_short_error(awf_kernel, outcome, "workflow quick failed (see the run above)")
+    assert "the model is on fire" in outcome.reply["content"]["evalue"]
+    # The panel's own copy, in the failed step (the summary does not repeat it).
+    assert awf_kernel.texts("awf-error") == ["<p>scripted: the model is on fire</p>"]
+    assert "on fire" not in "".join(awf_kernel.texts("awf-summary"))
     assert "the model is on fire" in all_text(awf_kernel), awf_kernel.describe()
     assert any("failed" in text for text in awf_kernel.texts("awf-status"))
 

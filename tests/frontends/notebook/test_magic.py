@@ -258,6 +258,25 @@ def test_an_invalid_workflow_fails_the_cell_with_one_paragraph(
     assert "Traceback" not in shown
 
 
+def test_an_invalid_cell_shows_every_problem_with_did_you_mean(
+    ip: InteractiveShell, capsys
+) -> None:
+    """As `awf validate` does: the typo's warning says why the prompt is missing."""
+    typo = CHAT.replace('    prompt: "Let\'s talk."', '    promt: "Let\'s talk."').replace(
+        "on_success: done", "on_succes: done"
+    )
+    outcome = cell(ip, "%%awf\n" + typo)
+
+    assert isinstance(outcome.error_in_exec, AwfCellError)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if "<cell>" in line] == [
+        "\x1b[0;31m<cell>:5:3: error: states.talk: prompt is required in conversation mode\x1b[0m",
+        '<cell>:9:5: warning: states.talk.promt: unknown key "promt" (did you mean "prompt"?)',
+        '<cell>:12:5: warning: states.talk.on_succes: unknown key "on_succes" '
+        '(did you mean "on_success"?)',
+    ], lines
+
+
 def test_a_failed_run_fails_the_cell_and_says_how_to_resume(ip: InteractiveShell, capsys) -> None:
     outcome = cell(ip, "%%awf --out h\n" + FAILING)
 

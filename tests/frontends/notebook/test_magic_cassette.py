@@ -68,3 +68,33 @@ def test_a_cell_with_an_unusable_cassette_fails_with_one_paragraph(
     shown = capsys.readouterr()
     assert "cassette nowhere.jsonl not found" in shown.out + shown.err
     assert "Traceback" not in shown.out + shown.err
+
+
+def test_headless_replay_stands_in_for_the_person_only_when_nobody_can_answer(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--headless-replay PATH`: headless (here AWF_NO_INTERACTIVE=1), the run is the
+    recorded one, messages included; with someone to answer, it runs live."""
+    chat = CHAT.replace('["First answer.", "Second answer."]', '["Live one.", "Live two."]')
+    recorded = cell(ip, '%%awf --record chat.jsonl --reply "Tell me more" --reply ""\n' + CHAT)
+    assert recorded.success, recorded.error_in_exec
+
+    monkeypatch.setenv("AWF_NO_INTERACTIVE", "1")
+    outcome = cell(ip, "%%awf --headless-replay chat.jsonl --out replayed\n" + CHAT)
+    assert outcome.success, outcome.error_in_exec
+    turns = ip.user_ns["replayed"].result().steps["talk"].conversation.turns
+    assert [t.content for t in turns] == [
+        "Let's talk.", "First answer.", "Tell me more", "Second answer."
+    ]  # fmt: skip
+
+    # A line naming its own cassette keeps it: here it records, live.
+    line = "%%awf --headless-replay chat.jsonl --record-missing own.jsonl --out own\n"
+    outcome = cell(ip, line + chat)
+    assert outcome.success, outcome.error_in_exec
+    assert ip.user_ns["own"].result().outputs["talk"] == "Live one."
+    assert Path("own.jsonl").is_file()
+
+    monkeypatch.setenv("AWF_NO_INTERACTIVE", "0")  # someone answers (here with --reply)
+    outcome = cell(ip, '%%awf --headless-replay chat.jsonl --reply "" --out live\n' + chat)
+    assert outcome.success, outcome.error_in_exec
+    assert ip.user_ns["live"].result().outputs["talk"] == "Live one."

@@ -10,6 +10,7 @@ from another thread, as ipykernel 7 subshells deliver them.
 from __future__ import annotations
 
 import asyncio
+import html
 import threading
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from awf_nb.frontends.notebook import handle as handle_module
 from awf_nb.frontends.notebook import magic
 from awf_nb.frontends.notebook.run_mode import (
     choose_run_mode,
+    frontend_takes_input,
     is_headless,
     parse_version,
     workflow_needs_input,
@@ -94,6 +96,35 @@ def test_is_headless() -> None:
     assert is_headless(False, {"AWF_NO_INTERACTIVE": "true"})
     assert not is_headless(False, {"AWF_NO_INTERACTIVE": "0"})
     assert not is_headless(False, {})
+    # A frontend that takes no input (nbclient, nbval) is headless, unless the variable
+    # says otherwise; one that does (JupyterLab), or an unknown one, is not.
+    assert is_headless(False, {}, takes_input=False)
+    assert not is_headless(False, {"AWF_NO_INTERACTIVE": "0"}, takes_input=False)
+    assert not is_headless(False, {}, takes_input=True)
+    assert not is_headless(False, {}, takes_input=None)
+
+
+def test_whether_the_frontend_takes_input_is_in_its_request() -> None:
+    class Kernel:
+        def __init__(self, request: object) -> None:
+            self.request = request
+
+        def get_parent(self, channel: str) -> object:
+            assert channel == "shell"
+            return self.request
+
+    class Shell:
+        def __init__(self, kernel: object) -> None:
+            self.kernel = kernel
+
+    def request(allow: bool) -> dict[str, object]:
+        return {"content": {"code": "", "allow_stdin": allow}}
+
+    assert frontend_takes_input(Shell(Kernel(request(True)))) is True
+    assert frontend_takes_input(Shell(Kernel(request(False)))) is False
+    assert frontend_takes_input(Shell(Kernel({}))) is None
+    assert frontend_takes_input(Shell(None)) is None
+    assert frontend_takes_input(None) is None
 
 
 def test_workflow_needs_input(tmp_path: Path) -> None:
@@ -277,7 +308,7 @@ def test_no_wait_forces_the_background(
     assert ip.user_ns["result"].ok
 
 
-def test_stop_at_the_prompt_cancels_an_awaiting_run(
+def test_cancel_run_at_the_prompt_cancels_an_awaiting_run(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     as_kernel(monkeypatch, (7, 4, 0))
@@ -287,7 +318,7 @@ def test_stop_at_the_prompt_cancels_an_awaiting_run(
             wait_until(lambda: "chat" in ip.user_ns, "the handle")
             panel = ip.user_ns["chat"].panel
             wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
-            click(panel.input.stop_button)
+            click(panel.input.cancel_button)
         except AssertionError:
             give_up(ip)  # the assertions below then report what went wrong
 
@@ -322,7 +353,10 @@ def test_headless_panel_runs_show_the_summary(
 
     assert outcome.success, outcome.error_in_exec
     panel = ip.user_ns["chat"].panel
-    assert "awf run panel: chat" in capsys.readouterr().out  # the panel's text form
+    # The panel's text form: empty while live, then the run as a transcript.
+    shown = capsys.readouterr().out
+    assert "awf run panel" not in shown
+    assert "chat · completed in" in shown and "  prompt: Let's talk." in shown
     assert panel.summary is not None and panel.summary.status == "completed"
     assert panel.input.widget not in panel.widget.children
 
@@ -351,6 +385,40 @@ async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveS
     assert "cancelled" in panel.status.value
 
 
+FAILING = """\
+name: broken
+states:
+  initial: build
+  build:
+    type: command
+    command: "echo compiling; echo 'missing header' >&2; exit 3"
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+def test_a_failed_cell_states_its_error_once(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from awf_nb.frontends.notebook.panel_static import html_to_text, static_html
+
+    as_kernel(monkeypatch, (7, 4, 0))
+
+    outcome = cell(ip, "%%awf --out chat\n" + FAILING)
+
+    error = outcome.error_in_exec
+    assert isinstance(error, magic.AwfCellError)
+    assert "exit code 3: missing header" in str(error)  # the whole story, for code
+    # What the person sees: the panel, then the cell's own red line.
+    panel_text = html_to_text(static_html(ip.user_ns["chat"].panel.widget))
+    cell_text = "\n".join(error._render_traceback_())
+    assert panel_text.count("exit code 3") == 1, panel_text
+    assert "exit code" not in cell_text and "missing header" not in cell_text
+    assert cell_text == "\x1b[0;31mworkflow broken failed (see the run above)\x1b[0m"
+    assert "continue it with %awf resume" in panel_text
+    capsys.readouterr()
+
+
 def test_a_recorded_notebook_conversation_keeps_what_the_person_typed(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -370,3 +438,58 @@ def test_a_recorded_notebook_conversation_keeps_what_the_person_typed(
     assert outcome.success, outcome.error_in_exec
     turns = ip.user_ns["chat"].result().steps["talk"].conversation.turns
     assert "Typed in the panel" in [t.content for t in turns]
+
+
+def test_resume_in_a_notebook_shows_the_conversation_so_far_before_the_next_turn(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`%awf resume RUN_ID` of a conversation cancelled at its prompt: the panel opens with
+    what was said so far (dimmed, its own box) before it asks again."""
+    as_kernel(monkeypatch, (7, 4, 0))
+    errors: list[BaseException] = []
+
+    def person(messages: list[str], then: str, earlier: list[str], old: object) -> None:
+        try:
+            wait_until(lambda: ip.user_ns.get("chat") not in (None, old), "the handle")
+            panel = ip.user_ns["chat"].panel
+            wait_until(lambda: "talk" in panel._sections, "the step to start")
+            for message in messages:
+                wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
+                panel.input.text.value = message
+                click(panel.input.send_button)
+                wait_until(lambda: panel.input.send_button.disabled, "the message sent")
+            wait_until(lambda: not panel.input.send_button.disabled, "the next prompt")
+            body = panel._sections["talk"].body.children
+            earlier.extend(c.value for c in body if "awf-earlier" in c._dom_classes)
+            click(getattr(panel.input, then))
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+            give_up(ip)
+
+    def cell_with(messages: list[str], then: str, line: str) -> tuple[object, list[str]]:
+        earlier: list[str] = []
+        old = ip.user_ns.get("chat")
+        thread = threading.Thread(target=person, args=(messages, then, earlier, old), daemon=True)
+        thread.start()
+        outcome = cell(ip, line)
+        thread.join(timeout=WAIT_SECONDS)
+        assert not errors, errors
+        return outcome, earlier
+
+    first, earlier = cell_with(
+        ["Remember two things"], "cancel_button", "%%awf --out chat\n" + CHAT
+    )
+    assert isinstance(first.error_in_exec, magic.AwfCellError)
+    assert earlier == []  # a new conversation has nothing earlier
+    run_id = ip.user_ns["chat"].run_id
+    assert ip.user_ns["chat"].state.status == "cancelled"
+
+    again, earlier = cell_with([], "end_button", f"%awf resume {run_id} --out chat")
+
+    assert again.success, again.error_in_exec
+    (shown,) = [html.unescape(text) for text in earlier]
+    assert "Earlier in this conversation: 4 messages" in shown
+    for said in ("Let's talk.", "First answer.", "Remember two things", "Second answer."):
+        assert said in shown
+    assert 'class="awf-user awf-prompt"' in shown  # the step's prompt, marked as the workflow's
+    assert ip.user_ns["chat"].result().ok

@@ -4,6 +4,7 @@ typing are delivered exactly as the browser sends them (`_handle_msg` with `buff
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import ipywidgets as widgets
 import pytest
@@ -45,9 +46,14 @@ states:
 """
 
 
-def start(yaml_text: str, *, interactive: bool = True) -> tuple[RunPanel, RunHandle]:
+def start(
+    yaml_text: str, *, interactive: bool = True, knows_workflow: bool = False
+) -> tuple[RunPanel, RunHandle]:
+    """`knows_workflow`: the panel is given the workflow, as `%%awf` gives it."""
     workflow = load(yaml_text)
-    panel = RunPanel(workflow.name, interactive=interactive)
+    panel = RunPanel(
+        workflow.name, interactive=interactive, workflow=workflow if knows_workflow else None
+    )
     reader = WidgetReader() if interactive else None
     runner = prepare_run(workflow, reader=reader, sink=panel, storage=False).runner
     handle = RunHandle(runner, panel=panel, reader=reader, name="chat")
@@ -100,6 +106,7 @@ async def test_the_panel_has_the_widgets_the_browser_tests_rely_on() -> None:
         "Send",
         "End conversation",
         "Stop",
+        "Cancel run",
     ]
     assert repr(panel.widget) == "awf run panel: chat"
     handle.cancel()
@@ -144,11 +151,16 @@ async def test_stop_during_a_reply_interrupts_it_and_returns_to_the_prompt() -> 
     assert [t.interrupted for t in turns if t.role == "assistant"] == [False, True, False]
 
 
-async def test_stop_at_the_prompt_cancels_the_run() -> None:
+async def test_at_the_prompt_stop_is_off_and_cancel_run_cancels_the_run() -> None:
     panel, handle = start(conversation(["a", "b"]))
     await until(lambda: not panel.input.send_button.disabled, "the prompt")
 
+    # Nothing is being written: Stop (the reply) does nothing, the run waits on.
+    assert panel.input.stop_button.disabled
     click(panel.input.stop_button)
+    await asyncio.sleep(0.05)
+    assert not handle.done() and not panel.input.send_button.disabled
+    click(panel.input.cancel_button)
     await asyncio.wait_for(asyncio.wait({handle.task}), WAIT_SECONDS)
 
     assert handle.state.status == "cancelled"
@@ -193,7 +205,7 @@ async def test_a_headless_panel_has_no_text_box() -> None:
     panel, handle = start(conversation(["only reply"]), interactive=False)
 
     assert find(panel.widget, widgets.Textarea) == []
-    assert [b.description for b in find(panel.widget, widgets.Button)] == ["Stop"]
+    assert [b.description for b in find(panel.widget, widgets.Button)] == ["Stop", "Cancel run"]
     result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
     assert result.steps["talk"].conversation.total_turns == 1
 
@@ -391,16 +403,21 @@ async def test_a_partner_agent_has_its_own_labelled_bubbles() -> None:
     result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
     assert result.ok, result.error
     shown = bubbles(panel)
+    # Every speaker is named: the step's agent (by its step) as well as its partner.
     assert [kind for kind, _ in shown] == [
-        "awf-user",
+        "awf-user",  # the prompt
+        "awf-speaker",
         "awf-assistant",
         "awf-speaker",
         "awf-partner",
+        "awf-speaker",
         "awf-assistant",
         "awf-speaker",
         "awf-partner",
     ]
-    assert shown[2][1] == "reviewer" and "fix it" in shown[3][1]
+    assert [text for kind, text in shown if kind == "awf-speaker"] == ["talk", "reviewer"] * 2
+    assert "fix it" in shown[4][1]
+    assert "awf-prompt" in panel._sections["talk"].body.children[0]._dom_classes
 
 
 async def test_stop_during_an_exchange_then_a_typed_message_takes_over() -> None:
@@ -421,6 +438,106 @@ async def test_stop_during_an_exchange_then_a_typed_message_takes_over() -> None
         "person",
         "make it about snow",
     )
-    kinds = [kind for kind, _ in bubbles(panel)]
-    assert kinds[:3] == ["awf-user", "awf-assistant", "awf-user"]
-    assert "awf-partner" in kinds[3:]
+    shown = bubbles(panel)
+    assert [kind for kind, _ in shown][:5] == [
+        "awf-user",  # the prompt
+        "awf-speaker",
+        "awf-assistant",  # cut short by Stop
+        "awf-speaker",
+        "awf-user",  # the person, in the reviewer's place
+    ]
+    assert shown[3][1] == "you"
+    assert "awf-partner" in [kind for kind, _ in shown][5:]
+
+
+async def test_a_reply_cut_at_max_tokens_ends_with_a_marker() -> None:
+    cut = conversation(["Once upon a time there was a fox.", "The end."]).replace(
+        "delay_ms: 0", "delay_ms: 0\n      max_tokens: 5"
+    )
+    panel, handle = start(cut, interactive=False)
+    await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+
+    (reply,) = [text for kind, text in bubbles(panel) if kind == "awf-assistant"]
+    assert reply == (
+        '<p>Once upon a time the</p>\n<p class="awf-note awf-cut">… cut at max_tokens</p>'
+    )
+    assert "… cut at max_tokens" in static_html(panel.widget)
+
+
+async def test_typing_into_an_exchange_between_agents_steps_in() -> None:
+    """No Stop needed: the box says that typing there steps in, and Send does."""
+    panel, handle = start(EXCHANGE.replace("DELAY", "150"), knows_workflow=True)
+    await until(
+        lambda: "talk" in panel._sections and "word" in "".join(v for _, v in bubbles(panel)),
+        "the first draft",
+    )
+
+    assert not panel.input.send_button.disabled
+    assert panel.input.text.placeholder == (
+        "talk and reviewer are talking. Type here and Send to step in: your message goes "
+        "to talk in reviewer's place (sent empty at a pause: reviewer goes on)"
+    )
+    type_into(panel.input.text, "make it about snow")
+    click(panel.input.send_button)
+    result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+
+    assert result.ok, result.error
+    turns = result.steps["talk"].conversation.turns
+    (stepped_in,) = [i for i, t in enumerate(turns) if t.speaker == "person"]
+    assert turns[stepped_in].content == "make it about snow"
+    # It took the reviewer's turn: the draft before it was stopped for it.
+    assert turns[stepped_in - 1].role == "assistant" and turns[stepped_in - 1].interrupted
+
+
+async def test_end_conversation_during_an_exchange_ends_it() -> None:
+    panel, handle = start(EXCHANGE.replace("DELAY", "150"), knows_workflow=True)
+    await until(
+        lambda: "talk" in panel._sections and "word" in "".join(v for _, v in bubbles(panel)),
+        "the first draft",
+    )
+
+    click(panel.input.end_button)
+    result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+
+    assert result.ok, result.error
+    conversation = result.steps["talk"].conversation
+    assert conversation.stopped_by == "user_exit" and conversation.total_turns == 1
+
+
+async def test_a_resumed_conversation_shows_what_was_said_before_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    """`%awf resume`: the panel opens with the conversation so far, dimmed, then asks."""
+    from awf_nb.runs import Resume
+    from awf_nb.store import Store
+
+    store = Store(tmp_path / "storage")
+    workflow = load(conversation(["Hi! What next?", "Noted: *two*.", "Bye."]))
+    first = RunPanel(workflow.name, interactive=True)
+    reader = WidgetReader()
+    runner = prepare_run(workflow, reader=reader, sink=first, storage=store).runner
+    handle = RunHandle(runner, panel=first, reader=reader, name="chat")
+    handle.start()
+    await until(lambda: not first.input.send_button.disabled, "the first prompt")
+    type_into(first.input.text, "Remember two things")
+    click(first.input.send_button)
+    await until(lambda: len(bubbles(first)) == 4, "the reply")
+    await until(lambda: not first.input.send_button.disabled, "the second prompt")
+    click(first.input.cancel_button)
+    await asyncio.wait_for(asyncio.wait({handle.task}), WAIT_SECONDS)
+
+    panel = RunPanel(workflow.name, interactive=True)
+    reader = WidgetReader()
+    resumed = prepare_run(Resume(handle.run_id), reader=reader, sink=panel, storage=store)
+    again = RunHandle(resumed.runner, panel=panel, reader=reader, name="chat")
+    again.start()
+    await until(lambda: not panel.input.send_button.disabled, "the prompt after resuming")
+
+    (earlier,) = [child for child in panel._sections["talk"].body.children
+                  if "awf-earlier" in child._dom_classes]  # fmt: skip
+    assert "Earlier in this conversation: 4 messages" in earlier.value
+    for said in ("Hello agent", "Hi! What next?", "Remember two things", "<em>two</em>"):
+        assert said in earlier.value
+    assert 'class="awf-user awf-prompt"' in earlier.value
+    click(panel.input.end_button)
+    assert (await asyncio.wait_for(again.wait(), WAIT_SECONDS)).ok

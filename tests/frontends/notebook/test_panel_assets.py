@@ -32,3 +32,4 @@ def test_the_wheel_ships_the_assets(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "awf_nb/frontends/notebook/panel.css" in names
     assert "awf_nb/frontends/notebook/panel.js" in names
+    assert "awf_nb/frontends/notebook/status_view.js" in names

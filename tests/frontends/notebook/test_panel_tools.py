@@ -191,7 +191,7 @@ async def test_allow_answers_the_question_and_the_buttons_go() -> None:
 
     question = asyncio.create_task(ask(panel, reader))
     await until(lambda: reader.confirming, "the question")
-    assert buttons(panel) == ["Allow", "Deny", "Send", "End conversation", "Stop"]
+    assert buttons(panel) == ["Allow", "Deny", "Send", "End conversation", "Stop", "Cancel run"]
     assert "waiting for your answer" in items(panel)[0][1]
     assert "waiting for your answer" in panel.status.value
     (box,) = tool_boxes(panel)
@@ -200,7 +200,7 @@ async def test_allow_answers_the_question_and_the_buttons_go() -> None:
     click(find(box, widgets.Button)[0])
 
     assert await asyncio.wait_for(question, 5) is True
-    assert buttons(panel) == ["Send", "End conversation", "Stop"]
+    assert buttons(panel) == ["Send", "End conversation", "Stop", "Cancel run"]
     assert box.children == (box.children[0],)
     assert "allowed · running…" in items(panel)[0][1]
     assert "waiting" not in panel.status.value
@@ -260,7 +260,7 @@ async def test_stop_while_waiting_cancels_the_question_and_the_buttons_go() -> N
 
     assert engine[0].cancelled() and not reader.confirming
     assert box.children == (box.children[0],)
-    assert buttons(panel) == ["Send", "End conversation", "Stop"]
+    assert buttons(panel) == ["Send", "End conversation", "Stop", "Cancel run"]
     assert "interrupted" in items(panel)[0][1]
     status = panel.status.value
     click(allow)  # a click on the button that just went: it changes nothing...
@@ -281,7 +281,7 @@ async def test_without_a_text_box_nobody_is_shown_buttons() -> None:
 
     panel.emit(ev.AwaitingConfirmation("r", "assist", "c1", "Bash", ARGS))
 
-    assert buttons(panel) == ["Stop"]
+    assert buttons(panel) == ["Stop", "Cancel run"]
     assert "waiting for an answer" in items(panel)[0][1]
 
 

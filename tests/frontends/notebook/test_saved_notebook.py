@@ -1,7 +1,8 @@
-"""A saved notebook shows its runs without a kernel: when a run ends, the panel's output
-carries a static HTML rendering next to the widget, so `jupyter nbconvert --to html`
-(like GitHub and nbviewer, which have no widget state) shows the steps, the conversation
-and the summary. Executed for real by nbclient in the test venv's python3 kernel."""
+"""A saved notebook shows its runs without a kernel: when a run ends, the panel's widget
+view gives way to a static HTML rendering (and a text transcript), so `jupyter nbconvert
+--to html`, GitHub and nbviewer show the steps, the conversation and the summary, with or
+without the saved widget state. Executed for real by nbclient in the test venv's python3
+kernel. (test_export_offline.py opens such an export in a browser with no network.)"""
 
 from __future__ import annotations
 
@@ -53,9 +54,12 @@ def test_a_run_in_a_saved_notebook_reads_without_widgets(tmp_path: Path, monkeyp
         resources={"metadata": {"path": str(tmp_path)}},
     ).execute()
 
-    (output,) = [o for o in notebook.cells[1].outputs if "text/html" in o.get("data", {})]
-    assert "application/vnd.jupyter.widget-view+json" in output["data"]  # still a live widget
-    notebook.metadata.pop("widgets", None)  # as GitHub sees it: no widget state
+    live, output = notebook.cells[1].outputs
+    # The live widget made way for the static copy: its output is left empty, so no
+    # exporter draws a widget (blank without its JavaScript) even with the saved state.
+    assert live["data"] == {"text/plain": ""}
+    assert set(output["data"]) == {"text/html", "text/plain"}
+    assert "widgets" in notebook.metadata
     html, _ = HTMLExporter().from_notebook_node(notebook)
 
     for shown in (
@@ -68,3 +72,15 @@ def test_a_run_in_a_saved_notebook_reads_without_widgets(tmp_path: Path, monkeyp
         "completed",  # the summary
     ):
         assert shown in html, shown
+    assert '<script type="application/vnd.jupyter.widget-view+json">' not in html
+
+    # The text form, for viewers and checkers that read text only: a transcript.
+    transcript = output["data"]["text/plain"]
+    for shown in (
+        "  soil-ready",
+        "  prompt: Plan my garden",  # the workflow's, not the person's
+        "  you: Sunny, about two square metres.",
+        "Then grow tomatoes <b>first</b>.",
+        "planted",
+    ):
+        assert shown in transcript, transcript
