@@ -16,7 +16,9 @@ import pytest
 REQUIRE_PEERS_VARIABLE = "AWF_REQUIRE_PEERS"
 
 # The markers of tests that drive a real peer (declared in pyproject.toml).
-PEER_MARKERS = frozenset({"real_server", "real_model", "real_cli", "kernel", "browser", "pty"})
+PEER_MARKERS = frozenset(
+    {"real_server", "real_model", "real_cli", "kernel", "browser", "pty", "ray"}
+)
 
 
 def peers_required() -> bool:
