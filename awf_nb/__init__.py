@@ -4,7 +4,7 @@ The public API is imported lazily so that `import awf_nb` stays fast and never p
 IPython, ipywidgets or httpx:
 
     import awf_nb
-    result = awf_nb.run("workflows/review.yaml", inputs={"path": "src"})
+    result = awf_nb.run("workflows/code-review.yaml", inputs={"target": "src"})
     result.status, result.outputs
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from awf_nb._version import __version__
+
 __all__ = [
     "EvalResult",
     "RunResult",

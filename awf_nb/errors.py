@@ -16,7 +16,7 @@ EXIT_USER = 1
 EXIT_DEFINITION = 2
 EXIT_EXECUTION = 3
 EXIT_SYSTEM = 4
-EXIT_CANCELLED = 130
+EXIT_CANCELLED = 130  # a cancelled run (Ctrl-C, Stop): asyncio's cancellation, no AwfError
 
 
 class AwfError(Exception):
@@ -149,10 +149,7 @@ class AwfSystemError(AwfError):
     exit_code = EXIT_SYSTEM
 
 
-class RunCancelled(AwfError):
-    """The run was cancelled (Ctrl-C, Stop, a cancel call)."""
-
-    exit_code = EXIT_CANCELLED
-
-    def __init__(self, message: str = "run cancelled") -> None:
-        super().__init__(message)
+def internal_error(exc: BaseException) -> str:
+    """How an exception that is not an `AwfError` (a bug in awf-nb) is reported: one line
+    naming it. The CLI adds how to see its traceback (`--debug`)."""
+    return f"internal error: {type(exc).__name__}: {exc}"

@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from awf_nb.api import prepare_run
 from awf_nb.engine.events import TurnFinished
 from awf_nb.engine.ports import TurnRequest
+from awf_nb.runs import prepare_run
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
 from benchmarks.conversation import ConstantProvider
@@ -67,11 +67,11 @@ async def exchange(turns: int, root: Path, **cassette: str) -> tuple[MessageCloc
     runner = prepare_run(
         load_text(WORKFLOW.replace("TURNS", str(turns))),
         sink=clock,
-        store=Store(root),
+        storage=Store(root),
         providers=lambda name: ConstantProvider(),
         cwd=root,
         **cassette,  # type: ignore[arg-type]
-    )
+    ).runner
     started = time.perf_counter()
     state = await runner.execute()
     elapsed = time.perf_counter() - started

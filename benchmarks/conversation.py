@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from awf_nb.api import prepare_run
 from awf_nb.engine.events import RunFinished, StepFinished
 from awf_nb.engine.ports import Final, TextDelta, TurnRequest, Usage
+from awf_nb.runs import prepare_run
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
 
@@ -99,10 +99,10 @@ async def one_run(turns: int, root: Path) -> tuple[TimingReader, FinishClock]:
         load_text(WORKFLOW),
         reader=reader,
         sink=clock,
-        store=Store(root),
+        storage=Store(root),
         providers=lambda name: ConstantProvider(),
         cwd=root,
-    )
+    ).runner
     state = await runner.execute()
     assert state.status == "completed", state.error
     assert state.steps["chat"].conversation.total_turns == turns

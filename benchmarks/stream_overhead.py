@@ -12,10 +12,12 @@ that paces them (`--delay-ms`, default 1 ms/token: still 20x faster than a local
 
 Then whole processes, as a user runs them (`--processes`, on by default): `awf run` of the
 one-step workflow against `python benchmarks/bare_client.py` (a plain sync httpx script
-printing each token), alternately, for 1, 20,000 and 60,000 tokens; both print to a pipe.
+printing each token) and its `--async` variant (the same with `httpx.AsyncClient`, as awf
+streams), taking turns, for 1, 20,000 and 60,000 tokens; all print to a pipe.
 Rows: the one-token difference (start-up and set-up; target <= +0.10 s), the 20,000-token
 ratio (target <= 1.15) and the marginal cost per token, (t(60,000) - t(1)) / 59,999 on
-each side (target ratio <= 1.2).
+each side (target ratio <= 1.2; against the async client too), in wall time and in CPU
+time (user + system: on a busy machine the wall time counts the other processes' too).
 
     python benchmarks/stream_overhead.py [--tokens 2000] [--rounds 5] [--delay-ms 1]
                                          [--no-processes] [--process-rounds 5]
@@ -28,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -161,8 +164,9 @@ def scenario(tokens: int, rounds: int, delay_ms: float) -> None:
     print(f"added latency per token:   {(a - b) / tokens * 1e6:8.1f} µs (vs async)")
 
 
-def process_times(tokens: int, rounds: int) -> tuple[float, float]:
-    """Median wall time of the bare client and of `awf run`, whole processes, alternating."""
+def process_times(tokens: int, rounds: int, *, cpu: bool = False) -> tuple[float, float, float]:
+    """Median wall times (`cpu`: CPU times, user + system) of the bare sync client, the
+    bare async client and `awf run`, whole processes, taking turns."""
     server, url = start_server(tokens)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     bare = [sys.executable, str(ROOT / "benchmarks" / "bare_client.py"), url]
@@ -172,31 +176,61 @@ def process_times(tokens: int, rounds: int) -> tuple[float, float]:
             workflow.write_text(WORKFLOW.format(url=url))
             env["AWF_STORAGE"] = str(Path(tmp) / "storage")
             awf = [sys.executable, "-m", "awf_nb.cli", "run", str(workflow)]
-            timed(bare, env)  # warm-up: the page cache, the server
-            timed(awf, env)
-            bare_times, awf_times = [], []
+            commands = [bare, [*bare, "--async"], awf]
+            for command in commands:  # warm-up: the page cache, the server
+                timed(command, env)
+            times: list[list[float]] = [[], [], []]
             for _ in range(rounds):
-                bare_times.append(timed(bare, env))
-                awf_times.append(timed(awf, env))
+                for command, spent in zip(commands, times, strict=True):
+                    spent.append(cpu_timed(command, env) if cpu else timed(command, env))
     finally:
         server.terminate()
         server.wait(5)
-    return statistics.median(bare_times), statistics.median(awf_times)
+    sync, asyn, awf_time = (statistics.median(spent) for spent in times)
+    return sync, asyn, awf_time
+
+
+def cpu_timed(argv: list[str], env: dict[str, str]) -> float:
+    """The CPU time (user + system) a whole process took: unlike its wall time, it does
+    not count what other processes on a busy machine took meanwhile."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    timed(argv, env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def per_token(
+    rounds: int, tokens: int = 60_000, *, cpu: bool = False
+) -> tuple[float, float, float]:
+    """The marginal cost of a token, (t(tokens) - t(1)) / (tokens - 1), in µs, of the bare
+    sync client, the bare async client and `awf run` (whole processes; `cpu`: CPU time)."""
+    one = process_times(1, rounds, cpu=cpu)
+    many = process_times(tokens, rounds, cpu=cpu)
+    sync, asyn, awf = ((b - a) / (tokens - 1) * 1e6 for a, b in zip(one, many, strict=True))
+    return sync, asyn, awf
 
 
 def processes(rounds: int) -> None:
     compile_bytecode()
     print(f"--- whole processes (python …), median of {rounds} rounds, output to a pipe")
     times = {tokens: process_times(tokens, rounds) for tokens in (1, 20_000, 60_000)}
-    (bare_1, awf_1), (bare_20k, awf_20k), (bare_60k, awf_60k) = times.values()
+    (bare_1, async_1, awf_1), (bare_20k, _, awf_20k), (bare_60k, async_60k, awf_60k) = (
+        times.values()
+    )
     print(f"1 token:        bare {bare_1 * 1000:7.1f} ms   awf run {awf_1 * 1000:7.1f} ms   "
           f"+{(awf_1 - bare_1) * 1000:.0f} ms (target <= +100 ms)")  # fmt: skip
     print(f"20,000 tokens:  bare {bare_20k * 1000:7.1f} ms   awf run {awf_20k * 1000:7.1f} ms   "
           f"ratio {awf_20k / bare_20k:.2f} (target <= 1.15)")  # fmt: skip
     per_bare = (bare_60k - bare_1) / 59_999 * 1e6
+    per_async = (async_60k - async_1) / 59_999 * 1e6
     per_awf = (awf_60k - awf_1) / 59_999 * 1e6
     print(f"per token:      bare {per_bare:7.1f} µs   awf run {per_awf:7.1f} µs   "
           f"ratio {per_awf / per_bare:.2f} (target <= 1.2)")  # fmt: skip
+    print(f"                bare async client {per_async:5.1f} µs   "
+          f"ratio {per_awf / per_async:.2f}")  # fmt: skip
+    sync, asyn, awf = per_token(rounds, cpu=True)
+    print(f"per token, CPU: bare {sync:7.1f} µs   awf run {awf:7.1f} µs   ratio {awf / sync:.2f}; "
+          f"bare async client {asyn:.1f} µs, ratio {awf / asyn:.2f}")  # fmt: skip
 
 
 def main() -> None:

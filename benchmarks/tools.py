@@ -1,7 +1,8 @@
 """The engine's cost per tool round, against the same rounds done by hand.
 
-A fake OpenAI-compatible server on 127.0.0.1 plays a model that asks for one `Read` of a
-small file per reply, ROUNDS times, then answers. awf runs it as a workflow (the
+A fake OpenAI-compatible server on 127.0.0.1, in a process of its own as a model server
+is (`--server-in-process` puts it in this one, as it once was), plays a model that asks
+for one `Read` of a small file per reply, ROUNDS times, then answers. awf runs it as a workflow (the
 openai_compatible provider, the tool loop, the built-in Read, a real store on disk).
 
 The baseline is the direct call, what a person would write by hand for the same rounds
@@ -9,7 +10,7 @@ The baseline is the direct call, what a person would write by hand for the same 
 very same request bodies, one after the other, to the same server scripted the same way,
 decodes each streamed event, puts the call's pieces together and runs it (opens and reads
 the file). That is the work no client can skip: it has to read the call to run it. What
-awf does on top is what the figure measures: the event loop and the worker thread, the
+awf does on top is what the figure measures: the event loop and its asyncio HTTP stack, the
 events for the frontend, masking, the transcript lines written as they happen, the
 workspace checks of the path.
 
@@ -24,7 +25,10 @@ The ratio of awf's per-round time to the direct client's is the figure (target <
 The whole runs, start to end, are printed too: what a run costs once shows there, spread
 over its rounds.
 
-The three take turns `--repeat` times (medians shown; each ratio is the median of each
+The same direct client written with `httpx.AsyncClient` (the HTTP stack awf streams with,
+on an event loop) is timed too, and awf's ratio to it printed.
+
+The clients take turns `--repeat` times (medians shown; each ratio is the median of each
 turn's ratio), each starting from a collected heap, so that none pays for garbage another
 or the warm-up left, and each taking each place in the order as often: a shared machine's
 noise is large next to a few milliseconds, and the run that follows awf's pays for what
@@ -37,8 +41,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
+import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -46,14 +52,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from awf_nb.api import prepare_run  # noqa: E402
-from awf_nb.frontends.scripted import ScriptedReader  # noqa: E402
+from awf_nb.runs import prepare_run  # noqa: E402
+from awf_nb.runs.replies import ScriptedReader  # noqa: E402
 from awf_nb.store import Store  # noqa: E402
 from awf_nb.workflow.loader import load_text  # noqa: E402
 from tests.support.openai_server import OpenAIServer, Reply  # noqa: E402
@@ -80,27 +87,85 @@ def script(server: OpenAIServer, rounds: int) -> None:
     server.script(Reply.text("All read."))
 
 
+class ServerProcess:
+    """The test server in a process of its own (as a model server always is), scripted
+    and read back through a pipe: in this process its threads would compete with the
+    clients for the interpreter."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._pipe, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child,), daemon=True)
+        self._process.start()
+        self.base_url: str = self._pipe.recv()
+
+    def script(self, rounds: int) -> None:
+        self._pipe.send(("script", rounds))
+        self._pipe.recv()
+
+    def take_requests(self) -> list[tuple[float, Any]]:
+        """(arrival time, body) of each request since the last call."""
+        self._pipe.send(("requests", 0))
+        return self._pipe.recv()
+
+    def close(self) -> None:
+        self._pipe.send(None)
+        self._process.join(10)
+
+
+class InProcessServer:
+    """The test server in this process (`--server-in-process`: how this was measured once)."""
+
+    def __init__(self) -> None:
+        self._server = OpenAIServer().start()
+        self.base_url = self._server.base_url
+
+    def script(self, rounds: int) -> None:
+        script(self._server, rounds)
+
+    def take_requests(self) -> list[tuple[float, Any]]:
+        requests, self._server.requests = self._server.requests, []
+        return [(request.received_at, request.body) for request in requests]
+
+    def close(self) -> None:
+        self._server.stop()
+
+
+Server = ServerProcess | InProcessServer
+
+
+def _serve(pipe: Any) -> None:
+    with OpenAIServer() as server:
+        pipe.send(server.base_url)
+        while (command := pipe.recv()) is not None:
+            if command[0] == "script":
+                script(server, command[1])
+                pipe.send(True)
+            else:
+                requests, server.requests = server.requests, []
+                pipe.send([(request.received_at, request.body) for request in requests])
+
+
 @dataclass
 class Timing:
     whole: float  # seconds from start to end
     round: float  # seconds from one request's arrival at the server to the next one's
 
 
-def rounds_of(server: OpenAIServer, whole: float) -> Timing:
-    arrivals = [request.received_at for request in server.requests]
-    server.requests.clear()
+def rounds_of(server: Server, whole: float) -> Timing:
+    arrivals = [arrival for arrival, _body in server.take_requests()]
     return Timing(whole, (arrivals[-1] - arrivals[0]) / (len(arrivals) - 1))
 
 
-def engine_run(server: OpenAIServer, root: Path, mode: str = "single") -> float:
+def engine_run(server: Server, root: Path, mode: str = "single") -> float:
     """awf's run of the rounds scripted on `server`. A conversation ends after the reply
     (the person's input ends: nobody answers)."""
     runner = prepare_run(
         load_text(WORKFLOW.format(url=server.base_url, mode=mode)),
-        store=Store(root / "runs"),
+        storage=Store(root / "runs"),
         cwd=root,
         reader=ScriptedReader([]),
-    )
+    ).runner
     gc.collect()
     started = time.perf_counter()
     state = asyncio.run(runner.execute())
@@ -109,7 +174,7 @@ def engine_run(server: OpenAIServer, root: Path, mode: str = "single") -> float:
     return elapsed
 
 
-def direct_run(server: OpenAIServer, bodies: list[object], workdir: Path) -> float:
+def direct_run(server: Server, bodies: list[object], workdir: Path) -> float:
     """The same requests, each reply decoded and its calls run, with nothing else done."""
     gc.collect()
     started = time.perf_counter()
@@ -120,22 +185,50 @@ def direct_run(server: OpenAIServer, bodies: list[object], workdir: Path) -> flo
             calls: dict[int, dict[str, str]] = {}
             with client.stream("POST", f"{server.base_url}/chat/completions", json=body) as reply:
                 for line in reply.iter_lines():
-                    if not line.startswith("data: ") or line == "data: [DONE]":
-                        continue
-                    for choice in json.loads(line[6:])["choices"]:
-                        for piece in choice["delta"].get("tool_calls") or ():
-                            call = calls.setdefault(piece["index"], {"name": "", "arguments": ""})
-                            function = piece.get("function") or {}
-                            call["name"] = call["name"] or function.get("name", "")
-                            call["arguments"] += function.get("arguments", "")
-            for call in calls.values():
-                assert call["name"] == "Read"
-                path = workdir / json.loads(call["arguments"])["path"]
-                path.read_text(encoding="utf-8")
+                    add_pieces(calls, line)
+            run_calls(calls, workdir)
     return time.perf_counter() - started
 
 
-def exchange_run(server: OpenAIServer, bodies: list[object]) -> float:
+def direct_async_run(server: Server, bodies: list[object], workdir: Path) -> float:
+    """`direct_run` with `httpx.AsyncClient` on an event loop, as awf sends requests."""
+
+    async def rounds() -> None:
+        async with httpx.AsyncClient(timeout=60, verify=False) as client:
+            for body in bodies:
+                calls: dict[int, dict[str, str]] = {}
+                url = f"{server.base_url}/chat/completions"
+                async with client.stream("POST", url, json=body) as reply:
+                    async for line in reply.aiter_lines():
+                        add_pieces(calls, line)
+                run_calls(calls, workdir)
+
+    gc.collect()
+    started = time.perf_counter()
+    asyncio.run(rounds())
+    return time.perf_counter() - started
+
+
+def add_pieces(calls: dict[int, dict[str, str]], line: str) -> None:
+    """The tool-call pieces of one SSE line, added to the calls they belong to."""
+    if not line.startswith("data: ") or line == "data: [DONE]":
+        return
+    for choice in json.loads(line[6:])["choices"]:
+        for piece in choice["delta"].get("tool_calls") or ():
+            call = calls.setdefault(piece["index"], {"name": "", "arguments": ""})
+            function = piece.get("function") or {}
+            call["name"] = call["name"] or function.get("name", "")
+            call["arguments"] += function.get("arguments", "")
+
+
+def run_calls(calls: dict[int, dict[str, str]], workdir: Path) -> None:
+    for call in calls.values():
+        assert call["name"] == "Read"
+        path = workdir / json.loads(call["arguments"])["path"]
+        path.read_text(encoding="utf-8")
+
+
+def exchange_run(server: Server, bodies: list[object]) -> float:
     """The same requests, each reply's lines read and dropped: the HTTP exchange alone."""
     gc.collect()
     started = time.perf_counter()
@@ -157,23 +250,30 @@ def main() -> None:
         help="the agent step's mode (a conversation step is saved with each reply)",
     )
     parser.add_argument("--repeat", type=int, default=21, help="turns each client takes")
+    parser.add_argument(
+        "--server-in-process",
+        action="store_true",
+        help="run the test server in this process (threads sharing the interpreter)",
+    )
     args = parser.parse_args()
     engines: list[Timing] = []
     directs: list[Timing] = []
+    async_directs: list[Timing] = []
     exchanges: list[Timing] = []
-    with tempfile.TemporaryDirectory() as tmp, OpenAIServer() as server:
+    server: Server = InProcessServer() if args.server_in_process else ServerProcess()
+    with tempfile.TemporaryDirectory() as tmp, contextlib.closing(server):
         root = Path(tmp)
         (root / "notes.txt").write_text("water the tomatoes\n" * 20)
-        script(server, 3)
+        server.script(3)
         engine_run(server, root, args.mode)  # warm up: imports, the first connection
-        server.requests.clear()
-        script(server, args.rounds)
-        engine_run(server, root, args.mode)  # the requests the two clients send again
-        bodies = [request.body for request in server.requests]
-        server.requests.clear()
+        server.take_requests()
+        server.script(args.rounds)
+        engine_run(server, root, args.mode)  # the requests the clients send again
+        bodies = [body for _arrival, body in server.take_requests()]
         clients: list[tuple[list[Timing], Callable[[], float]]] = [
             (engines, lambda: engine_run(server, root, args.mode)),
             (directs, lambda: direct_run(server, bodies, root)),
+            (async_directs, lambda: direct_async_run(server, bodies, root)),
             (exchanges, lambda: exchange_run(server, bodies)),
         ]
         for turn in range(max(args.repeat, 1)):
@@ -181,15 +281,22 @@ def main() -> None:
             # run pays for what that left (caches, the server's threads), not always one.
             shift = turn % len(clients)
             for timings, run in clients[shift:] + clients[:shift]:
-                script(server, args.rounds)
+                server.script(args.rounds)
                 timings.append(rounds_of(server, run()))
     requests = args.rounds + 1
     runs = f", median of {len(engines)} runs each" if len(engines) > 1 else ""
+    where = "in this process" if args.server_in_process else "in its own process"
     print(f"{args.rounds} tool rounds ({requests} requests), one Read each, {args.mode} mode{runs}")
+    print(f"the test server runs {where}")
     print("per round, from one request's arrival at the server to the next one's:")
     print(f"  awf (provider, tool loop, Read, store):     {_median(engines, 'round'):.2f} ms")
     print(f"  direct client (decodes the reply, runs it): {_median(directs, 'round'):.2f} ms")
     print(f"  ratio: {_ratio(engines, directs, 'round'):.2f} (target <= 1.2)")
+    print(
+        f"  the direct client with httpx.AsyncClient (as awf): "
+        f"{_median(async_directs, 'round'):.2f} ms, "
+        f"ratio {_ratio(engines, async_directs, 'round'):.2f}"
+    )
     print(
         f"  for scale, the HTTP exchange alone: {_median(exchanges, 'round'):.2f} ms "
         f"(awf's ratio to it {_ratio(engines, exchanges, 'round'):.2f})"

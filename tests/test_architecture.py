@@ -1,47 +1,265 @@
-"""The layers of design.md, checked on every import in the package (function-local and
-TYPE_CHECKING ones included): data flows workflow -> engine -> providers + frontends.
+"""The layers of docs/architecture.md, enforced.
 
-- `workflow/` imports nothing from the engine, providers, frontends, store or api;
-- `engine/` imports nothing from providers, frontends, tools, the store or api (it is
-  given them);
-- `tools/` (what an agent step's `tools:` block builds) imports no provider, frontend,
-  store or api;
-- `providers/` and `frontends/` never import each other;
-- nothing outside `frontends/notebook/` imports IPython or ipywidgets.
+- `lint-imports` (import-linter, contracts in pyproject.toml) must pass: every import in
+  the package, function-level and TYPE_CHECKING ones included, follows the layers, and
+  the forbidden edges (the package root's re-exports, frontends → providers/tools,
+  IPython outside the notebook frontend, HTTP in the core) stay absent. Each contract is
+  shown to catch the probe imports that broke the old check: a copy of the package gets
+  one bad import and lint-imports must refuse it, naming the contract.
+- What import-linter cannot see, checked here: imports made at run time by name
+  (`importlib.import_module`, `__import__`) — allowed only in the modules listed in
+  `DYNAMIC_IMPORTS` — and which modules `import awf_nb.engine` really loads (a fresh
+  interpreter: no provider, frontend, IPython or httpx).
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "awf_nb"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "awf_nb"
 
-# layer of a module (by its dotted name) -> prefixes it must not import
-FORBIDDEN = {
-    "awf_nb.workflow": (
-        "awf_nb.engine", "awf_nb.providers", "awf_nb.frontends", "awf_nb.store", "awf_nb.api",
-        "awf_nb.cli", "awf_nb.diagram",
+# Modules that import other modules by name at run time, and why.
+DYNAMIC_IMPORTS = {
+    # the provider registry: "module:Class" strings of its own table, loaded on first use
+    "awf_nb/providers/__init__.py",
+    # lazy attributes of the package: its own submodules only
+    "awf_nb/workflow/__init__.py",
+}
+
+
+def lint_imports(package_parent: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
+    """Run `lint-imports` on the `awf_nb` found in `package_parent` with the project's
+    contracts (only `contracts`, by id, when given)."""
+    code = "from importlinter.cli import lint_imports_command; lint_imports_command()"
+    only = [arg for contract in contracts for arg in ("--contract", contract)]
+    env = {**os.environ, "PYTHONPATH": str(package_parent)}
+    config = str(ROOT / "pyproject.toml")
+    return subprocess.run(
+        [sys.executable, "-c", code, config, "--no-cache", "--no-logo", *only],
+        cwd=package_parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_package_keeps_every_import_contract() -> None:
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+TYPE_CHECKING_PROBE = """
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from awf_nb.runs import RunOptions
+"""
+PROBES = [
+    # the engine reaching the Python API through the package's lazy re-exports
+    ("awf_nb/engine/steps.py", "from awf_nb import arun", "package-root"),
+    ("awf_nb/engine/agent.py", "from awf_nb.providers.history import estimate_tokens", "layers"),
+    ("awf_nb/engine/run.py", "def f():\n    from awf_nb.store import Store", "layers"),
+    ("awf_nb/workflow/checks.py", "from awf_nb.engine import run", "layers"),
+    ("awf_nb/store/history.py", "from awf_nb.frontends import connect", "layers"),
+    ("awf_nb/errors.py", "import awf_nb.api", "layers"),
+    ("awf_nb/secrets.py", TYPE_CHECKING_PROBE, "layers"),
+    ("awf_nb/providers/local.py", "from ..frontends import terminal", "layers"),
+    ("awf_nb/tools/builtins.py", "from awf_nb.providers import provider_factory", "layers"),
+    ("awf_nb/runs/options.py", "from awf_nb.frontends import connect", "layers"),
+    ("awf_nb/frontends/terminal.py", "from awf_nb.tools import builtins", "frontends-through-runs"),
+    ("awf_nb/frontends/terminal.py", "import awf_nb.providers.local", "frontends-through-runs"),
+    ("awf_nb/engine/run.py", "import ipywidgets", "notebook-only"),
+    ("awf_nb/store/history.py", "import httpx", "no-http-in-the-core"),
+    # evaluations reach providers only through their adapter, and never a frontend
+    (
+        "awf_nb/evals/scorers.py",
+        "from awf_nb.providers import provider_factory",
+        "evals-through-runs",
     ),
-    "awf_nb.engine": (
-        "awf_nb.providers", "awf_nb.frontends", "awf_nb.tools", "awf_nb.store", "awf_nb.api",
-        "awf_nb.cli",
-    ),
-    "awf_nb.tools": (
-        "awf_nb.providers", "awf_nb.frontends", "awf_nb.store", "awf_nb.api", "awf_nb.cli",
-    ),
-    "awf_nb.providers": ("awf_nb.frontends", "awf_nb.store", "awf_nb.api", "awf_nb.cli"),
-    "awf_nb.frontends": ("awf_nb.providers",),
-    "awf_nb.diagram": ("awf_nb.engine", "awf_nb.providers", "awf_nb.frontends"),
-    # evaluations sit beside the API: frontends render them, they never import one
-    "awf_nb.evals": ("awf_nb.frontends", "awf_nb.cli", "awf_nb.eval_api", "awf_nb.tools"),
-}  # fmt: skip
-# modules of a layer that may reach a package the rest of the layer must not: the evals
-# start runs (and reach providers and cassettes) through one adapter only
-ONLY_THROUGH = {"awf_nb.providers": ("awf_nb.evals", "awf_nb.evals.run_setup")}
-NOTEBOOK_ONLY = ("IPython", "ipywidgets", "ipykernel", "comm")
+    ("awf_nb/evals/driver.py", "from awf_nb.frontends.eval_terminal import console", "layers"),
+    ("awf_nb/evals/driver.py", "from awf_nb.api import arun", "layers"),
+]
+
+
+@pytest.mark.parametrize(("module", "probe", "contract"), PROBES, ids=[p[1] for p in PROBES])
+def test_each_contract_refuses_its_probe_import(
+    module: str, probe: str, contract: str, tmp_path: Path
+) -> None:
+    shutil.copytree(PACKAGE, tmp_path / "awf_nb", ignore=shutil.ignore_patterns("__pycache__"))
+    target = tmp_path / module
+    target.write_text(target.read_text() + "\n" + probe + "\n")
+    result = lint_imports(tmp_path, contract)
+    report = result.stdout + result.stderr
+    assert result.returncode != 0, f"{probe!r} in {module} was not caught:\n{report}"
+    assert "1 broken" in report, report
+
+
+# --- what import-linter cannot see ------------------------------------------------------------
+
+
+def dynamic_imports(source: str) -> list[int]:
+    """Lines that import a module by name at run time."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in ("import_module", "__import__"):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_modules_are_imported_by_name_only_where_listed() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative not in DYNAMIC_IMPORTS:
+            found += [f"{relative}:{line}" for line in dynamic_imports(path.read_text())]
+    assert found == [], "imports by name (invisible to lint-imports):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import importlib\nimportlib.import_module('awf_nb.providers')",
+        "from importlib import import_module\nimport_module('awf_nb.frontends.terminal')",
+        "__import__('awf_nb.api')",
+    ],
+)
+def test_an_import_by_name_is_caught(source: str) -> None:
+    assert dynamic_imports(source)
+
+
+def test_importing_the_engine_loads_no_provider_frontend_notebook_or_http_module() -> None:
+    code = (
+        "import sys, awf_nb.engine, awf_nb.engine.run, awf_nb.engine.steps\n"
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    loaded = result.stdout.split()
+    assert "awf_nb.engine.run" in loaded, "the engine was not imported"
+    unwanted = ("awf_nb.providers", "awf_nb.frontends", "awf_nb.tools", "awf_nb.api",
+                "awf_nb.runs", "IPython", "ipywidgets", "httpx", "httpcore")  # fmt: skip
+    found = [m for m in loaded if any(m == u or m.startswith(u + ".") for u in unwanted)]
+    assert found == [], f"import awf_nb.engine loads {found}"
+
+
+# --- the map ----------------------------------------------------------------------------------
+
+MAP_PAGES = [ROOT / "docs" / "architecture.md", ROOT / "CONTRIBUTING.md"]
+
+
+def paths_named(page: Path) -> list[str]:
+    """Repository paths a page names: its relative links, and `awf_nb/…`, `tests/…`,
+    `benchmarks/…`, `docs/…` written in backticks (a `NAME` placeholder is not a path)."""
+    text = page.read_text()
+    named = []
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" not in target:
+            named.append(os.path.normpath(page.parent.relative_to(ROOT) / target))
+    for quoted in re.findall(r"`((?:awf_nb|tests|benchmarks|docs|notebooks|\.ci)/[^`\s]*)`", text):
+        named.append(quoted.rstrip("/"))
+    return named
+
+
+@pytest.mark.parametrize("page", MAP_PAGES, ids=[p.name for p in MAP_PAGES])
+def test_every_path_the_map_names_exists(page: Path) -> None:
+    named = paths_named(page)
+    assert len(named) > 5, "no path found: the pattern no longer matches the page"
+    missing = [path for path in named if not (ROOT / path).exists()]
+    assert missing == [], f"{page.name} names paths that do not exist: {missing}"
+
+
+def test_the_map_names_every_top_level_module() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    modules = sorted(
+        p.name for p in PACKAGE.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()
+    )
+    unnamed = [
+        m
+        for m in modules
+        if m != "__init__.py"
+        and f"awf_nb/{m}" not in text
+        and f"awf_nb.{m.removesuffix('.py')}" not in text
+    ]
+    assert unnamed == [], f"docs/architecture.md does not place: {unnamed}"
+
+
+STEP_MODULES = ("steps", "agent_step", "agent", "conversation", "partner", "tool_calls", "hooks")
+
+
+def run_time_imports_of(source: str, target: str) -> list[int]:
+    """Lines importing `target` anywhere but under `if TYPE_CHECKING:` (a function-level
+    import is a run-time import too)."""
+    tree = ast.parse(source)
+    typing_only = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            typing_only |= {id(inner) for inner in ast.walk(node)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            imported = [node.module]
+        elif isinstance(node, ast.Import):
+            imported = [alias.name for alias in node.names]
+        else:
+            continue
+        if target in imported:
+            found.append(node.lineno)
+    return found
+
+
+@pytest.mark.parametrize("name", STEP_MODULES)
+def test_a_step_module_never_imports_the_run_loop(name: str) -> None:
+    """Steps see the run through `engine/runtime.StepRun`; `engine/run.py` (the Runner) is
+    imported by none of them at run time, only for type hints."""
+    source = (PACKAGE / "engine" / f"{name}.py").read_text()
+    assert run_time_imports_of(source, "awf_nb.engine.run") == []
+
+
+def test_the_check_sees_a_function_level_import_of_the_run_loop() -> None:
+    source = "def f():\n    from awf_nb.engine.run import RunEnds\n"
+    typed = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from awf_nb.engine.run import X\n"
+    )
+    assert run_time_imports_of(source, "awf_nb.engine.run") == [2]
+    assert run_time_imports_of(typed, "awf_nb.engine.run") == []
+
+
+# --- one process supervisor ------------------------------------------------------------------
+
+# Where a program may be started other than through engine/process.py, and why (the module
+# docstring of engine/process.py says the same).
+PROCESS_STARTERS = {
+    "awf_nb.engine.process": "the supervisor itself",
+    "awf_nb.diagram": "Graphviz's dot, drawn outside any run by a package that has no engine",
+    "awf_nb.tools.mcp_client": "the MCP SDK starts the server it speaks to",
+}
+_STARTS_A_PROCESS = re.compile(
+    r"\bsubprocess\.(run|Popen|call|check_call|check_output)\b|create_subprocess_(exec|shell)"
+    r"|\bsubprocess_exec\b|\bstdio_client\b|\bos\.(system|exec\w*|spawn\w*|posix_spawn\w*)\("
+)
 
 
 def module_name(path: Path) -> str:
@@ -49,66 +267,25 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
-    """(line, imported module) for every import statement anywhere in the source."""
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: resolve against this module's package
-                package = module.split(".")
-                if not is_package:
-                    package = package[:-1]
-                package = package[: len(package) - (node.level - 1)]
-                base = ".".join([*package, base] if base else package)
-            found.append((node.lineno, base))
-            found.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names)
-    return found
+def process_starts(module: str, source: str) -> list[str]:
+    if any(module == m or module.startswith(m + ".") for m in PROCESS_STARTERS):
+        return []
+    return [
+        f"{module}:{number}: {line.strip()}"
+        for number, line in enumerate(source.splitlines(), 1)
+        if _STARTS_A_PROCESS.search(line) and not line.lstrip().startswith("#")
+    ]
 
 
-def violations(module: str, source: str, is_package: bool = False) -> list[str]:
-    problems = []
-    for line, imported in imports_of(source, module, is_package):
-        for layer, forbidden in FORBIDDEN.items():
-            if module == layer or module.startswith(layer + "."):
-                for prefix in forbidden:
-                    if imported == prefix or imported.startswith(prefix + "."):
-                        problems.append(f"{module}:{line} imports {imported}")
-        for target, (layer, adapter) in ONLY_THROUGH.items():
-            inside = module == layer or module.startswith(layer + ".")
-            if (
-                inside
-                and module != adapter
-                and (imported == target or imported.startswith(target + "."))
-            ):
-                problems.append(f"{module}:{line} imports {imported} (only {adapter} may)")
-        top = imported.split(".")[0]
-        if top in NOTEBOOK_ONLY and not module.startswith("awf_nb.frontends.notebook"):
-            problems.append(f"{module}:{line} imports {imported} (notebook only)")
-    return sorted(set(problems))
-
-
-def test_no_module_imports_against_the_layers() -> None:
-    problems: list[str] = []
+def test_programs_are_started_only_through_the_process_supervisor() -> None:
+    found: list[str] = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        problems += violations(module_name(path), path.read_text(), path.name == "__init__.py")
-    assert problems == [], "\n".join(problems)
+        found += process_starts(module_name(path), path.read_text())
+    assert found == [], "start them with awf_nb.engine.process:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize(
-    ("module", "source"),
-    [
-        ("awf_nb.engine.agent", "from awf_nb.providers.history import estimate_tokens"),
-        ("awf_nb.engine.run", "def f():\n    from awf_nb.store import Store"),
-        ("awf_nb.workflow.checks", "from awf_nb.engine import run"),
-        ("awf_nb.frontends.terminal", "import awf_nb.providers.local"),
-        ("awf_nb.providers.local", "from ..frontends import terminal"),
-        ("awf_nb.engine.run", "import ipywidgets"),
-        ("awf_nb.evals.driver", "from awf_nb.frontends.eval_terminal import console"),
-        ("awf_nb.evals.scorers", "from awf_nb.providers import provider_factory"),
-    ],
-)
-def test_the_check_catches_an_upward_import(module: str, source: str) -> None:
-    assert violations(module, source), f"{source!r} in {module} was not caught"
+def test_the_process_check_catches_a_direct_start() -> None:
+    source = 'import subprocess\nurl = subprocess.run(["git", "remote"]).stdout\n'
+    assert process_starts("awf_nb.engine.operations.github", source) == [
+        'awf_nb.engine.operations.github:2: url = subprocess.run(["git", "remote"]).stdout'
+    ]

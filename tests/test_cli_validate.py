@@ -1,4 +1,5 @@
-"""`awf validate`, `awf list`, `awf schema` and the command-line plumbing of `awf_nb.cli`.
+"""`awf validate`, `awf list`, `awf schema` and the command-line plumbing of `awf`
+(`awf_nb.frontends.cli`, its commands in `awf_nb.frontends.commands`).
 
 Most tests call `main([...])` in-process; one runs the real command in a subprocess to check
 that a bad workflow gives its problems and exit status 2, and never a traceback.
@@ -8,16 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from awf_nb import __version__, cli
+from awf_nb import __version__
 from awf_nb.errors import ExecutionError
+from awf_nb.frontends import cli, commands
+from tests.support.cli import run_awf
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -255,7 +256,9 @@ def failing_command(monkeypatch: pytest.MonkeyPatch):
     def handler(args: argparse.Namespace) -> int:
         raise raised[0]
 
-    monkeypatch.setitem(cli.COMMANDS, "boom", cli.Command("boom", "fails", lambda p: None, handler))
+    monkeypatch.setitem(
+        commands.COMMANDS, "boom", commands.Command("boom", "fails", lambda p: None, handler)
+    )
     return raised.append
 
 
@@ -292,25 +295,23 @@ def test_keyboard_interrupt_exits_130(failing_command, capsys: pytest.CaptureFix
 
 
 def test_commands_register_through_the_registry() -> None:
-    assert {"validate", "list", "schema"} <= set(cli.COMMANDS)
+    assert {"validate", "list", "schema"} <= set(commands.COMMANDS)
     parser = cli.build_parser()
     args = parser.parse_args(["validate", "--strict", "a.yaml"])
-    assert args.handler is cli.cmd_validate and args.strict and args.workflows == ["a.yaml"]
+    assert (
+        args.handler is commands.workflows.cmd_validate
+        and args.strict
+        and args.workflows == ["a.yaml"]
+    )
 
 
 # --- the real command ----------------------------------------------------------------------
 
 
 def _awf(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": str(cwd / "config")}
-    env.pop("AWF_WORKFLOWS_PATH", None)
-    return subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=60,
+    """`awf ARGS` with no user configuration and no AWF_WORKFLOWS_PATH."""
+    return run_awf(
+        *args, cwd=cwd, env={"XDG_CONFIG_HOME": str(cwd / "config"), "AWF_WORKFLOWS_PATH": None}
     )
 
 

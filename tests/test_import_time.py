@@ -43,7 +43,7 @@ def _imported(code: str) -> dict[str, int]:
     "code",
     [
         "import awf_nb",
-        "from awf_nb.cli import build_parser; build_parser()",
+        "from awf_nb.frontends.cli import build_parser; build_parser()",
         "import awf_nb.diagram",
         # `awf history` reads SQLite only; the state models come with `awf status`
         "from awf_nb.store import Store; Store('/nonexistent/awf-history').history()",

@@ -14,17 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from awf_nb import store as store_module
 from awf_nb.engine.state import ConversationState, RunState, StepState, Turn
 from awf_nb.errors import AwfSystemError, UserError
 from awf_nb.store import HistoryEntry, Store
 
 RUN_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store(tmp_path / "storage")
 
 
 def make_state(run_id: str, **fields: object) -> RunState:
@@ -73,12 +67,15 @@ def test_layout_and_lazy_creation(tmp_path: Path) -> None:
 
 
 def test_new_run_id_format_and_uniqueness(store: Store) -> None:
+    before = datetime.now(UTC).replace(microsecond=0)
     ids = [store.new_run_id() for _ in range(300)]
+    after = datetime.now(UTC)
     assert all(RUN_ID.match(run_id) for run_id in ids)
     assert len(set(ids)) == len(ids)
-    now = datetime.now(UTC)
-    stamp = datetime.strptime(ids[-1][:15], "%Y%m%d-%H%M%S").replace(tzinfo=UTC)
-    assert abs(now - stamp) < timedelta(seconds=5)
+    # Each id starts with the UTC second it was made in: between the two clock readings.
+    stamps = [datetime.strptime(i[:15], "%Y%m%d-%H%M%S").replace(tzinfo=UTC) for i in ids]
+    assert before <= stamps[0] <= stamps[-1] <= after
+    assert stamps == sorted(stamps)
 
 
 def test_new_run_id_retries_on_collision(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,7 +169,8 @@ def test_atomic_write_never_shows_a_partial_file(store: Store) -> None:
         reads += 1
         if reads > 100_000:  # bound the loop whatever happens
             break
-    thread.join(timeout=60)
+    thread.join(timeout=60)  # a hang guard: the writer must be done by then
+    assert not thread.is_alive(), "the writer did not finish its 150 writes within 60 s"
     assert not errors
     assert reads > 10 and len(seen) > 2
 
@@ -381,7 +379,7 @@ class FsyncLog:
             self.calls.append(os.fstat(fd))
             real(fd)
 
-        monkeypatch.setattr(store_module.os, "fsync", fsync)
+        monkeypatch.setattr(os, "fsync", fsync)
 
     def kinds(self) -> list[str]:
         transcript = self.store.transcript_path(self.run_id)
@@ -626,7 +624,7 @@ def disk_full(fd: int) -> None:
 def test_disk_full_on_state(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     run_id = store.new_run_id()
     store.save_state(make_state(run_id, message="before"))
-    monkeypatch.setattr(store_module.os, "fsync", disk_full)
+    monkeypatch.setattr(os, "fsync", disk_full)
     with pytest.raises(AwfSystemError) as err:
         store.save_state(make_state(run_id, message="after"))
     assert str(store.state_path(run_id)) in err.value.message
@@ -638,7 +636,7 @@ def test_disk_full_on_state(store: Store, monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_disk_full_on_transcript(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     run_id = store.new_run_id()
-    monkeypatch.setattr(store_module.os, "write", disk_full_write)
+    monkeypatch.setattr(os, "write", disk_full_write)
     with pytest.raises(AwfSystemError, match=r"transcript\.jsonl: No space left on device"):
         store.append_transcript(run_id, {"role": "user"})
 
@@ -655,7 +653,7 @@ def test_disk_full_when_the_transcript_is_synced_keeps_the_old_state(
     run_id = store.new_run_id()
     store.save_state(make_state(run_id, message="before"))
     store.append_transcript(run_id, {"role": "user", "content": "a"})
-    monkeypatch.setattr(store_module.os, "fsync", disk_full)
+    monkeypatch.setattr(os, "fsync", disk_full)
     with pytest.raises(AwfSystemError, match=r"transcript\.jsonl: No space left on device"):
         store.save_state(make_state(run_id, message="after"))
     monkeypatch.undo()

@@ -2,7 +2,8 @@
 
 `AgentSession` runs turns for one agent step: it builds the `TurnRequest` (history for
 history-based providers, the session id for session-id ones, the system prompt only where
-it must be sent), streams the reply to the frontend through the secret masker, retries
+it must be sent), streams the reply to the frontend through the secret masker, holds it
+to its bounds (reply_limits.py: bytes, tool calls, what a server reports), retries
 transient provider errors while nothing has been streamed yet, records turns in the step's
 conversation state and the run's transcript, and counts tokens (real usage or the len/4
 estimate). Ctrl-C / Stop during a reply interrupts that turn only: the partial reply is
@@ -14,8 +15,10 @@ partner.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +28,7 @@ from awf_nb.engine.ports import (
     Final,
     McpServerSpec,
     Message,
+    ModelLoad,
     Notice,
     Provider,
     SessionId,
@@ -35,13 +39,25 @@ from awf_nb.engine.ports import (
     TurnRequest,
     Usage,
 )
+from awf_nb.engine.reply_limits import (
+    DEFAULT_MAX_REPLY_BYTES,
+    DEFAULT_MAX_TOOL_CALLS,
+    MAX_JSON_DEPTH,
+    json_too_deep,
+    limit_option,
+    reply_bytes_message,
+    text_bytes,
+    token_count,
+    tool_calls_message,
+)
 from awf_nb.engine.state import ConversationState, StepState, Turn
+from awf_nb.engine.summary import format_duration
 from awf_nb.engine.tokens import estimate_tokens, tokens_for_chars
 from awf_nb.errors import ExecutionError, ProviderError
 from awf_nb.workflow.model import AgentStep
 
 if TYPE_CHECKING:
-    from awf_nb.engine.run import Runner
+    from awf_nb.engine.runtime import StepRun
 
 TRANSIENT_ATTEMPTS = 3  # provider-level retries of 429/5xx/connect errors before any token
 MAX_TRANSIENT_DELAY = 30.0
@@ -56,19 +72,6 @@ def valid_unicode(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
-DEFAULT_MAX_REPLY_BYTES = 4 << 20
-
-
-def _max_reply_bytes(value: Any, step: str) -> int:
-    if value is None:
-        return DEFAULT_MAX_REPLY_BYTES
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ExecutionError(
-            f"step {step}: options.max_reply_bytes must be a whole number >= 1 (got {value!r})"
-        )
-    return value
-
-
 class TurnTimeout(ExecutionError):
     """An agent turn ran past the step's `timeout`."""
 
@@ -81,7 +84,8 @@ class _Progress:
     usage: Usage | None = None
     session_id: str = ""
     truncated_turns: int = 0
-    size: int = 0  # bytes of reply text so far
+    size: int = 0  # bytes of the reply so far: text, tool calls, tools a CLI ran
+    calls: int = 0  # tool calls asked for, or tools an agent CLI ran
     tool_calls: list[ToolCall] = field(default_factory=list)
 
     @property
@@ -93,8 +97,9 @@ class _Progress:
 class Reply:
     text: str
     interrupted: bool = False
-    tokens: int = 0  # output tokens
+    tokens: int = 0  # what the reply cost: input + output tokens (see `_finish_turn`)
     duration: float = 0.0
+    tokens_estimated: bool = False
 
 
 class AgentSession:
@@ -102,7 +107,7 @@ class AgentSession:
 
     def __init__(
         self,
-        run: Runner,
+        run: StepRun,
         step: AgentStep,
         st: StepState,
         provider_name: str,
@@ -137,9 +142,14 @@ class AgentSession:
             )
         self.system_prompt = system_prompt
         # The engine bounds every provider's reply (a server or CLI that never stops must
-        # not take the machine's memory); the option is the engine's, not the provider's.
+        # not take the machine's memory); these options are the engine's, not the provider's.
         options = dict(options)
-        self.max_reply_bytes = _max_reply_bytes(options.pop("max_reply_bytes", None), step.name)
+        self.max_reply_bytes = limit_option(
+            options, "max_reply_bytes", DEFAULT_MAX_REPLY_BYTES, step.name
+        )
+        self.max_tool_calls = limit_option(
+            options, "max_tool_calls", DEFAULT_MAX_TOOL_CALLS, step.name
+        )
         self.options = options
         self.conv = conversation
         self.live = step.mode == "conversation"
@@ -153,9 +163,12 @@ class AgentSession:
         turns = [t for t in conversation.turns if t.role != "system"] if conversation else []
         if turns and turns[-1].role == "user":
             turns.pop()
-        self._dialogue = [as_message(t) for t in turns]
+        self._dialogue = [as_message(t) for t in turns if t.reached_agent]
         self._dialogue_chars = sum(len(m.content) for m in self._dialogue)
         self._progress: _Progress | None = None  # the turn being streamed
+        # The reply a provider error or a timeout cut short (kept, marked interrupted).
+        self.cut_short: Reply | None = None
+        self._deadline: asyncio.Timeout | None = None  # the turn's, while one runs
 
     def continue_history(self, history: list[Message], chars: int) -> None:
         """Start from this message list (a partner's, rebuilt from the step's turns)."""
@@ -171,9 +184,11 @@ class AgentSession:
         return self.conv.total_turns - self._inherited_replies
 
     def pending_user_message(self) -> str | None:
-        """After a crash: a user message that was sent but never answered."""
+        """After a crash: a user message that was sent but never answered (a partner's
+        message that never reached the agent is no such message)."""
         turns = self.conv.turns if self.conv else []
-        return turns[-1].content if turns and turns[-1].role == "user" else None
+        last = turns[-1] if turns else None
+        return last.content if last and last.role == "user" and last.reached_agent else None
 
     def _record(self, turn: Turn) -> None:
         conv = self.conv
@@ -192,19 +207,48 @@ class AgentSession:
 
     # --- one turn -----------------------------------------------------------------------------
 
-    def record_message(self, message: str, speaker: str = "", by: Reply | None = None) -> str:
+    def record_message(self, message: str, speaker: str = "", *, duration: float = 0.0) -> str:
         """Record a message to this agent (its system prompt first, once); the masked text.
 
-        `by`: the partner agent's reply that is this message (its tokens and duration)."""
+        What the person typed, the step's prompt, scripted replies and a command partner's
+        answers cost no tokens: what the agent is sent counts in the input tokens of its
+        reply. `duration`: how long writing it took (a command partner's run)."""
+        self._record_system_prompt()
+        masked = self.run.masker.mask(message)
+        turn = Turn(role="user", content=masked, speaker=speaker, duration=round(duration, 3))
+        self._record(turn)
+        return masked
+
+    def record_partner_message(
+        self, reply: Reply, speaker: str, sent: str, *, ended: bool = False
+    ) -> None:
+        """Record a partner agent's message (`reply`, its text already masked) in this
+        step's conversation, with its tokens and time. `sent` is what the partner was sent
+        to answer ("" when that was the agent's last reply itself, verbatim). An interrupted
+        message, or one that `ended` the conversation, never reaches this agent."""
+        conv = self.conv
+        assert conv is not None, "a partner answers in a conversation"
+        self._record_system_prompt()
+        conv.total_tokens += reply.tokens
+        conv.partner_tokens += reply.tokens
+        self._record(
+            Turn(
+                role="user",
+                content=reply.text,
+                tokens=reply.tokens,
+                tokens_estimated=reply.tokens_estimated,
+                interrupted=reply.interrupted,
+                duration=round(reply.duration, 3),
+                speaker=speaker,
+                sent=self.run.masker.mask(sent),
+                ended=ended,
+            )
+        )
+
+    def _record_system_prompt(self) -> None:
         run, conv, system = self.run, self.conv, self.system_prompt
         if conv is not None and system and not any(t.role == "system" for t in conv.turns):
             self._record(Turn(role="system", content=run.masker.mask(system)))
-        masked = run.masker.mask(message)
-        turn = Turn(role="user", content=masked, tokens=estimate_tokens(message), speaker=speaker)
-        if by is not None:
-            turn.tokens, turn.duration = by.tokens, round(by.duration, 3)
-        self._record(turn)
-        return masked
 
     def _request(self, message: str, history: list[Message], *, continues: bool) -> TurnRequest:
         run, step, conv = self.run, self.step, self.conv
@@ -214,6 +258,8 @@ class AgentSession:
         system = self.system_prompt
         if session_id and self.provider.session_kind == "session_id":
             system = None
+        elif self.provider.session_kind == "session_id" and history and not continues:
+            self._warn_replay(sum(1 for m in history if m.role != "system"))
         return TurnRequest(
             prompt=message,
             system_prompt=system,
@@ -230,6 +276,22 @@ class AgentSession:
             tools=self.tools.list() if self.tools is not None else [],
             continues=continues,
             mcp_servers=self.mcp_servers,
+            max_reply_bytes=self.max_reply_bytes,
+            max_tool_calls=self.max_tool_calls,
+        )
+
+    def _warn_replay(self, count: int) -> None:
+        """A session-id provider (an agent CLI) with earlier messages but no session id to
+        resume replays them in the prompt of a new session: said once per step and side,
+        whatever led here (`continue_from` a step that reported no id, `awf resume`, a
+        cycle coming back)."""
+        run, step = self.run, self.step.name
+        plural = "" if count == 1 else "s"
+        run.warn_once(
+            f"replay:{step}:{self.speaker}",
+            f"step {step}: {self.provider_name} has no session id to resume; replaying "
+            f"{count} earlier message{plural} in the prompt of a new session",
+            step,
         )
 
     def save_before_asking(self) -> None:
@@ -271,7 +333,9 @@ class AgentSession:
 
         A reply with tool calls runs them (engine/tool_calls.py) and asks the model again
         with the results; a reply without tool calls ends the turn. Ctrl-C / Stop during a
-        tool call ends it too (the reply is marked interrupted)."""
+        tool call ends it too (the reply is marked interrupted). The step's `timeout`
+        bounds the whole turn, its tool rounds included (not the person's time to answer
+        a confirmation: see `waiting_for_person`)."""
         run, step = self.run, self.step
         # Every turn lets the event loop run (the frontend's Stop, its widgets, a run
         # started in the background handing back its cell): a provider that answers
@@ -284,19 +348,65 @@ class AgentSession:
             masked_message = run.masker.mask(message)
         else:
             masked_message = self.record_message(message)
-        number = self.replies + 1
         said = [Message("user", masked_message)]  # this turn's messages, for the history
+        try:
+            async with asyncio.timeout(step.timeout) as deadline:
+                self._deadline = deadline
+                reply = await self._rounds(request, said)
+        except TimeoutError:
+            raise TurnTimeout(
+                f"step {step.name}: agent turn timed out after {step.timeout:g}s "
+                "(the step's timeout bounds a whole reply, its tool calls included)",
+                step=step.name,
+            ) from None
+        finally:
+            self._deadline = None
+        if self.conv is not None:
+            self._dialogue.extend(said)
+            self._dialogue_chars += sum(len(m.content) for m in said)
+        return reply
+
+    def timed_out(self) -> bool:
+        """Whether the turn's deadline has passed (its cancellation is under way)."""
+        return self._deadline is not None and self._deadline.expired()
+
+    @contextlib.contextmanager
+    def waiting_for_person(self) -> Iterator[None]:
+        """The turn's clock stops while the person is asked something (a tool call to
+        allow): their time to answer is not the agent's."""
+        deadline = self._deadline
+        when = deadline.when() if deadline is not None else None
+        if deadline is None or when is None or deadline.expired():
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        left = when - loop.time()
+        deadline.reschedule(None)
+        try:
+            yield
+        finally:
+            if not deadline.expired():
+                deadline.reschedule(loop.time() + max(left, 0.0))
+
+    async def _rounds(self, request: TurnRequest, said: list[Message]) -> Reply:
+        """The reply's rounds: stream, run its tool calls, ask again, until it has none."""
+        run, step = self.run, self.step
+        number = self.replies + 1
         rounds = 0
         while True:
-            run.emit(ev.TurnStarted(run.run_id, step.name, number, self.speaker))
+            run.send(ev.TurnStarted, step.name, number, self.speaker)
             started = time.monotonic()
             try:
                 progress, interrupted = await self._stream_with_retries(request)
-            except (ProviderError, TurnTimeout):
-                # The text shown so far is kept, marked as cut short, as Ctrl-C keeps it.
+            except (ProviderError, asyncio.CancelledError) as exc:
+                # The text shown so far is kept, marked as cut short, as Ctrl-C keeps it
+                # (a provider error, or the turn's timeout; a cancelled run keeps nothing).
                 partial = self._progress
-                if partial is not None and partial.parts:
-                    self._finish_turn(request, partial, True, number, started, first=not rounds)
+                ends = isinstance(exc, ProviderError) or self.timed_out()
+                if ends and partial is not None and partial.parts:
+                    self.cut_short = self._finish_turn(
+                        request, partial, True, number, started, first=not rounds
+                    )
                 raise
             calls = progress.tool_calls if self.tools is not None and not interrupted else []
             reply = self._finish_turn(
@@ -304,7 +414,7 @@ class AgentSession:
             )
             if not calls:
                 said.append(Message("assistant", reply.text))
-                break
+                return reply
             rounds += 1
             if rounds > self.max_rounds:
                 raise ExecutionError(
@@ -320,12 +430,8 @@ class AgentSession:
             if cut:  # Ctrl-C / Stop during a tool call: the person has the turn
                 reply.interrupted = True
                 self.save_before_asking()  # no checkpoint of a reply follows the results
-                break
+                return reply
             request = self._request("", [*self._dialogue, *said], continues=True)
-        if self.conv is not None:
-            self._dialogue.extend(said)
-            self._dialogue_chars += sum(len(m.content) for m in said)
-        return reply
 
     async def _stream_with_retries(self, request: TurnRequest) -> tuple[_Progress, bool]:
         run = self.run
@@ -338,13 +444,10 @@ class AgentSession:
                 if progress.streamed or not exc.retryable or attempt == TRANSIENT_ATTEMPTS:
                     raise
                 delay = min(exc.retry_after or 2.0 ** (attempt - 1), MAX_TRANSIENT_DELAY)
-                run.emit(
-                    ev.RunWarning(
-                        run.run_id,
-                        f"{exc} — retrying in {delay:g}s (attempt {attempt + 1}/"
-                        f"{TRANSIENT_ATTEMPTS})",
-                        self.step.name,
-                    )
+                run.warn(
+                    f"{exc} — retrying in {format_duration(delay)} (attempt {attempt + 1}/"
+                    f"{TRANSIENT_ATTEMPTS})",
+                    self.step.name,
                 )
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
@@ -360,17 +463,12 @@ class AgentSession:
         masker = run.masker.stream()
         stream = self.provider.stream(request)
         try:
-            async with asyncio.timeout(step.timeout):
-                async for event in stream:
-                    self._on_event(event, progress, masker)
-        except TimeoutError:
-            raise TurnTimeout(
-                f"step {step.name}: agent turn timed out after {step.timeout:g}s", step=step.name
-            ) from None
+            async for event in stream:  # the turn's deadline bounds it (`turn`)
+                self._on_event(event, progress, masker)
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
             if tail := masker.flush():
-                run.emit(ev.AgentText(run.run_id, step.name, tail, self.speaker))
+                run.send(ev.AgentText, step.name, tail, self.speaker)
 
     def _on_event(self, event: object, progress: _Progress, masker: Any) -> None:
         run, name = self.run, self.step.name
@@ -391,18 +489,21 @@ class AgentSession:
                     progress.parts.append(fits)
                     progress.streamed = True
                     if shown := masker.feed(fits):
-                        run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
-                raise ProviderError(
-                    self.provider_name,
-                    f"the reply is longer than {self.max_reply_bytes} bytes "
-                    "(options.max_reply_bytes); the text received so far is kept",
-                )
+                        run.send(ev.AgentText, name, shown, self.speaker)
+                raise ProviderError(self.provider_name, reply_bytes_message(self.max_reply_bytes))
             progress.parts.append(text)
             progress.streamed = True
             if shown := masker.feed(text):
-                run.emit(ev.AgentText(run.run_id, name, shown, self.speaker))
+                run.send(ev.AgentText, name, shown, self.speaker)
         elif isinstance(event, ToolCall):
             progress.streamed = True  # a retry could ask for other calls: keep these
+            self._count_call(progress, text_bytes(event.name) + text_bytes(event.arguments))
+            if json_too_deep(event.arguments):
+                raise ProviderError(
+                    self.provider_name,
+                    f"the arguments of a call to {event.name!r} are nested deeper than "
+                    f"{MAX_JSON_DEPTH} levels",
+                )
             if self.tools is not None:
                 progress.tool_calls.append(event)
             else:
@@ -414,23 +515,43 @@ class AgentSession:
                 )
         elif isinstance(event, ToolUse):
             progress.streamed = True  # the agent acted: a retry could repeat its side effects
+            self._count_call(progress, text_bytes(event.name) + text_bytes(event.argument))
             argument = run.masker.mask(event.argument)
-            run.emit(ev.AgentToolUse(run.run_id, name, event.name, argument))
+            run.send(ev.AgentToolUse, name, event.name, argument)
             run.append_transcript(
                 {"step": name, "role": "tool", "content": f"{event.name}({argument})"}
             )
         elif isinstance(event, Usage):
+            counts = (event.input_tokens, event.output_tokens)
+            if any(token_count(count) != count for count in counts):
+                raise ProviderError(
+                    self.provider_name,
+                    "the reported usage is not a token count (a whole number from 0; got "
+                    f"{event.input_tokens!r} in, {event.output_tokens!r} out)",
+                )
             progress.usage = event
         elif isinstance(event, SessionId):
             progress.session_id = event.session_id
         elif isinstance(event, Notice):
             if event.truncated_turns:
                 progress.truncated_turns = event.truncated_turns
-                run.warn_once(f"truncated:{name}", run.masker.mask(event.message), name)
+                run.warn_once(f"truncated:{name}", event.message, name)
             else:
-                run.emit(ev.RunWarning(run.run_id, run.masker.mask(event.message), name))
+                run.warn(event.message, name)
+        elif isinstance(event, ModelLoad):
+            run.send(ev.ModelLoading, name, event.model, event.done, event.seconds, self.speaker)
         elif isinstance(event, Final):
             progress.final = valid_unicode(event.text)
+
+    def _count_call(self, progress: _Progress, size: int) -> None:
+        """A tool call the model asks for, or a tool an agent CLI ran: counted against
+        `max_tool_calls`, its name and arguments against `max_reply_bytes`."""
+        progress.calls += 1
+        if progress.calls > self.max_tool_calls:
+            raise ProviderError(self.provider_name, tool_calls_message(self.max_tool_calls))
+        progress.size += size
+        if progress.size > self.max_reply_bytes:
+            raise ProviderError(self.provider_name, reply_bytes_message(self.max_reply_bytes))
 
     def _finish_turn(
         self,
@@ -455,6 +576,11 @@ class AgentSession:
         else:  # the len/4 estimate, from running totals (no pass over the history)
             sent = len(request.system_prompt or "") + len(request.prompt) + self._dialogue_chars
             tokens_in, tokens_out, estimated = tokens_for_chars(sent), estimate_tokens(text), True
+        # A reply's tokens are what it cost: the input tokens it was sent (system prompt,
+        # history, message) and the output tokens it wrote, as the provider reported them
+        # (else estimated). The live line, the turn in the state and `awf status`, the
+        # step's and the conversation's totals all add up these same figures.
+        tokens = tokens_in + tokens_out
         st.tokens_input += tokens_in
         st.tokens_output += tokens_out
         st.tokens_used = st.tokens_input + st.tokens_output
@@ -470,13 +596,13 @@ class AgentSession:
                 conv.session_id = progress.session_id
             if first:  # the rounds of one reply are one turn
                 conv.total_turns += 1
-            conv.total_tokens += tokens_in + tokens_out
+            conv.total_tokens += tokens
         duration = time.monotonic() - started
         self._record(
             Turn(
                 role="assistant",
                 content=masked,
-                tokens=tokens_out,
+                tokens=tokens,
                 tokens_estimated=estimated,
                 interrupted=interrupted,
                 truncated_turns=progress.truncated_turns,
@@ -487,18 +613,16 @@ class AgentSession:
                 ],
             )
         )
-        run.emit(
-            ev.TurnFinished(
-                run.run_id,
-                self.step.name,
-                number,
-                tokens_in + tokens_out,
-                duration,
-                tokens_estimated=estimated,
-                interrupted=interrupted,
-                text=masked,
-                speaker=self.speaker,
-            )
+        run.send(
+            ev.TurnFinished,
+            self.step.name,
+            number,
+            tokens,
+            duration,
+            tokens_estimated=estimated,
+            interrupted=interrupted,
+            text=masked,
+            speaker=self.speaker,
         )
         # A conversation is saved with each reply (single-mode steps when they end). Not
         # with each of a reply's tool rounds: a checkpoint costs fsyncs, and the rounds'
@@ -508,7 +632,7 @@ class AgentSession:
         if self.live and not self.speaker and (not calls or self._live_unsaved):
             run.checkpoint()
             self._live_unsaved = False
-        return Reply(masked, interrupted, tokens_out, duration)
+        return Reply(masked, interrupted, tokens, duration, estimated)
 
 
 def as_message(turn: Turn) -> Message:

@@ -6,7 +6,9 @@ or served to an agent CLI through `mcp_proxy`), then one turn or a conversation.
 The step's `role:` (an AGENTS.md) goes before its system prompt, its `skills:` (SKILL.md
 blocks) before its prompt — in a conversation, before the first message of each visit
 (workflow/roles_skills.py finds and reads them). The turns themselves are
-`AgentSession`'s (agent.py).
+`AgentSession`'s (agent.py). Every process group the step starts — its tool calls, MCP
+servers, an agent CLI — is recorded in its state while it runs (`StepChildren`), so
+`awf resume` can stop what a killed run left behind.
 """
 
 from __future__ import annotations
@@ -14,21 +16,46 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession
 from awf_nb.engine.context import LoopFrame, command_env, strip_fences
 from awf_nb.engine.ports import McpServerSpec, Provider, ToolSet
-from awf_nb.engine.state import ConversationState, StepState
+from awf_nb.engine.process import ChildGroup, watching
+from awf_nb.engine.state import ChildGroupState, ConversationState, StepState
 from awf_nb.errors import ExecutionError
 from awf_nb.workflow import roles_skills
 from awf_nb.workflow.model import AgentStep
 
 if TYPE_CHECKING:
-    from awf_nb.engine.run import Runner
+    from awf_nb.engine.runtime import StepRun
+
+
+class StepChildren:
+    """The process groups of an agent step, kept in its state while they run (a
+    `ProcessWatcher`): saved as each starts, so a kill -9 of awf leaves a trace."""
+
+    def __init__(self, run: StepRun, st: StepState) -> None:
+        self.run = run
+        self.st = st
+
+    def started(self, group: ChildGroup) -> None:
+        self.st.process_groups.append(ChildGroupState(pgid=group.pgid, tag=group.tag))
+        self.run.checkpoint()
+
+    def ended(self, group: ChildGroup) -> None:
+        # Saved with the next checkpoint: a group recorded after it ended is only looked
+        # for again by a resume, and found gone.
+        self.st.process_groups = [g for g in self.st.process_groups if g.pgid != group.pgid]
 
 
 async def execute_agent(
-    run: Runner, step: AgentStep, st: StepState, loop: LoopFrame | None
+    run: StepRun, step: AgentStep, st: StepState, loop: LoopFrame | None
+) -> None:
+    with watching(StepChildren(run, st)):
+        await _execute_agent(run, step, st, loop)
+
+
+async def _execute_agent(
+    run: StepRun, step: AgentStep, st: StepState, loop: LoopFrame | None
 ) -> None:
     ctx, name = run.ctx, step.name
     provider_name = ctx.render(step.provider, step=name, what="provider", loop=loop).strip()
@@ -87,12 +114,12 @@ async def execute_agent(
             st.response = st.json_
 
 
-def _lookup(run: Runner) -> roles_skills.Lookup:
+def _lookup(run: StepRun) -> roles_skills.Lookup:
     return roles_skills.Lookup(run.config.cwd, run.config.env, run.workflow.base_dir)
 
 
 def with_role(
-    run: Runner,
+    run: StepRun,
     step: str,
     role: str | None,
     system: str | None,
@@ -116,7 +143,7 @@ def with_role(
     return roles_skills.compose_system_prompt(found.content, system)
 
 
-def with_skills(run: Runner, step: AgentStep, prompt: str) -> str:
+def with_skills(run: StepRun, step: AgentStep, prompt: str) -> str:
     """The prompt preceded by the step's skills, each in its `<skill_content>` block."""
     if not step.skills:
         return prompt
@@ -135,7 +162,7 @@ def with_skills(run: Runner, step: AgentStep, prompt: str) -> str:
 
 
 async def _tools_for(
-    run: Runner, step: AgentStep, provider_name: str, provider: Provider
+    run: StepRun, step: AgentStep, provider_name: str, provider: Provider
 ) -> ToolSet | None:
     """The step's tools, started (MCP servers running), or None when it has none."""
     if step.tools is None or provider.session_kind == "session_id":
@@ -144,10 +171,14 @@ async def _tools_for(
     if factory is None:
         raise ExecutionError(f"step {step.name}: this run cannot start tools", step=step.name)
     env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
-    return await factory(step.tools, run.config.cwd, env, run.masker)
+
+    def warn(message: str) -> None:  # a tool source misbehaving (already masked)
+        run.warn(message, step.name)
+
+    return await factory(step.tools, run.config.cwd, env, run.masker, warn)
 
 
-def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[McpServerSpec]:
+def _proxied_tools(run: StepRun, step: AgentStep, provider: Provider) -> list[McpServerSpec]:
     """For an agent CLI with `mcp_proxy: {enable: true}`: the MCP server (`awf mcp-serve`)
     that serves it the step's tools."""
     proxy = step.mcp_proxy
@@ -163,11 +194,15 @@ def _proxied_tools(run: Runner, step: AgentStep, provider: Provider) -> list[Mcp
     if factory is None:
         raise ExecutionError(f"step {step.name}: this run cannot serve tools", step=step.name)
     env = command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id)
-    return [factory(step.tools, proxy, run.config.cwd, env, run.config.yes)]
+    # Its config file holds the environment: it goes in the run's private folder, where a
+    # crash leaves it private (and the next run of the step, a resume, cleans it up).
+    store = run.config.store
+    private = store.run_dir(run.run_id) if store is not None else None
+    return [factory(step.tools, proxy, run.config.cwd, env, run.config.yes, private)]
 
 
 def _conversation_for(
-    run: Runner,
+    run: StepRun,
     step: AgentStep,
     provider_name: str,
     provider: Provider,
@@ -190,19 +225,12 @@ def _conversation_for(
             )
         replies = conv.total_turns  # a user message that got no reply is no history
         if provider.session_kind == "session_id":
-            if not conv.session_id:
-                if not replies:
-                    raise ExecutionError(
-                        f'continue_from: step "{source}" has no session ID or conversation '
-                        "history to resume"
-                    )
-                run.emit(
-                    ev.RunWarning(
-                        run.run_id,
-                        f'step "{source}" has no session id; replaying its '
-                        f"{replies} turns to {provider_name} instead",
-                        step.name,
-                    )
+            # Without a session id the turns are replayed in a new session: the turn says
+            # so, once (`AgentSession._request`).
+            if not conv.session_id and not replies:
+                raise ExecutionError(
+                    f'continue_from: step "{source}" has no session ID or conversation '
+                    "history to resume"
                 )
         elif not replies:
             raise ExecutionError(

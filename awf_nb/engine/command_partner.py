@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 class CommandPartner:
     """Answers the step's agent with what a command prints."""
 
+    records_itself = False  # the conversation records its messages (with `last`'s time)
+
     def __init__(
         self,
         run: Runner,

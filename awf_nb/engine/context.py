@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
 import re
 import socket
 from collections.abc import Mapping
@@ -195,10 +194,6 @@ def _env_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return "" if value is None else str(value)
-
-
-def process_env() -> dict[str, str]:
-    return dict(os.environ)
 
 
 _FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)

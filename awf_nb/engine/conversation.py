@@ -34,7 +34,7 @@ async def converse(
     said = ""  # the partner's latest message
     try:
         if resuming and session.replies > conv.visit_start:
-            said = _last_from(session, exchange.partner.name)
+            said = _last_said(session) if exchange.partner.name else ""
             message = session.pending_user_message()
             if message is None:
                 message = await _answer(session, exchange, last)
@@ -81,11 +81,13 @@ async def _answer(session: AgentSession, exchange: Exchange, reply: Reply) -> st
         try:
             message = await partner.answer(reply.text, turn)
             break
-        except PartnerInterrupted:
+        except PartnerInterrupted:  # its message so far is recorded, marked interrupted
             reply = Reply(reply.text, interrupted=True)
     if message is None:
         return None
-    session.record_message(message, speaker, partner.last if speaker == partner.name else None)
+    if speaker != partner.name or not partner.records_itself:
+        by = partner.last if speaker == partner.name else None
+        session.record_message(message, speaker, duration=by.duration if by else 0.0)
     run.checkpoint()
     return message
 
@@ -120,10 +122,14 @@ def _stops(
     return False
 
 
-def _last_from(session: AgentSession, speaker: str) -> str:
-    """What `speaker` (a partner) said last, "" if nothing (or the person is the partner)."""
-    turns = session.conv.turns if session.conv and speaker else []
-    return next((t.content for t in reversed(turns) if t.speaker == speaker), "")
+def _last_said(session: AgentSession) -> str:
+    """The last message sent to the agent in the partner's place (by the partner, or by
+    the person stepping in): `until`'s `message`, as it was before the run stopped."""
+    turns = session.conv.turns if session.conv else []
+    return next(
+        (t.content for t in reversed(turns) if t.role == "user" and t.speaker and t.reached_agent),
+        "",
+    )
 
 
 def _last_reply(session: AgentSession) -> str:

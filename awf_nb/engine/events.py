@@ -178,6 +178,20 @@ class TurnFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelLoading:
+    """The model that answers a step is being loaded before its reply can start (a local
+    model's first use in the process: seconds on a cold start). `done` when it is ready,
+    `seconds` after it started; `speaker` as for TurnStarted."""
+
+    run_id: str
+    step: str
+    model: str
+    done: bool = False
+    seconds: float = 0.0
+    speaker: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class AwaitingInput:
     """The run is waiting for the person to answer (show the prompt / enable the text box)."""
 
@@ -223,6 +237,7 @@ RunEvent = (
     | AwaitingConfirmation
     | UserMessage
     | TurnFinished
+    | ModelLoading
     | AwaitingInput
     | LogMessage
     | RunWarning

@@ -1,4 +1,5 @@
-"""The run-level budget of `limits:` (max_agent_turns, max_tokens, timeout).
+"""The run-level budget of `limits:` (max_agent_turns, max_tokens, timeout), and the limits
+given on top of a workflow's by whoever starts the run (`stricter`).
 
 Workflows whose agents talk in cycles (writer → reviewer → writer) need an end that does
 not depend on the agents agreeing. The counts live in the run's state, so a resumed run
@@ -8,6 +9,7 @@ carries on from what it had spent. Reaching a limit ends the run with a message 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from awf_nb.engine.state import RunState
 from awf_nb.errors import ExecutionError
@@ -55,3 +57,23 @@ class RunBudget:
     def record_time(self) -> None:
         """Store the time spent running so far (called before each checkpoint)."""
         self.state.active_seconds = self._spent_before + time.monotonic() - self._since
+
+
+def stricter(limits: Limits, extra: Limits | None) -> Limits:
+    """The workflow's `limits:` with `extra` on top: of each limit, the smaller one (per
+    step for `max_visits`); how many visits are kept stays the workflow's."""
+    if extra is None or not extra.any:
+        return limits
+
+    def smaller(mine: Any, given: Any) -> Any:
+        return given if mine is None else mine if given is None else min(mine, given)
+
+    values: dict[str, Any] = {
+        name: smaller(getattr(limits, name), getattr(extra, name))
+        for name in ("max_agent_turns", "max_tokens", "timeout")
+    }
+    visits = dict(limits.max_visits)
+    for step, limit in extra.max_visits.items():
+        visits[step] = smaller(visits.get(step), limit)
+    values["max_visits"] = visits
+    return limits.model_copy(update=values)

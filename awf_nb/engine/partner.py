@@ -23,11 +23,11 @@ from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession, Reply, TurnTimeout
 from awf_nb.engine.ports import Message
 from awf_nb.engine.state import ConversationState
+from awf_nb.errors import ExecutionError, ProviderError
 
 if TYPE_CHECKING:
     from awf_nb.engine.context import LoopFrame
     from awf_nb.engine.run import Runner
-    from awf_nb.engine.state import Turn
     from awf_nb.workflow.model import AgentStep
 
 EXIT_WORDS = frozenset({"exit", "quit"})
@@ -41,10 +41,15 @@ def is_end_of_conversation(text: str | None) -> bool:
 
 
 class Partner(Protocol):
-    """Who answers the step's agent."""
+    """Who answers the step's agent. `answer(reply, turn)`: `turn` is the number of the
+    agent's reply the message will ask for (as `UserMessage.turn`)."""
 
     name: str  # the speaker recorded with its messages; "" for the person
-    last: Reply | None  # a partner agent's last reply (its tokens and time), else None
+    # Whether it records its messages in the step's conversation itself (a partner agent:
+    # with their cost and what it was sent), or the conversation does (with the time `last`
+    # took, when it has one: a command partner).
+    records_itself: bool
+    last: Reply | None
 
     async def answer(self, reply: str, turn: int) -> str | None: ...
 
@@ -65,7 +70,7 @@ async def read_message(
     reader = run.config.reader
     if reader is None:  # headless: behave as if input reached its end
         return None
-    run.emit(ev.AwaitingInput(run.run_id, step, PROMPT))
+    run.send(ev.AwaitingInput, step, PROMPT)
     try:
         async with asyncio.timeout(timeout):
             text = await reader.read(PROMPT)
@@ -79,7 +84,7 @@ async def read_message(
     if is_end_of_conversation(text):
         return None
     assert text is not None
-    run.emit(ev.UserMessage(run.run_id, step, run.masker.mask(text), turn, speaker))
+    run.send(ev.UserMessage, step, text, turn, speaker)
     return text
 
 
@@ -88,6 +93,7 @@ class PersonPartner:
     run: Runner
     step: AgentStep
     name: str = ""
+    records_itself: bool = False
     last: Reply | None = None
 
     async def answer(self, reply: str, turn: int) -> str | None:
@@ -103,6 +109,7 @@ class ScriptedPartner:
     conv: ConversationState
     replies: list[str]
     name: str
+    records_itself: bool = False
     last: Reply | None = None
 
     async def answer(self, reply: str, turn: int) -> str | None:
@@ -112,69 +119,81 @@ class ScriptedPartner:
         self.conv.partner_turns += 1
         text = self.replies[index]
         run = self.run
-        run.emit(ev.UserMessage(run.run_id, self.step.name, run.masker.mask(text), turn, self.name))
+        run.send(ev.UserMessage, self.step.name, text, turn, self.name)
         return text
 
 
 class AgentPartner:
-    """Another agent answering the step's agent, in a session of its own."""
+    """Another agent answering the step's agent, in a session of its own.
+
+    It records each of its messages in the step's conversation itself (`owner`), with what
+    it was sent to answer, its tokens and time — cut short ones too: the step's turns are
+    the one record its own message list is rebuilt from (`rebuild_history`)."""
+
+    records_itself = True
 
     def __init__(
         self,
         session: AgentSession,
-        conv: ConversationState,
+        owner: AgentSession,
         *,
         prompt: str | None,
         render: Callable[[str, dict[str, Any]], str] | None,
         ends_like_a_person: bool = False,
     ) -> None:
         self.session = session
+        self.owner = owner  # the step's agent: its conversation holds the partner's messages
         self.name = session.speaker
-        self.conv = conv  # the step's conversation (the partner's session id is kept there)
+        assert owner.conv is not None
+        self.conv = owner.conv  # the partner's session id is kept there
         self._prompt = prompt  # a template: what the partner is sent; default the reply itself
         self._render = render  # (template, variables) -> text
         self._ends_like_a_person = ends_like_a_person
-        self.last: Reply | None = None
+        self.last: Reply | None = None  # it records itself: nothing for the conversation
 
     @staticmethod
-    def rebuild_history(
-        turns: list[Turn], sent: Callable[[str, int], str]
-    ) -> tuple[list[Message], int]:
-        """The partner's own message list from the step's turns (roles swapped), and the
-        characters in it. `sent(reply, turn)` is what the partner was sent for a reply."""
+    def rebuild_history(conv: ConversationState) -> tuple[list[Message], int]:
+        """The partner's own message list, from the step's turns (`partner_exchanges`),
+        and the characters in it."""
         history: list[Message] = []
         chars = 0
-        replies = 0
-        previous: str | None = None
-        for turn in turns:
-            if turn.role == "assistant":
-                replies += 1
-                previous = turn.content
-            elif turn.role == "user" and turn.speaker and previous is not None:
-                # The partner said it (or the person in its place, when they took over).
-                asked = sent(previous, replies)
-                history += [Message("user", asked), Message("assistant", turn.content)]
-                chars += len(asked) + len(turn.content)
-                previous = None
+        for sent, turn in conv.partner_exchanges():
+            history += [Message("user", sent), Message("assistant", turn.content)]
+            chars += len(sent) + len(turn.content)
         return history, chars
 
-    def what_to_send(self, reply: str, turn: int) -> str:
+    def what_to_send(self, reply: str) -> str:
+        """The agent's reply, or what the `prompt` template makes of it: `{{.reply}}`, and
+        `{{.turn}}` the number of that reply, counted as `until`'s `turn` counts it (the
+        agent's replies in this visit of the step, from 1)."""
         if self._prompt is None or self._render is None:
             return reply
+        turn = self.owner.replies - self.conv.visit_start
         return self._render(self._prompt, {"reply": reply, "turn": turn})
 
     async def answer(self, reply: str, turn: int) -> str | None:
-        session, conv = self.session, self.conv
-        result = self.last = await session.turn(self.what_to_send(reply, turn))
-        if session.conv is not None and session.conv.session_id:
-            conv.partner_session_id = session.conv.session_id
-        conv.partner_turns += 1
+        session, owner = self.session, self.owner
+        sent = self.what_to_send(reply)
+        verbatim = "" if sent == reply else sent
+        session.cut_short = None
+        try:
+            result = await session.turn(sent)
+        except (ProviderError, TurnTimeout):
+            if session.cut_short is not None:  # what it wrote before the error is kept
+                owner.record_partner_message(session.cut_short, self.name, verbatim)
+            raise
+        finally:
+            if session.conv is not None and session.conv.session_id:
+                self.conv.partner_session_id = session.conv.session_id
+        self.conv.partner_turns += 1
+        text = result.text
+        ends = not text.strip() or (self._ends_like_a_person and is_end_of_conversation(text))
+        owner.record_partner_message(
+            result, self.name, verbatim, ended=ends and not result.interrupted
+        )
         if result.interrupted:
             raise PartnerInterrupted()
-        text = result.text
-        if self._ends_like_a_person and is_end_of_conversation(text):
-            return None
-        return text if text.strip() else None
+        return None if ends else text
 
 
 class PartnerInterrupted(Exception):
@@ -188,6 +207,22 @@ def partner_conversation(provider_name: str, conv: ConversationState) -> Convers
         provider=provider_name,
         total_turns=conv.partner_turns,
     )
+
+
+# The system prompt of an agent playing the person (`--simulate-user PERSONA`). Written for
+# the bundled 135M model as much as for large ones: short, direct, in the second person,
+# and saying what the reply must not be (an assistant's answer), which small models drift
+# into (benchmarks/local_quality.py, task simulated_user).
+SIMULATED_USER_PROMPT = (
+    "You are a person chatting with an AI assistant. Who you are and what you want: {persona}\n"
+    "Reply as this person, in one or two short sentences. Answer the assistant's question "
+    "with a plain fact about yourself. Never act as the assistant."
+)
+
+
+def simulated_user_prompt(persona: str) -> str:
+    """The system prompt of the agent playing the person described by `persona`."""
+    return SIMULATED_USER_PROMPT.format(persona=persona.strip())
 
 
 @dataclass
@@ -264,11 +299,23 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
             session,
             label=SIMULATED_USER,
             provider=simulated.provider,
-            system=simulated.persona,
+            system=simulated_user_prompt(simulated.persona),
             options=dict(simulated.options),
             ends_like_a_person=True,
         )
         return Exchange(agent, max_turns=simulated.max_turns)
+    from awf_nb.engine.steps import in_parallel_branch
+
+    if parallel := in_parallel_branch.get():
+        # `awf validate` refuses this; a workflow built in Python, or called from a branch
+        # (call_workflow), gets here: two prompts at once would each wait for the other's line.
+        raise ExecutionError(
+            f"step {step.name}: a conversation with the person cannot run inside parallel "
+            f"step '{parallel}': branches run at the same time and the person can answer "
+            "only one conversation at once (move the step out of the parallel step, or "
+            "give it a partner with conversation.with)",
+            step=step.name,
+        )
     return Exchange(PersonPartner(run, step))
 
 
@@ -293,7 +340,7 @@ def _agent_partner(
         speaker=label,
     )  # fmt: skip
     partner = AgentPartner(
-        agent, conv, prompt=prompt, render=render, ends_like_a_person=ends_like_a_person
+        agent, session, prompt=prompt, render=render, ends_like_a_person=ends_like_a_person
     )
-    agent.continue_history(*AgentPartner.rebuild_history(conv.turns, partner.what_to_send))
+    agent.continue_history(*AgentPartner.rebuild_history(conv))
     return partner

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from awf_nb.engine.events import RunEvent
+from awf_nb.engine.reply_limits import DEFAULT_MAX_REPLY_BYTES, DEFAULT_MAX_TOOL_CALLS
 
 if TYPE_CHECKING:
     from awf_nb.engine.state import RunState, Turn
@@ -92,6 +93,10 @@ class TurnRequest:
     continues: bool = False
     # Agent CLIs: MCP servers to connect to (the step's `mcp_proxy`).
     mcp_servers: list[McpServerSpec] = field(default_factory=list)
+    # What the reply may stream (engine/reply_limits.py): the engine holds every reply to
+    # these; a provider that gathers pieces before it yields an event holds them to them.
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
 
 
 # --- what a provider answers (in this order: deltas/tools/usage/session…, then Final) --------
@@ -132,11 +137,22 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelLoad:
+    """The provider loads its model before it can answer (a local model's first turn in the
+    process): sent with `done=False` when loading starts, then `done=True` once it is ready
+    (after `seconds`). Frontends show it, so a long load is not a blank screen."""
+
+    model: str
+    done: bool = False
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Final:
     text: str
 
 
-ProviderEvent = TextDelta | ToolUse | ToolCall | Usage | SessionId | Notice | Final
+ProviderEvent = TextDelta | ToolUse | ToolCall | Usage | SessionId | Notice | ModelLoad | Final
 
 
 @runtime_checkable
@@ -158,7 +174,7 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
-# Creates the provider for a name, once per run (so a run shares one HTTP client).
+# Creates the provider for a name, once per run (closed when the run ends).
 # Raises `awf_nb.errors.UserError` for an unknown provider name.
 ProviderFactory = Callable[[str], Provider]
 
@@ -210,6 +226,10 @@ class RunStore(Protocol):
 
     def sync_transcript(self, run_id: str) -> None: ...
 
+    def run_dir(self, run_id: str) -> Path:
+        """The run's own folder, private to the user (0700)."""
+        ...
+
 
 # --- tools an agent can call (awf_nb.tools builds them from a step's `tools:` block) ---------
 
@@ -233,12 +253,16 @@ class ToolResult:
 
 # The MCP server serving a CLI agent step's tools (`mcp_proxy`): (the step's `tools:` block
 # or None, its `mcp_proxy:` block, working directory, command environment, whether tool
-# calls needing confirmation may run) -> the server to pass to the CLI.
-McpProxyFactory = Callable[[Any, Any, Path, Mapping[str, str], bool], McpServerSpec]
+# calls needing confirmation may run, the run's private folder or None) -> the server to
+# pass to the CLI.
+McpProxyFactory = Callable[[Any, Any, Path, Mapping[str, str], bool, Path | None], McpServerSpec]
 
 # Builds the started tool set of a step's `tools:` block: (config, working directory,
-# command environment, the run's masker) -> ToolSet. MCP servers are running when it returns.
-ToolSetFactory = Callable[[Any, Path, Mapping[str, str], Any], Awaitable["ToolSet"]]
+# command environment, the run's masker, where warnings about its tools go) -> ToolSet.
+# MCP servers are running when it returns.
+ToolSetFactory = Callable[
+    [Any, Path, Mapping[str, str], Any, Callable[[str], None]], Awaitable["ToolSet"]
+]
 
 
 @runtime_checkable

@@ -1,7 +1,11 @@
-"""The one process supervisor: every child awf starts runs in a process group it owns.
+"""The one process supervisor: every child a run starts runs in a process group it owns.
 
-Command steps, hooks, operations and the agent-CLI providers all start their children
-through `ProcessGroup`. A child starts in a new session, so it leads its own process group,
+Command steps, hooks, operations (the github ones' `git`), Bash and command tools and the
+agent-CLI providers all start their children through `ProcessGroup`. Two programs start
+elsewhere: an MCP server, which the MCP SDK that speaks to it starts (tools/mcp_client.py),
+and Graphviz's `dot` when a diagram is drawn as an image (diagram/, which draws outside any
+run and does not depend on the engine: one program, no children, bounded by a timeout).
+A child starts in a new session, so it leads its own process group,
 and everything it starts (a pipeline's `sleep`, a CLI's tool subprocess) is stopped with it:
 
 - `stop()` sends SIGTERM to the whole group, gives it a grace period, then SIGKILLs what is
@@ -12,12 +16,36 @@ and everything it starts (a pipeline's `sleep`, a CLI's tool subprocess) is stop
   shell does instead of when the background job does. (A job that redirected its output
   elsewhere holds no pipe and is left alone; `awf resume` stops it if a run was killed.)
 - On Linux the child also gets the parent-death signal: if awf dies, its children die too.
+  (Only the child itself: what *it* started lives on. So the groups a step starts are
+  recorded — see "Who owns a child" — and `awf resume` stops what a killed run left.)
+- A child has no controlling terminal (its own session) and reads /dev/null unless its
+  caller pipes its stdin: nothing a run starts can prompt the person at the keyboard — a
+  workflow or an agent a model starts through a tool (`awf run`, an agent CLI in a Bash
+  call) runs headless.
+
+**Contained groups.** `start(contain=True)` (Bash tool calls, command tools, MCP servers,
+agent CLIs) marks the child's environment with a tag (`AWF_PROCESS_TAG`) that everything it
+starts inherits. `close()` then stops the whole group, even when the leader has exited, and
+also every process still carrying the tag: a `setsid` or `nohup … &` job that left the
+group is found by its tag (in /proc) and stopped too. A process that clears its
+environment (`env -i`, a daemon that re-executes itself without it) is not found: there is
+no per-call cgroup to hold it. Command *steps* are not contained: a background job a
+command leaves running (`server &`) may keep running for later steps.
+
+**Who owns a child.** `watching(watcher)` makes `watcher` hear of every group started in
+the current context (an asyncio task and the tasks it creates) and of its end: the agent
+step records them in its state this way, for `awf resume` (`kill_leftover_group`).
 
 The leader's exit is an event (the event loop's child watcher); only the rest of the group,
 which has no exit events, is polled, and only while it is being stopped.
 
 `run_process`/`run_shell` are the one-shot form command steps and hooks use: output read
 as it arrives and handed to callbacks, so a frontend can show a long build's output live.
+
+A child's output goes to pipes, and what it prints ends up in prompts, state files and
+saved notebooks: the variables that force colours on a pipe (`FORCE_COLOR`, which a
+Jupyter kernel sets, `CLICOLOR_FORCE`, `PY_COLORS`) are left out of every child's
+environment (`child_env`), so programs write plain text as they do to any pipe.
 """
 
 from __future__ import annotations
@@ -25,20 +53,32 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import contextvars
 import ctypes
 import os
+import secrets
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 KILL_GRACE_SECONDS = 2.0  # from SIGTERM to SIGKILL
 EOF_GRACE_SECONDS = 2.0  # from the leader's exit to stopping what still holds its pipes
 REAP_TIMEOUT_SECONDS = 10.0  # SIGKILL cannot be ignored: this only guards a lost exit event
 GROUP_POLL_SECONDS = 0.05
 STREAM_LIMIT = 64 * 1024  # asyncio's default line limit
+TAG_VARIABLE = "AWF_PROCESS_TAG"
+SWEEP_ROUNDS = 5  # a process may fork while it is being stopped: look again, this often
+# Variables that make programs write colour codes to a pipe (see the module docstring).
+FORCED_COLOR_VARIABLES = ("FORCE_COLOR", "CLICOLOR_FORCE", "PY_COLORS")
+
+
+def child_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment a child gets: `env` without the variables that force colours."""
+    return {k: v for k, v in env.items() if k not in FORCED_COLOR_VARIABLES}
 
 
 @dataclass(slots=True)
@@ -72,6 +112,37 @@ class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
             self.leader_exited.set_result(None)
 
 
+@dataclass(frozen=True, slots=True)
+class ChildGroup:
+    """A started group as a state file records it: enough to stop what is left of it."""
+
+    pgid: int
+    tag: str = ""  # the environment tag of a contained group ("" for others)
+
+
+class ProcessWatcher(Protocol):
+    """Hears of the groups started in its context (see `watching`)."""
+
+    def started(self, group: ChildGroup) -> None: ...
+
+    def ended(self, group: ChildGroup) -> None: ...
+
+
+_watcher: contextvars.ContextVar[ProcessWatcher | None] = contextvars.ContextVar(
+    "awf_process_watcher", default=None
+)
+
+
+@contextlib.contextmanager
+def watching(watcher: ProcessWatcher) -> Iterator[None]:
+    """Tell `watcher` of every group started in this context until the block ends."""
+    token = _watcher.set(watcher)
+    try:
+        yield
+    finally:
+        _watcher.reset(token)
+
+
 # Strong references to stop tasks that outlive a cancelled caller.
 _stopping: set[asyncio.Task[None]] = set()
 
@@ -79,13 +150,21 @@ _stopping: set[asyncio.Task[None]] = set()
 class ProcessGroup:
     """A running child that leads its own process group, and the means to end it."""
 
-    def __init__(self, process: asyncio.subprocess.Process, protocol: _Protocol) -> None:
+    def __init__(
+        self, process: asyncio.subprocess.Process, protocol: _Protocol, tag: str = ""
+    ) -> None:
         self.process = process
         self.pgid = process.pid  # a new session: the group id is the leader's pid
+        self.tag = tag
         self._leader_exited = protocol.leader_exited
         self._stop_task: asyncio.Task[None] | None = None
         self._leftovers_timer: asyncio.TimerHandle | None = None
         self._closed = False
+        self._watcher: ProcessWatcher | None = None
+
+    @property
+    def record(self) -> ChildGroup:
+        return ChildGroup(self.pgid, self.tag)
 
     @classmethod
     async def start(
@@ -98,17 +177,22 @@ class ProcessGroup:
         limit: int = STREAM_LIMIT,
         eof_grace: float = EOF_GRACE_SECONDS,
         kill_grace: float = KILL_GRACE_SECONDS,
+        contain: bool = False,
     ) -> ProcessGroup:
         """Start `argv` (no shell) with piped stdout/stderr (and stdin if asked).
 
         `limit` bounds one line read with `readline()`; `eof_grace` and `kill_grace` are
-        the module's two grace periods for this group. Raises `OSError` when it cannot start
-        (an argument or a variable holding a NUL byte included).
+        the module's two grace periods for this group; `contain`: nothing it starts may
+        outlive `close()` (see the module's docstring). Raises `OSError` when it cannot
+        start (an argument or a variable holding a NUL byte included).
         """
         if problem := _unstartable(argv, env):
             raise OSError(problem)
         loop = asyncio.get_running_loop()
         pipe = asyncio.subprocess.PIPE
+        tag = secrets.token_hex(12) if contain else ""
+        if tag:
+            env = {**env, TAG_VARIABLE: tag}
         spawn = asyncio.ensure_future(
             loop.subprocess_exec(
                 lambda: _Protocol(limit, loop),
@@ -117,7 +201,7 @@ class ProcessGroup:
                 stdout=pipe,
                 stderr=pipe,
                 cwd=str(cwd),
-                env=dict(env),
+                env=child_env(env),
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
@@ -134,10 +218,14 @@ class ProcessGroup:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(stopping)
             raise
-        group = cls(asyncio.subprocess.Process(transport, protocol, loop), protocol)
+        group = cls(asyncio.subprocess.Process(transport, protocol, loop), protocol, tag)
         protocol.leader_exited.add_done_callback(
             lambda _: group._stop_leftovers_later(loop, eof_grace, kill_grace)
         )
+        watcher = _watcher.get()
+        if watcher is not None:
+            group._watcher = watcher
+            watcher.started(group.record)
         return group
 
     @property
@@ -158,13 +246,25 @@ class ProcessGroup:
         """The caller is done with the child: stop it if the leader still runs.
 
         What the leader left running is no longer stopped after `eof_grace` either: the
-        caller read the output to its end, so nothing holds the pipes.
+        caller read the output to its end, so nothing holds the pipes. A contained group
+        is stopped whole instead, with every process that carries its tag.
         """
         self._closed = True
         if self._leftovers_timer is not None:
             self._leftovers_timer.cancel()
-        if self.process.returncode is None:
-            await self.stop(grace)
+        try:
+            if self.tag:
+                if self.process.returncode is None or group_alive(self.pgid):
+                    if self._stop_task is not None and self._stop_task.done():
+                        self._stop_task = None  # an earlier stop ended: this is another
+                    await self.stop(grace)
+                await asyncio.shield(asyncio.to_thread(sweep_tag, self.tag, grace))
+            elif self.process.returncode is None:
+                await self.stop(grace)
+        finally:
+            watcher, self._watcher = self._watcher, None
+            if watcher is not None:
+                watcher.ended(self.record)
 
     def _begin_stop(self, grace: float) -> asyncio.Task[None]:
         if self._stop_task is None:
@@ -220,15 +320,19 @@ async def run_process(
     on_start: Callable[[int], None] | None = None,
     stdin: bytes | None = None,
     output_limit: int | None = None,
+    contain: bool = False,
 ) -> ProcessResult:
     """Run `argv` in its own process group to the end; stop the group on timeout or cancel.
 
     `on_start(pgid)` is called once the group exists, so the caller can record it (a run
     killed with -9 cannot stop it; `awf resume` can). `stdin`: written to the child, then
     closed (None: /dev/null). `output_limit`: past that many bytes of stdout and stderr
-    together the group is stopped and the result says `over_limit`.
+    together the group is stopped and the result says `over_limit`. `contain`: nothing it
+    started runs on once it has ended (see `ProcessGroup.start`).
     """
-    group = await ProcessGroup.start(argv, cwd=cwd, env=env, stdin=stdin is not None)
+    group = await ProcessGroup.start(
+        argv, cwd=cwd, env=env, stdin=stdin is not None, contain=contain
+    )
     if on_start is not None:
         on_start(group.pgid)
     out: list[str] = []
@@ -382,19 +486,77 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def kill_leftover_group(pgid: int, grace: float = KILL_GRACE_SECONDS) -> bool:
-    """Stop a group a killed run left behind (no event loop: called before a resume).
+def kill_leftover_group(pgid: int, grace: float = KILL_GRACE_SECONDS, tag: str = "") -> bool:
+    """Stop a group a killed run left behind (no event loop: called before a resume), and
+    for a contained one every process carrying its `tag`.
 
-    SIGTERM, then SIGKILL what is left after `grace` s; True if one was there.
+    SIGTERM, then SIGKILL what is left after `grace` s; True if anything was there.
     """
-    if not group_alive(pgid):
+    found = False
+    if pgid and group_alive(pgid):
+        found = True
+        signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and group_alive(pgid):
+            time.sleep(GROUP_POLL_SECONDS)
+        signal_group(pgid, signal.SIGKILL)
+    if tag:
+        found = sweep_tag(tag, grace) or found
+    return found
+
+
+def tagged_processes(tag: str) -> list[int]:
+    """The processes (of this user) whose environment carries `tag` (Linux; else none)."""
+    proc = Path("/proc")
+    if not tag or not proc.is_dir():
+        return []
+    marker = f"{TAG_VARIABLE}={tag}".encode()
+    own = os.getpid()
+    found = []
+    for entry in os.scandir(proc):
+        name = entry.name
+        if not name.isdigit() or int(name) == own:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:  # gone, or another user's
+            continue
+        if marker in environ:
+            found.append(int(name))
+    return found
+
+
+def sweep_tag(tag: str, grace: float = KILL_GRACE_SECONDS) -> bool:
+    """Stop every process carrying `tag`: SIGTERM, SIGKILL after `grace` s; True if any.
+
+    Blocking (it polls /proc): run it in a thread from the event loop."""
+    found = False
+    for _ in range(SWEEP_ROUNDS):
+        pids = [pid for pid in tagged_processes(tag) if _running(pid)]
+        if not pids:
+            return found
+        found = True
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_running(pid) for pid in pids):
+            time.sleep(GROUP_POLL_SECONDS)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie is done)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
         return False
-    signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and group_alive(pgid):
-        time.sleep(GROUP_POLL_SECONDS)
-    signal_group(pgid, signal.SIGKILL)
-    return True
+    return bool(fields) and fields[0] not in (b"Z", b"X")
 
 
 def _load_prctl() -> Callable[..., int] | None:

@@ -15,159 +15,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from awf_nb.engine import events as ev
-from awf_nb.engine.context import LoopFrame, RunContext, command_env
-from awf_nb.engine.limits import RunBudget, RunLimitReached
-from awf_nb.engine.ports import (
-    EventSink,
-    InputReader,
-    McpProxyFactory,
-    Provider,
-    ProviderFactory,
-    RunStore,
-    ToolSetFactory,
-)
-from awf_nb.engine.process import run_shell
+from awf_nb.engine.config import ProviderSet, RunConfig
+from awf_nb.engine.context import LoopFrame, RunContext
+from awf_nb.engine.hooks import run_error_hooks, run_hooks
+from awf_nb.engine.interruption import TurnInterruption
+from awf_nb.engine.limits import RunBudget, RunLimitReached, stricter
+from awf_nb.engine.ports import Provider
+from awf_nb.engine.runtime import RunEnds, StepOutcome
+from awf_nb.engine.sinks import EventMasker, PrefixSink
 from awf_nb.engine.state import RunState, StepState, Turn, new_run_id, now, process_start_time
-from awf_nb.engine.summary import RunSummary
-from awf_nb.errors import AwfError
-from awf_nb.secrets import Masker, is_secret_input
+from awf_nb.engine.summary import RunSummary, format_duration
+from awf_nb.errors import EXIT_SYSTEM, AwfError, internal_error
+from awf_nb.secrets import is_secret_input
 from awf_nb.workflow.model import (
     AnyStep,
     CommandStep,
-    HookAction,
     InlineFailure,
     TerminalStep,
     Workflow,
 )
 
-if TYPE_CHECKING:
-    from awf_nb.engine.partner import SimulatedUser
+log = logging.getLogger(__name__)
 
 # A runaway transitions cycle must end somewhere; loops have their own max_iterations.
 MAX_STEP_EXECUTIONS = 100_000
-MAX_CALL_DEPTH = 10
-
-
-class NullSink:
-    def emit(self, event: ev.RunEvent) -> None:
-        pass
-
-
-class ProviderSet:
-    """The providers of one run, the single owner of their lifetime: one instance per name,
-    shared with the workflows the run calls, closed once when the top-level run ends."""
-
-    def __init__(self, factory: ProviderFactory) -> None:
-        self._factory = factory
-        self._instances: dict[str, Provider] = {}
-
-    def get(self, name: str) -> Provider:
-        if name not in self._instances:
-            self._instances[name] = self._factory(name)
-        return self._instances[name]
-
-    async def aclose(self) -> None:
-        """Close every provider once (aliases may share an instance); never raises."""
-        instances, self._instances = self._instances, {}
-        unique = {id(provider): provider for provider in instances.values()}
-        for provider in unique.values():
-            with contextlib.suppress(Exception):
-                await provider.aclose()
-
-
-@dataclass
-class RunConfig:
-    """Everything a run needs from outside the workflow file."""
-
-    providers: ProviderFactory
-    sink: EventSink = field(default_factory=NullSink)
-    reader: InputReader | None = None  # None: headless, conversations end after turn 1
-    store: RunStore | None = None
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    cwd: Path = field(default_factory=Path.cwd)
-    masker: Masker = field(default_factory=Masker)
-    # call_workflow nesting
-    depth: int = 0
-    call_stack: tuple[str, ...] = ()
-    parent_run_id: str = ""
-    load_child: Callable[[str, Path], Workflow] | None = None
-    # The run's providers: made by the top-level run, passed on to called workflows.
-    provider_set: ProviderSet | None = None
-    # An agent playing the person in conversations (`--simulate-user`), or None.
-    simulated_user: SimulatedUser | None = None
-    # Builds (and starts) the tool set of an agent step with `tools:` (awf_nb.tools).
-    toolsets: ToolSetFactory | None = None
-    # `--yes`: tool calls that need confirmation run without asking.
-    yes: bool = False
-    # Serves a CLI agent step's tools through `awf mcp-serve` (`mcp_proxy`).
-    mcp_proxy: McpProxyFactory | None = None
-    # Asked when the top-level run ends, before its summary: warnings to show (a replay
-    # that left part of its cassette unused).
-    end_warnings: list[Callable[[RunState], list[str]]] = field(default_factory=list)
-
-
-class _RunEnds(Exception):
-    """Raised inside the loop when the run must end here (inline failure, fatal route).
-
-    `reason` becomes the run's `completion_reason`."""
-
-    def __init__(self, message: str, exit_code: int = 3, reason: str = "step_failed") -> None:
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-        self.reason = reason
-
-
-@dataclass
-class StepOutcome:
-    state: StepState
-    jump: str | None = None  # a loop body routed out of its loop to this step
-
-
-class TurnInterruption:
-    """The span of a turn that Ctrl-C / Stop cuts short: a reply streaming, its tool calls
-    running (`Runner.interruptible`).
-
-    `Runner.interrupt` cancels the task running the turn, and leaving the span ends that
-    cancellation there (`uncancel`): the turn goes on, marked interrupted (`happened`).
-    A cancellation someone else asked for too (the run's, a task group's) goes on up.
-    The task itself is cancelled, not a child task made for the span: a turn's rounds
-    then cost no task and no extra passes of the event loop.
-    """
-
-    __slots__ = ("_run", "_task", "happened")
-
-    def __init__(self, run: Runner) -> None:
-        self._run = run
-        self._task: asyncio.Task[Any] | None = None
-        self.happened = False
-
-    def __enter__(self) -> TurnInterruption:
-        self._task = asyncio.current_task()
-        self._run._turn_task, self._run._turn_interrupted = self._task, False
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> bool:
-        run, task = self._run, self._task
-        run._turn_task = None
-        if not run._turn_interrupted or task is None:
-            return False
-        run._turn_interrupted = False
-        if task.uncancel() > 0:  # cancelled by someone else too: that goes on
-            return False
-        if exc_type is not None and not issubclass(exc_type, asyncio.CancelledError):
-            return False  # another error came first: it is what the caller must see
-        self.happened = True
-        return True  # the CancelledError that interrupt() caused ends here
 
 
 class Runner:
@@ -179,7 +60,10 @@ class Runner:
         *,
         state: RunState | None = None,
         start_step: str | None = None,
+        warnings: Sequence[str] = (),
     ) -> None:
+        """`warnings`: what to tell the person once the run has started (inputs that
+        were defaulted oddly, a resume after a crash)."""
         self.workflow = workflow
         self.config = config
         self.masker = config.masker
@@ -188,7 +72,7 @@ class Runner:
             if isinstance(value, str) and is_secret_input(item.name, item.secret):
                 self.masker.add(value)
         self.resumed = state is not None
-        self.startup_warnings: list[str] = []  # shown once the run has started
+        self.startup_warnings = tuple(warnings)  # shown once the run has started
         self._error_codes: dict[str, int] = {}  # step -> exit code of its last error
         store = config.store
         self.state = state or RunState(
@@ -205,6 +89,8 @@ class Runner:
         # `awf resume` re-opens the conversation of the step it starts at, once; later
         # executions of that step (a loop) start afresh as usual.
         self._restore_step = self.start_step if self.resumed else None
+        # When the interrupted session last saved: a step it left running ran until then.
+        self._interrupted_at = self.state.saved_at
         self.ctx = RunContext(
             state=self.state,
             inputs=inputs,
@@ -212,17 +98,18 @@ class Runner:
             cwd=config.cwd,
             base_dir=workflow.base_dir,
         )
-        if config.provider_set is None:  # the top-level run: it owns the providers
-            config.provider_set = ProviderSet(config.providers)
-            self._owns_providers = True
-        else:
-            self._owns_providers = False
+        # The top-level run makes (and closes) the providers; the runs it calls share them.
+        self._owns_providers = config.provider_set is None
+        self.provider_set = config.provider_set or ProviderSet(config.providers)
         self._task: asyncio.Task[Any] | None = None
         self._turn_task: asyncio.Task[Any] | None = None
         self._turn_interrupted = False
         self._executions = 0
         self._warned: set[str] = set()
-        self.limits = RunBudget(workflow.limits, self.state)
+        self.limits = RunBudget(stricter(workflow.limits, config.limits), self.state)
+        self._sink = config.sink
+        self._sink_failures = 0
+        self._mask_event = EventMasker(self.masker)
         self._visits: dict[str, StepState] = {}  # each step's state from its previous visit
 
     # --- public control ---------------------------------------------------------------------
@@ -272,17 +159,17 @@ class Runner:
         if self.resumed and same_host:  # a group id means nothing on another machine
             self._stop_leftover_commands()
         for warning in self.startup_warnings:
-            self.emit(ev.RunWarning(self.run_id, self.masker.mask(warning), ""))
+            self.warn(warning)
         self.checkpoint(history=True)
         try:
-            await self._hooks(self.workflow.hooks.workflow_start, step="")
+            await run_hooks(self, self.workflow.hooks.workflow_start, step="")
             try:
                 async with asyncio.timeout(self.limits.remaining_time()):
                     await self._drive(self.start_step)
             except TimeoutError:
-                raise _RunEnds(self.limits.timeout_message(), reason="limit") from None
+                raise RunEnds(self.limits.timeout_message(), reason="limit") from None
             if state.status == "completed":
-                await self._hooks(self.workflow.hooks.workflow_end, step="")
+                await run_hooks(self, self.workflow.hooks.workflow_end, step="")
         except asyncio.CancelledError:
             state.status = "cancelled"
             state.completion_reason = "cancelled"
@@ -290,14 +177,20 @@ class Runner:
             state.exit_code = 130
             self._finish()
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.shield(self._hooks(self.workflow.hooks.workflow_cancel, step=""))
+                await asyncio.shield(run_hooks(self, self.workflow.hooks.workflow_cancel, step=""))
             raise
-        except (_RunEnds, AwfError) as exc:
+        except (RunEnds, AwfError) as exc:
             state.status = "failed"
-            state.error = self.masker.mask(exc.message if isinstance(exc, _RunEnds) else str(exc))
+            state.error = self.masker.mask(exc.message if isinstance(exc, RunEnds) else str(exc))
             state.exit_code = exc.exit_code
-            state.completion_reason = exc.reason if isinstance(exc, _RunEnds) else "step_failed"
-            await self._error_hooks()
+            state.completion_reason = exc.reason if isinstance(exc, RunEnds) else "step_failed"
+            await run_error_hooks(self)
+        except Exception as exc:  # a bug: the run failed (never left "running"); the
+            state.status = "failed"  # caller reports it, with the traceback under --debug
+            state.error = self.masker.mask(internal_error(exc))
+            state.exit_code = EXIT_SYSTEM
+            state.completion_reason = "step_failed"
+            raise
         finally:
             if state.status in ("completed", "failed"):
                 self._finish()
@@ -312,15 +205,20 @@ class Runner:
         for st in self.state.steps.values():
             if st.process_group:
                 if kill_leftover_group(st.process_group):
-                    self.emit(
-                        ev.RunWarning(
-                            self.run_id,
-                            f"step {st.name}: its command was still running from the "
-                            f"interrupted run (process group {st.process_group}); stopped it",
-                            st.name,
-                        )
+                    self.warn(
+                        f"step {st.name}: its command was still running from the "
+                        f"interrupted run (process group {st.process_group}); stopped it",
+                        st.name,
                     )
                 st.process_group = 0
+            for group in st.process_groups:  # an agent step's tools, servers, CLI
+                if kill_leftover_group(group.pgid, tag=group.tag):
+                    self.warn(
+                        f"step {st.name}: processes it started were still running from "
+                        f"the interrupted run (process group {group.pgid}); stopped them",
+                        st.name,
+                    )
+            st.process_groups = []
 
     def _finish(self) -> None:
         state = self.state
@@ -328,7 +226,7 @@ class Runner:
         if self._owns_providers:
             for check in self.config.end_warnings:
                 for warning in check(state):
-                    self.emit(ev.RunWarning(self.run_id, self.masker.mask(warning), ""))
+                    self.warn(warning)
         self.checkpoint(history=True)
         self.emit(ev.RunFinished(self.run_id, RunSummary.from_state(state)))
 
@@ -353,7 +251,7 @@ class Runner:
         self.ctx.refresh(st)
         state.message = message
         if step.status == "failure":
-            raise _RunEnds(
+            raise RunEnds(
                 message or f"workflow ended in failure state {step.name}",
                 reason="failure_terminal",
             )
@@ -365,16 +263,16 @@ class Runner:
         try:
             return self.workflow.steps[name]
         except KeyError:
-            raise _RunEnds(f'unknown step "{name}"') from None
+            raise RunEnds(f'unknown step "{name}"') from None
 
     def route(self, step: AnyStep, st: StepState, loop: LoopFrame | None = None) -> str:
-        """The name of the next step, or raise `_RunEnds` when the run must fail here."""
+        """The name of the next step, or raise `RunEnds` when the run must fail here."""
         if st.status == "completed":
             target = self._transition(step, st, loop)
             target = target or getattr(step, "on_complete", None) or step.on_success
             if target:
                 return target
-            raise _RunEnds(
+            raise RunEnds(
                 f"step {step.name}: no next step (add on_success or transitions)",
             )
         if isinstance(step, CommandStep) and step.transitions:
@@ -389,10 +287,10 @@ class Runner:
             message = self.ctx.render(
                 step.on_failure.message, step=step.name, what="on_failure.message", loop=loop
             )
-            raise _RunEnds(self.masker.mask(message or st.error), step.on_failure.status)
+            raise RunEnds(self.masker.mask(message or st.error), step.on_failure.status)
         # A failure nobody routes ends the run with its error's exit code: a missing agent
         # CLI is the user's to fix (1), a bad option the workflow's (2), the rest 3.
-        raise _RunEnds(f"step {step.name}: {st.error}", self._error_codes.get(step.name, 3))
+        raise RunEnds(f"step {step.name}: {st.error}", self._error_codes.get(step.name, 3))
 
     def _transition(self, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
         for transition in step.transitions:
@@ -410,7 +308,7 @@ class Runner:
 
         self._executions += 1
         if self._executions > MAX_STEP_EXECUTIONS:
-            raise _RunEnds(f"stopped after {MAX_STEP_EXECUTIONS} step executions (a cycle?)")
+            raise RunEnds(f"stopped after {MAX_STEP_EXECUTIONS} step executions (a cycle?)")
         state = self.state
         state.current_step = step.name
         previous = state.steps.get(step.name)
@@ -438,10 +336,11 @@ class Runner:
                            "tokens_estimated")  # fmt: skip
                 for name in carried:
                     setattr(st, name, getattr(previous, name))
+                st.earlier_seconds = previous.seconds_until(self._interrupted_at)
         state.steps[step.name] = st
         state.executed.append(step.name)
         self.checkpoint()
-        await self._hooks(step.hooks.pre, step=step.name, loop=loop)
+        await run_hooks(self, step.hooks.pre, step=step.name, loop=loop)
         jump: str | None = None
         attempts = (
             step.retry.max_attempts
@@ -458,7 +357,7 @@ class Runner:
                     step.type,
                     attempt,
                     mode=getattr(step, "mode", ""),
-                    detail=getattr(step, "provider", ""),
+                    detail=self._provider_detail(step, loop),
                 )
             )
             t0 = time.monotonic()
@@ -472,18 +371,23 @@ class Runner:
                 st.completed_at = now()
                 self._step_finished(st, time.monotonic() - t0)
                 raise
-            except _RunEnds:
+            except RunEnds:
                 raise
             except RunLimitReached as exc:
                 st.status, st.error, st.completed_at = "failed", exc.message, now()
                 self.ctx.refresh(st)
                 self._step_finished(st, time.monotonic() - t0)
                 self.checkpoint()
-                raise _RunEnds(exc.message, exc.exit_code, reason="limit") from None
+                raise RunEnds(exc.message, exc.exit_code, reason="limit") from None
             except AwfError as exc:
                 st.status = "failed"
                 st.error = self.masker.mask(str(exc).removeprefix(f"step {step.name}: "))
                 self._error_codes[step.name] = exc.exit_code
+            except Exception as exc:  # a bug: the step failed, and the run ends (execute)
+                st.status, st.error = "failed", self.masker.mask(internal_error(exc))
+                st.completed_at = now()
+                self._step_finished(st, time.monotonic() - t0)
+                raise
             st.completed_at = now()
             self.ctx.refresh(st)
             self._step_finished(st, time.monotonic() - t0)
@@ -494,19 +398,19 @@ class Runner:
                 ev.RunWarning(
                     self.run_id,
                     f"step {step.name} failed (attempt {attempt}/{attempts}); "
-                    f"retrying in {delay:.1f}s",
+                    f"retrying in {format_duration(delay)}",
                     step.name,
                 )
             )
             await asyncio.sleep(delay)
-        await self._hooks(step.hooks.post, step=step.name, loop=loop)
+        await run_hooks(self, step.hooks.post, step=step.name, loop=loop)
         self.checkpoint()
         return StepOutcome(st, jump)
 
     def _visit_cap(self, step: AnyStep, previous: StepState | None) -> StepOutcome | None:
         """Count a visit of `step`; past its `limits.max_visits`, go to its `on_failure`
         (the step's state stays its last visit's) or end the run naming the step."""
-        limit = self.workflow.limits.max_visits.get(step.name)
+        limit = self.limits.limits.max_visits.get(step.name)
         count = self.state.visits.get(step.name, 0)
         if limit is None or count < limit:
             self.state.visits[step.name] = count + 1
@@ -514,15 +418,15 @@ class Runner:
         message = f"step {step.name}: limits.max_visits ({limit}) reached"
         if isinstance(step.on_failure, str):
             where = f"{message}; going to {step.on_failure} (its on_failure)"
-            self.emit(ev.RunWarning(self.run_id, where, step.name))
+            self.warn(where, step.name)
             kept = previous or StepState(name=step.name, status="failed", error=message)
             return StepOutcome(kept, jump=step.on_failure)
         if isinstance(step.on_failure, InlineFailure):
             text = self.ctx.render(
                 step.on_failure.message, step=step.name, what="on_failure.message"
             )
-            raise _RunEnds(self.masker.mask(text or message), step.on_failure.status, "limit")
-        raise _RunEnds(f"run stopped at {message}", RunLimitReached.exit_code, "limit")
+            raise RunEnds(self.masker.mask(text or message), step.on_failure.status, "limit")
+        raise RunEnds(f"run stopped at {message}", RunLimitReached.exit_code, "limit")
 
     def _retryable(self, step: AnyStep, st: StepState) -> bool:
         codes = step.retry.retryable_exit_codes if step.retry else []
@@ -546,35 +450,99 @@ class Runner:
 
     # --- providers, events, persistence ---------------------------------------------------------
 
+    def _provider_detail(self, step: AnyStep, loop: LoopFrame | None) -> str:
+        """An agent step's provider for its header: a template rendered (`{{.inputs.
+        provider}}` reads `claude`), as the entry point describes it (a switched model)."""
+        provider = getattr(step, "provider", "") or ""
+        if "{{" in provider:
+            try:
+                provider = self.ctx.render(provider, step=step.name, what="provider", loop=loop)
+            except AwfError:
+                return provider  # the step itself reports the template's error
+            provider = provider.strip()
+        describe = self.config.describe_provider
+        return describe(provider) if provider and describe is not None else provider
+
     def provider(self, name: str) -> Provider:
-        assert self.config.provider_set is not None
-        return self.config.provider_set.get(name)
+        return self.provider_set.get(name)
 
     async def _close_providers(self) -> None:
-        if self._owns_providers and self.config.provider_set is not None:
-            await self.config.provider_set.aclose()
+        if self._owns_providers:
+            await self.provider_set.aclose()
 
     def emit(self, event: ev.RunEvent) -> None:
+        """Show `event` to the frontend, every secret in it masked (`sinks.EventMasker`).
+
+        A frontend that raises must not end the run: the first failure is logged as a
+        warning (the traceback at debug level), the run goes on, and the frontend keeps
+        getting the events after it (it may fail on one kind of event only).
+        """
+        event = self._mask_event(event)
         # try/except rather than contextlib.suppress: this runs once per streamed token.
-        try:  # noqa: SIM105
-            self.config.sink.emit(event)
-        except Exception:  # a broken frontend must not kill the run
-            pass
+        try:
+            self._sink.emit(event)
+        except Exception as exc:
+            self._sink_failed(exc, event)
+
+    def _sink_failed(self, exc: Exception, event: ev.RunEvent) -> None:
+        self._sink_failures += 1
+        if self._sink_failures > 1:
+            return
+        name = type(self._sink).__name__
+        what = self.masker.mask(f"{type(exc).__name__}: {exc}")
+        log.warning(
+            "run %s: the frontend (%s) failed to show an event (%s: %s); the run goes on "
+            "(later failures are not reported)",
+            self.run_id, name, type(event).__name__, what,
+        )  # fmt: skip
+        if log.isEnabledFor(logging.DEBUG):
+            trace = "".join(traceback.format_exception(exc))
+            log.debug("run %s: the frontend's error:\n%s", self.run_id, self.masker.mask(trace))
+
+    def send(self, kind: type[ev.RunEvent], *fields: Any, **named: Any) -> None:
+        """`emit(kind(run_id, *fields, **named))`: an event of this run (masked)."""
+        self.emit(kind(self.run_id, *fields, **named))  # type: ignore[call-arg]
+
+    def warn(self, message: str, step: str = "") -> None:
+        self.emit(ev.RunWarning(self.run_id, message, step))
 
     def warn_once(self, key: str, message: str, step: str = "") -> None:
         if key not in self._warned:
             self._warned.add(key)
-            self.emit(ev.RunWarning(self.run_id, message, step))
+            self.warn(message, step)
+
+    async def call_workflow(
+        self, workflow: Workflow, inputs: Mapping[str, Any], *, step: str, stack: tuple[str, ...]
+    ) -> RunState:
+        """Run `workflow` as a child of this run and return its final state.
+
+        Everything this run was given (providers, reader, store, tools, `--yes`, …) goes on
+        to the child; only where it reports (this run's frontend, its steps named
+        `step.child_step`) and its place in the call stack differ. Its own `limits:` apply
+        to it; the ones given on top of this run's are this run's alone.
+        """
+        child_config = dataclasses.replace(
+            self.config,
+            sink=PrefixSink(self, step),
+            masker=self.masker,
+            depth=self.config.depth + 1,
+            call_stack=stack,
+            parent_run_id=self.run_id,
+            provider_set=self.provider_set,
+            limits=None,
+        )
+        return await Runner(workflow, inputs, child_config).execute()
 
     def earlier_visit(self, step: str) -> StepState | None:
         """The step's state from its previous visit in this run (a cycle came back)."""
         return self._visits.get(step)
 
     def checkpoint(self, *, history: bool = False) -> None:
+        self.limits.record_time()  # the run's duration, with or without a store
         store = self.config.store
         if store is None:
             return
-        self.limits.record_time()
+        self.state.saved_at = now()
         store.save_state(self.state)
         if history:
             store.record_run(self.state)
@@ -603,56 +571,6 @@ class Runner:
 
     # --- hooks --------------------------------------------------------------------------------
 
-    async def _hooks(
-        self,
-        actions: list[HookAction],
-        *,
-        step: str,
-        loop: LoopFrame | None = None,
-        error: Mapping[str, Any] | None = None,
-    ) -> None:
-        for action in actions:
-            where = f"hook of {step}" if step else "workflow hook"
-            if action.log is not None:
-                text = self.ctx.render(action.log, step=step or "hooks", what=where, error=error)
-                self.emit(ev.LogMessage(self.run_id, self.masker.mask(text), step))
-                continue
-            command = self.ctx.render(
-                action.command or "", step=step or "hooks", what=where, loop=loop, error=error
-            )
-            result = await run_shell(
-                command,
-                cwd=self.config.cwd,
-                env=command_env(self.config.env, self.ctx.inputs, AWF_RUN_ID=self.run_id),
-                timeout=300,
-            )
-            if result.stdout.strip():
-                self.emit(
-                    ev.LogMessage(self.run_id, self.masker.mask(result.stdout.rstrip()), step)
-                )
-            if result.exit_code != 0:
-                self.emit(
-                    ev.RunWarning(
-                        self.run_id,
-                        f"{where} exited with code {result.exit_code}: "
-                        + self.masker.mask(result.stderr.strip()[-500:]),
-                        step,
-                    )
-                )
-
-    async def _error_hooks(self) -> None:
-        if not self.workflow.hooks.workflow_error:
-            return
-        failed = self.state.steps.get(self.state.current_step)
-        error = {
-            "Message": self.state.error,
-            "State": self.state.current_step,
-            "ExitCode": failed.exit_code if failed and failed.exit_code is not None else 0,
-            "Type": "execution",
-        }
-        with contextlib.suppress(AwfError):
-            await self._hooks(self.workflow.hooks.workflow_error, step="", error=error)
-
 
 def _retry_delay(step: AnyStep, attempt: int) -> float:
     import random
@@ -664,19 +582,3 @@ def _retry_delay(step: AnyStep, attempt: int) -> float:
     if policy.jitter:
         delay *= 1 + random.uniform(-policy.jitter, policy.jitter)
     return max(delay, 0.0)
-
-
-class PrefixSink:
-    """Forwards a child workflow's events with its steps named `call_step.child_step`."""
-
-    def __init__(self, sink: EventSink, prefix: str) -> None:
-        self._sink = sink
-        self._prefix = prefix
-
-    def emit(self, event: ev.RunEvent) -> None:
-        if isinstance(event, ev.RunStarted | ev.RunFinished):
-            return
-        step = getattr(event, "step", None)
-        if step is not None:
-            event = replace(event, step=f"{self._prefix}.{step}" if step else self._prefix)  # type: ignore[arg-type]
-        self._sink.emit(event)

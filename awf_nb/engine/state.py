@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from awf_nb.engine.events import PERSON
 from awf_nb.engine.statuses import RunStatus, StepStatus, StoppedBy
 
 __all__ = ["RunStatus", "StepStatus", "StoppedBy"]  # re-exported; the models are below
@@ -31,20 +32,45 @@ class Turn(_State):
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str
+    # What writing this message cost, when a model wrote it (the step's agent, a partner
+    # agent): the input tokens it was sent plus the output tokens it wrote, as the provider
+    # reported them, else estimated (`tokens_estimated`). 0 for what the person typed, the
+    # step's prompt, scripted replies and tool results: they count in the input tokens of
+    # the reply they are sent with.
     tokens: int = 0
     tokens_estimated: bool = False
-    interrupted: bool = False  # a reply cut short by Ctrl-C / Stop
+    # A reply (or a partner agent's message) cut short by Ctrl-C / Stop, a provider error
+    # or a timeout; a partner's message cut short never reached the step's agent.
+    interrupted: bool = False
     duration: float = 0.0  # seconds the reply took to stream (an agent's, a partner agent's)
     truncated_turns: int = 0  # pairs the provider dropped to fit its context window
     # Who said it, when not the obvious party: on a user turn, the conversation partner
-    # that sent it (an agent's name, `user (simulated)`); "" for the person or the step's
-    # prompt. On an assistant turn always "" (the step's own agent).
+    # that sent it (an agent's name, `user (simulated)`), or `person` when the person
+    # stepped into an exchange between agents; "" for the person as the partner, or the
+    # step's prompt. On an assistant turn always "" (the step's own agent).
     speaker: str = ""
+    # On a partner agent's message: what the partner was sent to answer, when it was not
+    # the agent's reply before it verbatim (a `conversation.with.prompt` template, rendered).
+    sent: str = ""
+    # On a partner's message that ended the conversation (a simulated user's `exit`, an
+    # empty message): recorded, never sent to the step's agent.
+    ended: bool = False
     # Chat mode: the tool calls an assistant turn asked for ({id, name, arguments}); a
     # `tool` turn answers one of them (`tool_call_id`, the tool's `name`).
     tool_calls: list[dict[str, str]] = Field(default_factory=list)
     tool_call_id: str = ""
     name: str = ""
+
+    @property
+    def reached_agent(self) -> bool:
+        """Whether the step's agent was sent this turn: not a partner's message that was
+        cut short or ended the conversation."""
+        return not (self.role == "user" and (self.interrupted or self.ended))
+
+    @property
+    def by_partner(self) -> bool:
+        """A message written by the conversation partner (not the person stepping in)."""
+        return self.role == "user" and self.speaker not in ("", PERSON)
 
 
 class ConversationState(_State):
@@ -52,7 +78,11 @@ class ConversationState(_State):
     provider: str = ""  # the provider that owns the session; another one cannot resume it
     turns: list[Turn] = Field(default_factory=list)
     total_turns: int = 0  # assistant replies received
+    # The tokens of every message of the conversation (the sum of its turns' `tokens`):
+    # both sides, turns inherited through `continue_from` and earlier visits included.
     total_tokens: int = 0
+    # The partner agent's share of `total_tokens` (`conversation.with`, a simulated user).
+    partner_tokens: int = 0
     stopped_by: StoppedBy = ""
     # A partner agent's own session (`conversation.with`): its id for session-id providers
     # and how many messages it sent. Its message list is derived from `turns`.
@@ -79,17 +109,41 @@ class ConversationState(_State):
                 previous = turn.role
         return replies
 
-    def partner_transcript(self) -> list[dict[str, str]]:
-        """The exchange as the partner saw it: the agent's replies are its `user` messages,
-        what was said on its side (by it, or by the person stepping in) its `assistant`
-        ones. Empty when the person was the partner."""
-        seen: list[dict[str, str]] = []
+    def partner_exchanges(self) -> Iterator[tuple[str, Turn]]:
+        """The partner agent's own conversation: for each message it wrote (cut short ones
+        included), what it was sent to answer — the agent's reply before it, or what its
+        `prompt` template made of it — and the message. This is the message list the
+        partner is sent, live and after `awf resume` alike; the person stepping in is not
+        part of it (the partner never sees what they typed)."""
+        reply = ""
         for turn in self.turns:
             if turn.role == "assistant":
-                seen.append({"role": "user", "content": turn.content})
-            elif turn.role == "user" and turn.speaker and seen:
-                seen.append({"role": "assistant", "content": turn.content, "speaker": turn.speaker})
-        return seen if any(t["role"] == "assistant" for t in seen) else []
+                reply = turn.content
+            elif turn.by_partner:
+                yield turn.sent or reply, turn
+
+    def partner_transcript(self) -> list[dict[str, Any]]:
+        """The exchange as the partner saw it (`partner_exchanges`): what it was sent are
+        its `user` messages, what it wrote its `assistant` ones. Empty when the person was
+        the partner."""
+        seen: list[dict[str, Any]] = []
+        for sent, turn in self.partner_exchanges():
+            seen.append({"role": "user", "content": sent})
+            seen.append(
+                {
+                    "role": "assistant",
+                    "content": turn.content,
+                    "speaker": turn.speaker,
+                    "interrupted": turn.interrupted,
+                }
+            )
+        return seen
+
+    def partner_message(self) -> str:
+        """The partner's last message that reached the agent ("" before its first)."""
+        return next(
+            (t.content for t in reversed(self.turns) if t.by_partner and t.reached_agent), ""
+        )
 
     def fork(self) -> ConversationState:
         """A copy for `continue_from`: same session and turns, `stopped_by` reset."""
@@ -97,6 +151,13 @@ class ConversationState(_State):
         clone.stopped_by = ""
         clone.live_from = None
         return clone
+
+
+class ChildGroupState(_State):
+    """A process group a step started that may still run (see engine/process.py)."""
+
+    pgid: int
+    tag: str = ""  # a contained group's environment tag: its escaped processes too
 
 
 class Visit(_State):
@@ -151,12 +212,18 @@ class StepState(_State):
     # The process group of a command while it runs (0 otherwise): if awf is killed, the
     # next `awf resume` stops what is left of it before running anything again.
     process_group: int = 0
+    # The groups an agent step's tool calls, MCP servers and agent CLI run while they do:
+    # `awf resume` stops what a killed run left of them, as for a command.
+    process_groups: list[ChildGroupState] = Field(default_factory=list)
     tokens_input: int = 0
     tokens_output: int = 0
     tokens_estimated: bool = False
     error: str = ""
     started_at: datetime | None = None
     completed_at: datetime | None = None
+    # The time a conversation re-opened by `awf resume` had run before, in earlier sessions
+    # (the time the run sat interrupted is not in it).
+    earlier_seconds: float = 0.0
     attempt: int = 0
     conversation: ConversationState | None = None
     # Which visit of the step this is (1: its first run), and the earlier visits that
@@ -191,9 +258,21 @@ class StepState(_State):
 
     @property
     def duration(self) -> float:
+        """The time the step spent running: from its start to its end in this session,
+        plus `earlier_seconds`; 0 while it has not ended."""
         if self.started_at and self.completed_at:
-            return (self.completed_at - self.started_at).total_seconds()
+            return self.earlier_seconds + (self.completed_at - self.started_at).total_seconds()
         return 0.0
+
+    def seconds_until(self, saved_at: datetime | None) -> float:
+        """The time it ran until the end of its session: its end, or the run's last save
+        (`saved_at`) for a step a killed run left running."""
+        if self.completed_at is not None:
+            return self.duration
+        end = saved_at or self.started_at
+        if self.started_at is None or end is None:
+            return self.earlier_seconds
+        return self.earlier_seconds + max(0.0, (end - self.started_at).total_seconds())
 
     def template_view(self) -> dict[str, Any]:
         """The step as templates and conditions see it (`.states.NAME.Output`, …)."""
@@ -202,16 +281,16 @@ class StepState(_State):
         if conv is not None:
             turns = [t.model_dump() for t in conv.turns]
             partner = conv.partner_transcript()
-            partner_message = next(
-                (t["content"] for t in reversed(partner) if t["role"] == "assistant"), ""
-            )
+            partner_message = conv.partner_message()
             conv_view = {
                 "PartnerMessage": partner_message,
                 "PartnerTranscript": partner,
                 "PartnerSessionID": conv.partner_session_id,
+                "PartnerTokens": conv.partner_tokens,
                 "partner_message": partner_message,
                 "partner_transcript": partner,
                 "partner_session_id": conv.partner_session_id,
+                "partner_tokens": conv.partner_tokens,
                 "SessionID": conv.session_id,
                 "Turns": turns,
                 "TotalTurns": conv.total_turns,
@@ -275,6 +354,7 @@ class RunState(_State):
     # a resumed step): still spent, so still in the run's total.
     earlier_tokens: int = 0
     active_seconds: float = 0.0  # time spent running, summed over resumes
+    saved_at: datetime | None = None  # when the state was last checkpointed
     # How many times each step has started (`limits.max_visits`), resumes included.
     visits: dict[str, int] = Field(default_factory=dict)
     # Why the run ended (set when it does): `terminal` (a success terminal), `failure_terminal`,
@@ -296,8 +376,21 @@ class RunState(_State):
 
     @property
     def duration(self) -> float:
+        """The time spent running, summed over its sessions (`awf resume` included): the
+        hours a run sat interrupted are not in it (they are in `wall_duration`). As of the
+        last save while it runs."""
+        return self.active_seconds if self.active_seconds else self.wall_duration
+
+    @property
+    def wall_duration(self) -> float:
+        """From the start to the end (or now), the time it sat interrupted included."""
         end = self.completed_at or now()
         return (end - self.started_at).total_seconds()
+
+    @property
+    def tokens_estimated(self) -> bool:
+        """Whether some of `total_tokens` are the len/4 estimate (no usage reported)."""
+        return any(s.tokens_estimated for s in self.steps.values())
 
     def is_alive_elsewhere(self) -> bool:
         """Still running in another live process on this machine?"""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
+import contextvars
 import json
 import os
 import stat
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from awf_nb.engine import events as ev
 from awf_nb.engine.context import LoopFrame, command_env, json_response
 from awf_nb.engine.process import default_shell, run_process
+from awf_nb.engine.runtime import MAX_CALL_DEPTH, RunEnds
 from awf_nb.engine.state import StepState
 from awf_nb.errors import DefinitionError, ExecutionError
 from awf_nb.workflow.model import (
@@ -37,13 +38,19 @@ from awf_nb.workflow.model import (
 )
 
 if TYPE_CHECKING:
-    from awf_nb.engine.run import Runner
+    from awf_nb.engine.runtime import StepRun
 
 HARD_MAX_ITERATIONS = 10_000
 DEFAULT_MAX_ITERATIONS = 100
 
+# The parallel step whose branch the current task runs (its loops and called workflows
+# included), "" outside of any: the person can answer only one conversation at a time.
+in_parallel_branch: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "in_parallel_branch", default=""
+)
 
-async def execute(run: Runner, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
+
+async def execute(run: StepRun, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
     if isinstance(step, CommandStep):
         await execute_command(run, step, st, loop)
     elif isinstance(step, AgentStep):
@@ -67,7 +74,7 @@ async def execute(run: Runner, step: AnyStep, st: StepState, loop: LoopFrame | N
 
 
 async def execute_command(
-    run: Runner, step: CommandStep, st: StepState, loop: LoopFrame | None
+    run: StepRun, step: CommandStep, st: StepState, loop: LoopFrame | None
 ) -> None:
     ctx = run.ctx
     cwd = run.config.cwd
@@ -87,11 +94,11 @@ async def execute_command(
 
     def on_stdout(text: str) -> None:
         if shown := stdout_masker.feed(text):
-            run.emit(ev.StepOutput(run.run_id, step.name, shown, "stdout"))
+            run.send(ev.StepOutput, step.name, shown, "stdout")
 
     def on_stderr(text: str) -> None:
         if shown := stderr_masker.feed(text):
-            run.emit(ev.StepOutput(run.run_id, step.name, shown, "stderr"))
+            run.send(ev.StepOutput, step.name, shown, "stderr")
 
     def on_start(pgid: int) -> None:
         st.process_group = pgid
@@ -115,7 +122,7 @@ async def execute_command(
             script_path.unlink(missing_ok=True)
     for masker, stream in ((stdout_masker, "stdout"), (stderr_masker, "stderr")):
         if tail := masker.flush():
-            run.emit(ev.StepOutput(run.run_id, step.name, tail, stream))  # type: ignore[arg-type]
+            run.send(ev.StepOutput, step.name, tail, stream)
     st.output = run.masker.mask(result.stdout.rstrip("\n"))
     st.stderr = run.masker.mask(result.stderr.rstrip("\n"))
     st.exit_code = result.exit_code
@@ -129,7 +136,7 @@ async def execute_command(
 
 
 def _script_argv(
-    run: Runner, step: CommandStep, loop: LoopFrame | None
+    run: StepRun, step: CommandStep, loop: LoopFrame | None
 ) -> tuple[list[str], Path | None]:
     """A `script_file`: rendered as a template, then run by its shebang or by the shell."""
     path, body = run.ctx.render_file(
@@ -148,13 +155,14 @@ def _script_argv(
 
 
 async def execute_parallel(
-    run: Runner, step: ParallelStep, st: StepState, loop: LoopFrame | None
+    run: StepRun, step: ParallelStep, st: StepState, loop: LoopFrame | None
 ) -> None:
     """Run the branches concurrently; branch routing is ignored (spec §4)."""
     limit = asyncio.Semaphore(step.max_concurrent or len(step.parallel) or 1)
     branches = [run.workflow.steps[name] for name in step.parallel]
 
     async def branch(child: AnyStep) -> StepState:
+        in_parallel_branch.set(step.name)  # this branch's task only: it has its own context
         async with limit:
             return (await run.run_step(child, loop)).state
 
@@ -188,7 +196,7 @@ async def execute_parallel(
 # --- loops -----------------------------------------------------------------------------------
 
 
-def _max_iterations(run: Runner, step: ForEachStep | WhileStep, loop: LoopFrame | None) -> int:
+def _max_iterations(run: StepRun, step: ForEachStep | WhileStep, loop: LoopFrame | None) -> int:
     value = step.max_iterations
     if isinstance(value, str):
         text = run.ctx.render(value, step=step.name, what="max_iterations", loop=loop)
@@ -207,7 +215,7 @@ def _max_iterations(run: Runner, step: ForEachStep | WhileStep, loop: LoopFrame 
     return min(value, HARD_MAX_ITERATIONS)
 
 
-def _items(run: Runner, step: ForEachStep, loop: LoopFrame | None) -> list[Any]:
+def _items(run: StepRun, step: ForEachStep, loop: LoopFrame | None) -> list[Any]:
     if isinstance(step.items, list):
         return [
             run.ctx.render_value(i, step=step.name, what="items", loop=loop) for i in step.items
@@ -223,7 +231,7 @@ def _items(run: Runner, step: ForEachStep, loop: LoopFrame | None) -> list[Any]:
 
 
 async def execute_loop(
-    run: Runner, step: ForEachStep | WhileStep, st: StepState, parent: LoopFrame | None
+    run: StepRun, step: ForEachStep | WhileStep, st: StepState, parent: LoopFrame | None
 ) -> str | None:
     limit = _max_iterations(run, step, parent)
     items = _items(run, step, parent) if isinstance(step, ForEachStep) else None
@@ -260,11 +268,9 @@ async def execute_loop(
 
 
 async def _run_body(
-    run: Runner, loop_step: ForEachStep | WhileStep, frame: LoopFrame
+    run: StepRun, loop_step: ForEachStep | WhileStep, frame: LoopFrame
 ) -> tuple[str | None, StepState | None]:
     """One iteration. Returns (a step outside the loop to jump to, the last body state)."""
-    from awf_nb.engine.run import _RunEnds
-
     body = loop_step.body
     position = 0
     last: StepState | None = None
@@ -282,7 +288,7 @@ async def _run_body(
                 continue
             try:
                 target = run.route(step, last, frame)
-            except _RunEnds as exc:
+            except RunEnds as exc:
                 raise ExecutionError(
                     f"step {loop_step.name}: iteration {frame.index + 1}: {exc.message}"
                 ) from None
@@ -299,10 +305,8 @@ async def _run_body(
 
 
 async def execute_call(
-    run: Runner, step: CallWorkflowStep, st: StepState, loop: LoopFrame | None
+    run: StepRun, step: CallWorkflowStep, st: StepState, loop: LoopFrame | None
 ) -> None:
-    from awf_nb.engine.run import MAX_CALL_DEPTH, PrefixSink, Runner
-
     config = run.config
     if config.depth + 1 > MAX_CALL_DEPTH:
         raise ExecutionError(
@@ -327,19 +331,9 @@ async def execute_call(
     from awf_nb.engine.inputs import resolve_inputs
 
     resolved = resolve_inputs(child, inputs, cwd=config.cwd)
-    # Everything the run was given (providers, reader, store, tools, --yes, …) goes on to
-    # the called workflow; only where it reports and its place in the call stack differ.
-    child_config = dataclasses.replace(
-        config,
-        sink=PrefixSink(config.sink, step.name),
-        masker=run.masker,
-        depth=config.depth + 1,
-        call_stack=stack,
-        parent_run_id=run.run_id,
-    )
-    runner = Runner(child, resolved, child_config)
     try:
-        child_state = await asyncio.wait_for(runner.execute(), step.timeout)
+        called = run.call_workflow(child, resolved, step=step.name, stack=stack)
+        child_state = await asyncio.wait_for(called, step.timeout)
     except TimeoutError:
         raise ExecutionError(f"step {step.name}: timed out after {step.timeout:g}s") from None
     st.tokens_used = child_state.total_tokens
@@ -360,7 +354,7 @@ async def execute_call(
 
 
 async def execute_operation(
-    run: Runner, step: OperationStep, st: StepState, loop: LoopFrame | None
+    run: StepRun, step: OperationStep, st: StepState, loop: LoopFrame | None
 ) -> None:
     """A built-in operation: its outputs become `Response`, and `Output` as JSON."""
     from awf_nb.engine.operations import OperationContext, run_operation

@@ -3,7 +3,9 @@
 The engine builds it when a run ends and sends it in the `RunFinished` event; the terminal,
 the notebook panel, a `RunHandle` and `RunResult.summary()` all render this same value
 (as text here, as HTML in `frontends/notebook/summary.py`), so they cannot disagree on what
-a run did. Durations and marks are formatted here for the same reason.
+a run did. Durations, token figures and marks are formatted here for the same reason:
+`format_duration` and `format_tokens` are the one way every frontend, `awf status` and
+`awf history` show a time or a number of tokens.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class StepLine:
     status: str
     duration: float
     tokens: int = 0
+    tokens_estimated: bool = False
 
     @property
     def mark(self) -> str:
@@ -38,8 +41,9 @@ class RunSummary:
     workflow: str
     run_id: str
     status: str  # completed | failed | cancelled (a run that ended)
-    duration: float
+    duration: float  # the time spent running, summed over resumes (`RunState.duration`)
     tokens: int = 0
+    tokens_estimated: bool = False  # some of them are the len/4 estimate
     error: str = ""
     message: str = ""  # the terminal step's message
     steps: tuple[StepLine, ...] = ()
@@ -47,7 +51,7 @@ class RunSummary:
     @classmethod
     def from_state(cls, state: RunState) -> RunSummary:
         steps = tuple(
-            StepLine(name, step.status, step.duration, step.tokens_used)
+            StepLine(name, step.status, step.duration, step.tokens_used, step.tokens_estimated)
             for name, step in ((n, state.steps[n]) for n in dict.fromkeys(state.executed))
         )
         return cls(
@@ -56,6 +60,7 @@ class RunSummary:
             status=state.status,
             duration=state.duration,
             tokens=state.total_tokens,
+            tokens_estimated=state.tokens_estimated,
             error=state.error,
             message=state.message,
             steps=steps,
@@ -71,7 +76,7 @@ class RunSummary:
         parts = [f"{word} {format_duration(self.duration)}"]
         parts.append(f"{len(self.steps)} step{'s' if len(self.steps) != 1 else ''}")
         if self.tokens:
-            parts.append(f"{self.tokens} tokens")
+            parts.append(format_tokens(self.tokens, self.tokens_estimated))
         return " · ".join(parts)
 
     def resume_hint(self, resume_command: str = "awf resume") -> str:
@@ -88,7 +93,7 @@ class RunSummary:
             lines.append(f"error: {self.error}")
         lines.extend(
             f"  {s.mark} {s.name:<20} {s.status:<9} {format_duration(s.duration):>8}"
-            + (f"  {s.tokens} tokens" if s.tokens else "")
+            + (f"  {format_tokens(s.tokens, s.tokens_estimated)}" if s.tokens else "")
             for s in self.steps
         )
         if hint := self.resume_hint(resume_command):
@@ -96,13 +101,20 @@ class RunSummary:
         return "\n".join(lines)
 
 
-def format_duration(seconds: float) -> str:
-    """`0.42 s`, `12.3 s`, `2 min 05 s`, `1 h 02 min`."""
-    if seconds < 10:
+def format_duration(seconds: float, *, whole: bool = False) -> str:
+    """A time as every part of awf shows it: `0.42 s`, `12.3 s`, `2 min 05 s`, `1 h 02 min`.
+
+    `whole`: in whole seconds (`7 s`), for a status line that ticks once a second."""
+    seconds = max(seconds, 0.0)
+    if whole:
+        seconds = float(int(seconds))
+        if seconds < 60:
+            return f"{int(seconds)} s"
+    if round(seconds, 2) < 10:
         return f"{seconds:.2f} s"
-    if seconds < 60:
+    if round(seconds, 1) < 60:
         return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(seconds), 60)
+    minutes, secs = divmod(int(seconds) if whole else round(seconds), 60)
     if minutes < 60:
         return f"{minutes} min {secs:02d} s"
     hours, minutes = divmod(minutes, 60)
@@ -111,7 +123,9 @@ def format_duration(seconds: float) -> str:
 
 def format_elapsed(seconds: float) -> str:
     """Whole seconds, for a status line that ticks once a second."""
-    whole = int(seconds)
-    if whole < 60:
-        return f"{whole} s"
-    return format_duration(whole)
+    return format_duration(seconds, whole=True)
+
+
+def format_tokens(count: int, estimated: bool = False) -> str:
+    """`340 tokens`, or `~340 tokens` when some of them are the len/4 estimate."""
+    return f"{'~' if estimated else ''}{count} tokens"

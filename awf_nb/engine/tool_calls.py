@@ -1,15 +1,20 @@
 """Running the tool calls of one model reply (chat mode), for `AgentSession.turn`.
 
 The calls of a reply are first confirmed, one at a time in call order, where the step's
-`tools.confirm` asks for it: the person answers through the input reader (`Confirmer`);
-a run with nobody to ask, or an agent in a called workflow (a sub-agent never prompts the
-person), refuses unless the run was started with `--yes`. Then the allowed calls
-run concurrently and their results go back in call order. Each call is an event pair
-(`ToolCallStarted`, `ToolCallFinished`) and a transcript line, written as it finishes.
+`tools.confirm` asks for it: the person answers through the input reader (`Confirmer`),
+in a workflow run by a `call_workflow` step too (the author composed it, as in AWF); a run
+with nobody to ask refuses unless it was started with `--yes`. (A workflow a model starts
+through a tool never gets the person: see engine/process.py, its children have no
+terminal and no stdin.) Then the allowed calls run concurrently, at most
+`tools.max_parallel` at a time, and their results go back in call order. Each call is an
+event pair (`ToolCallStarted`, `ToolCallFinished`) and a transcript line, written as it
+finishes.
 
 Ctrl-C / Stop while calls run cancels them: each unfinished call gets a result saying it
 was interrupted, so the history never holds a call without its result, and the person has
-the turn. Arguments that are not a JSON object are answered with an error result.
+the turn. The step's timeout running out (it bounds the whole turn) does the same, with a
+result saying so, and fails the step. Arguments that are not a JSON object are answered
+with an error result.
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ from typing import TYPE_CHECKING, Any
 from awf_nb.engine import events as ev
 from awf_nb.engine.ports import Confirmer, Message, ToolCall, ToolResult, ToolSet
 from awf_nb.engine.state import Turn
+from awf_nb.workflow.tools_model import DEFAULT_MAX_PARALLEL
 
 if TYPE_CHECKING:
     from awf_nb.engine.agent import AgentSession
 
 INTERRUPTED = "interrupted: the person stopped this call before it finished"
+TIMED_OUT = "stopped: the step's timeout ran out before this call finished"
 REFUSED = "refused by the user"
 NOBODY_TO_ASK = (
     "refused: this tool needs the person's confirmation and nobody can be asked in this run "
@@ -61,7 +68,8 @@ async def run_tool_calls(
             with run.interruptible() as interruption:  # Ctrl-C / Stop: these calls
                 await _run_all(session, tools, allowed, results)
         except asyncio.CancelledError:  # the run's cancellation: results first, all the same
-            _settle_interrupted(session, allowed, results, time.monotonic() - started)
+            why = TIMED_OUT if session.timed_out() else INTERRUPTED
+            _settle_interrupted(session, allowed, results, time.monotonic() - started, why)
             raise
         if interruption.happened:
             cut = True
@@ -81,13 +89,13 @@ async def _decide(session: AgentSession, tools: ToolSet, call: ToolCall) -> str:
     if run.config.yes:
         return ""
     reader = run.config.reader
-    # An agent in a called workflow is a sub-agent: it never prompts the person.
-    if not isinstance(reader, Confirmer) or run.config.depth > 0:
+    if not isinstance(reader, Confirmer):
         return NOBODY_TO_ASK
     arguments = run.masker.mask(call.arguments)
     session.save_before_asking()  # the person may take a while: what was said is on disk
     run.emit(ev.AwaitingConfirmation(run.run_id, session.step.name, call.id, call.name, arguments))
-    allowed = await reader.confirm(f"Allow {call.name}({arguments})?")
+    with session.waiting_for_person():
+        allowed = await reader.confirm(f"Allow {call.name}({arguments})?")
     return "" if allowed else REFUSED
 
 
@@ -110,8 +118,16 @@ async def _run_all(
 
     if len(calls) == 1:  # the usual reply: no gather, no task of its own
         await one(calls[0])
-    else:
-        await asyncio.gather(*(one(call) for call in calls))
+        return
+    # A reply may ask for hundreds of calls: at most max_parallel run at once.
+    config = session.step.tools
+    gate = asyncio.Semaphore(config.max_parallel if config is not None else DEFAULT_MAX_PARALLEL)
+
+    async def gated(call: ToolCall) -> None:
+        async with gate:
+            await one(call)
+
+    await asyncio.gather(*(gated(call) for call in calls))
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | ToolResult:
@@ -129,11 +145,13 @@ def _settle_interrupted(
     calls: list[ToolCall],
     results: dict[str, tuple[ToolResult, str, float]],
     ran: float,
+    why: str = INTERRUPTED,
 ) -> None:
-    """Results for the calls Ctrl-C / Stop cut short (they ran for `ran` seconds)."""
+    """Results for the calls Ctrl-C / Stop (or the step's timeout) cut short; they ran
+    for `ran` seconds."""
     for call in calls:
         if call.id not in results:
-            result = ToolResult(INTERRUPTED, is_error=True)
+            result = ToolResult(why, is_error=True)
             results[call.id] = (result, "interrupted", ran)
             _finish(session, call, result, "interrupted", ran)
 

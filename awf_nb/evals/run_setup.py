@@ -1,7 +1,7 @@
 """How an eval starts one run: the single adapter between the harness and the run set-up.
 
 Every (case, epoch) is an ordinary awf run, started through the project's run set-up
-(`awf_nb.api.prepare_run`) and nothing else; this module is the one place in `awf_nb.evals`
+(`awf_nb.runs.prepare_run`) and nothing else; this module is the one place in `awf_nb.evals`
 that calls it, and the one place that reaches the provider registry and the cassette
 package. When the set-up changes, this file changes, not the harness.
 
@@ -124,25 +124,11 @@ def workflow_provider_problems(workflow: Workflow) -> list[Problem]:
 def with_limits(workflow: Workflow, limits: Limits) -> Workflow:
     """`workflow` with the eval's `limits` on top of its own: the smaller of each (per
     step for `max_visits`); how many visits are kept stays the workflow's."""
+    from awf_nb.engine.limits import stricter
+
     if not limits.any:
         return workflow
-    own = workflow.limits
-
-    def smaller(a: Any, b: Any) -> Any:
-        return b if a is None else a if b is None else min(a, b)
-
-    visits = dict(own.max_visits)
-    for step, limit in limits.max_visits.items():
-        visits[step] = smaller(visits.get(step), limit)
-    merged = own.model_copy(
-        update={
-            "max_agent_turns": smaller(own.max_agent_turns, limits.max_agent_turns),
-            "max_tokens": smaller(own.max_tokens, limits.max_tokens),
-            "timeout": smaller(own.timeout, limits.timeout),
-            "max_visits": visits,
-        }
-    )
-    return workflow.model_copy(update={"limits": merged})
+    return workflow.model_copy(update={"limits": stricter(workflow.limits, limits)})
 
 
 def prepare_case_run(
@@ -164,14 +150,13 @@ def prepare_case_run(
     `replies` (the case's scripted messages) wins over `user`; with neither, a
     conversation with the person ends after its first reply (a headless run).
     """
-    from awf_nb.api import prepare_run
+    from awf_nb.runs import RunOptions, prepare_run
 
-    return prepare_run(
-        workflow,
-        inputs,
+    options = RunOptions(
+        inputs=inputs,
         reader=CaseReplies(replies) if replies is not None else None,
         sink=sink,
-        store=store,
+        storage=store if store is not None else False,
         providers=_SeededFactory(seed),
         cwd=cwd,
         env=env,
@@ -180,6 +165,7 @@ def prepare_case_run(
         replay=cassette.path if cassette is not None and cassette.mode == "replay" else None,
         yes=yes,
     )
+    return prepare_run(workflow, options).runner
 
 
 class ScoringProviders:

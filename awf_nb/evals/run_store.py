@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from awf_nb.engine.state import RunState
-from awf_nb.store import SOURCE_FILE, Store, _atomic_write, _checkpoint_view
+from awf_nb.store import SOURCE_FILE, Store, checkpoint_view
+from awf_nb.store.files import atomic_write
 
 _STOP = object()
 
@@ -46,7 +47,7 @@ class EvalRunStore(Store):
     def save_state(self, state: RunState) -> None:
         path = self.state_path(state.run_id)
         self.sync_transcript(state.run_id)  # closes the group's descriptor (no fsync)
-        data = _checkpoint_view(state).to_json().encode()
+        data = checkpoint_view(state).to_json().encode()
         source = None
         if state.workflow_source and state.run_id not in self._sources_saved:
             source = state.workflow_source.encode()
@@ -55,8 +56,8 @@ class EvalRunStore(Store):
         def write() -> None:
             self._ensure_dir(path.parent)
             if source is not None and not (path.parent / SOURCE_FILE).exists():
-                _atomic_write(path.parent / SOURCE_FILE, source, fsync=False)
-            _atomic_write(path, data, fsync=False)
+                atomic_write(path.parent / SOURCE_FILE, source, fsync=False)
+            atomic_write(path, data, fsync=False)
 
         self._to_settle.add(state.run_id)
         self._submit(write)

@@ -31,7 +31,7 @@ from typing import Any
 from awf_nb.errors import AwfSystemError, UserError
 from awf_nb.evals.datasets import Case
 from awf_nb.evals.results import EvalResult, EvalRow
-from awf_nb.store import PRIVATE_DIR, PRIVATE_FILE, Store, _atomic_write
+from awf_nb.store import PRIVATE_DIR, PRIVATE_FILE, Store, atomic_write
 
 EVALS_DIR = "evals"
 MANIFEST = "manifest.json"
@@ -162,14 +162,14 @@ class EvalFolder:
         self, manifest: Manifest, resolved: dict[str, Any], workflow_text: str, cases: list[Case]
     ) -> None:
         """The files written once, when the eval starts."""
-        _atomic_write(self.path / RESOLVED, _json(resolved, indent=2))
-        _atomic_write(self.path / WORKFLOW, workflow_text.encode())
+        atomic_write(self.path / RESOLVED, _json(resolved, indent=2))
+        atomic_write(self.path / WORKFLOW, workflow_text.encode())
         lines = b"".join(_line(_case_record(case)) for case in cases)
-        _atomic_write(self.path / CASES, lines)
+        atomic_write(self.path / CASES, lines)
         self.write_manifest(manifest)
 
     def write_manifest(self, manifest: Manifest) -> None:
-        _atomic_write(self.path / MANIFEST, _json(manifest.as_dict(), indent=2))
+        atomic_write(self.path / MANIFEST, _json(manifest.as_dict(), indent=2))
 
     def claim(self, manifest: Manifest) -> None:
         """Mark the eval as running in this process (refused if another one runs it)."""

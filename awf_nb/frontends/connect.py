@@ -1,31 +1,37 @@
-"""The one place that picks how a run is shown and connects it: terminal, notebook, headless.
+"""The one place that picks how a run is shown: terminal, notebook, headless.
 
 `awf run`, `%awf`/`%%awf` and `awf_nb.run()`/`arun()` all come here (the `tqdm.auto` idea):
 
 - `pick_frontend(show)` — `"notebook"` inside a Jupyter kernel, `"terminal"` when a person
   watches a terminal (or `show=True`), `"headless"` otherwise or with `show=False`;
-- `connect(runner, frontend, …)` gives the runner its input reader and event sink: the
-  widget panel (and its text box) in a notebook; replies streamed to stdout, progress to
-  stderr and a `> ` prompt in a terminal; nothing shown when headless.
+- `FrontendChoice(kind, …)` is what the entry point puts in `RunOptions.frontend`; the run
+  set-up (`awf_nb.runs.prepare_run`) opens it once, before the run is made, and the run
+  gets its reader and sink: the widget panel (and its text box) in a notebook; replies
+  streamed to stdout, progress to stderr and a `> ` prompt in a terminal; nothing shown
+  when headless.
 
 Replies given up front (`--reply`, `replies=[…]`) always answer the conversation turns, in
-every frontend. Without them, only an interactive run asks the person.
+every frontend (the set-up sees to that). Without them, only an interactive run asks the
+person.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from awf_nb.runs.options import FrontendIO, FrontendRequest
+
 if TYPE_CHECKING:
-    from awf_nb.engine.run import Runner
-    from awf_nb.frontends.notebook.panel import RunPanel
-    from awf_nb.frontends.terminal import OutputMode, TerminalSink
+    from awf_nb.frontends.terminal import OutputMode
+    from awf_nb.workflow.model import Workflow
 
 Frontend = Literal["terminal", "notebook", "headless"]
 Show = bool | Literal["auto"]
 
-__all__ = ["Frontend", "Show", "connect", "in_kernel", "pick_frontend"]
+__all__ = ["Frontend", "FrontendChoice", "Show", "in_kernel", "pick_frontend"]
 
 
 def pick_frontend(show: Show = "auto", *, shell: Any = None) -> Frontend:
@@ -51,46 +57,48 @@ def in_kernel(shell: Any = None) -> bool:
     return getattr(shell, "kernel", None) is not None
 
 
-def connect(
-    runner: Runner,
-    frontend: Frontend,
-    *,
-    replies: list[str] | None = None,
-    interactive: bool = True,
-    output: OutputMode = "streaming",
-) -> RunPanel | TerminalSink | None:
-    """Give `runner` the reader and sink of `frontend`; return the panel or terminal sink.
+@dataclass(frozen=True)
+class FrontendChoice:
+    """A frontend for `RunOptions.frontend`: `kind`, the terminal's reply mode `output`;
+    `asks_if`, a test of the workflow that must also hold for the person to be asked, and
+    `asks_when_replayed`, whether to ask once a cassette's messages run out (the notebook
+    magic asks only when the workflow has a conversation, and not on a replay: the cell
+    then waits for its run like a headless one)."""
 
-    `interactive`: the person may be asked for conversation messages (a text box in a
-    notebook, the `> ` prompt in a terminal). `output` is the terminal's reply mode.
-    """
-    from awf_nb.frontends.scripted import ScriptedReader
+    kind: Frontend
+    output: OutputMode = "streaming"
+    asks_if: Callable[[Workflow], bool] | None = None
+    asks_when_replayed: bool = True
 
-    config = runner.config
-    scripted = ScriptedReader(replies) if replies is not None else None
-    if frontend == "headless":
-        config.reader = scripted
-        return None
-    if frontend == "terminal":
-        from awf_nb.frontends.terminal import TerminalReader, TerminalSink
+    def open(self, request: FrontendRequest) -> FrontendIO:
+        """The reader and sink of this frontend for one run (a new panel, a new terminal
+        sink): `request.asks` says whether the person may be asked at all."""
+        if self.kind == "headless":
+            return FrontendIO()
+        asks = (
+            request.asks
+            and (self.asks_when_replayed or not request.replayed)
+            and (self.asks_if is None or self.asks_if(request.workflow))
+        )
+        if self.kind == "terminal":
+            from awf_nb.frontends.terminal import TerminalReader, TerminalSink
 
-        reader = scripted
-        if reader is None and interactive:
-            # Typed messages are remembered (arrow up) next to the runs, when they are stored.
-            history = getattr(config.store, "input_history_path", None)
-            reader = TerminalReader(history_path=history)
-        typed_on_tty = isinstance(reader, TerminalReader) and reader.is_tty
-        sink = TerminalSink(output, echo_input=not typed_on_tty)
-        config.reader, config.sink = reader, sink
-        return sink
-    from awf_nb.frontends.notebook.panel import RunPanel
-    from awf_nb.frontends.notebook.reader import WidgetReader
+            reader = None
+            if asks:
+                # Typed messages are remembered (arrow up) next to the runs, when stored.
+                history = getattr(request.store, "input_history_path", None)
+                reader = TerminalReader(history_path=history)
+            typed_on_tty = reader is not None and reader.is_tty
+            # Replayed messages were typed by nobody at this terminal: shown like --reply.
+            echo = request.replayed or not typed_on_tty
+            sink = TerminalSink(self.output, echo_input=echo)
+            return FrontendIO(reader, sink, view=sink, asks=asks)
+        from awf_nb.frontends.notebook.panel import RunPanel
+        from awf_nb.frontends.notebook.reader import WidgetReader
 
-    asks = scripted is None and interactive
-    config.reader = scripted or (WidgetReader() if asks else None)
-    panel = RunPanel(runner.workflow.name, interactive=asks, workflow=runner.workflow)
-    config.sink = panel
-    return panel
+        workflow = request.workflow
+        panel = RunPanel(workflow.name, interactive=asks, workflow=workflow)
+        return FrontendIO(WidgetReader() if asks else None, panel, view=panel, asks=asks)
 
 
 def _isatty(stream: Any) -> bool:

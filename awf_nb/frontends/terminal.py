@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
 
 from awf_nb.engine import events as ev
+from awf_nb.engine.summary import format_duration, format_tokens
 from awf_nb.frontends.terminal_text import terminal_safe as safe
-from awf_nb.frontends.tool_calls import format_duration, shorten_arguments, shorten_result
+from awf_nb.frontends.tool_calls import shorten_arguments, shorten_result
 
 if TYPE_CHECKING:
     from awf_nb.engine.run import Runner
@@ -67,10 +68,6 @@ def _use_color(stream: TextIO) -> bool:
     if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     return bool(getattr(stream, "isatty", lambda: False)())
-
-
-def _tokens(count: int, estimated: bool) -> str:
-    return f"{'~' if estimated else ''}{count} tokens"
 
 
 class TerminalSink:
@@ -224,7 +221,7 @@ class TerminalSink:
                 if not silent:
                     flag = ", interrupted" if interrupted else ""
                     who = f"{safe(speaker)} " if speaker else ""
-                    figures = f"{_tokens(tokens, est)} · {duration:.1f}s{flag}"
+                    figures = f"{format_tokens(tokens, est)} · {format_duration(duration)}{flag}"
                     self._note(s.dim(f"  ({who}turn {turn} · {figures})"))
             case ev.StepFinished(
                 step=unsafe_step,
@@ -237,14 +234,21 @@ class TerminalSink:
                 if silent:
                     return
                 step = safe(unsafe_step)
-                extra = f" · {_tokens(tokens, est)}" if tokens else ""
+                took = format_duration(duration)
+                extra = f" · {format_tokens(tokens, est)}" if tokens else ""
                 if status == "completed":
-                    self._note(s.green("✓ ") + step + s.dim(f" {duration:.2f}s{extra}"))
+                    self._note(s.green("✓ ") + step + s.dim(f" {took}{extra}"))
                 elif status == "cancelled":
                     self._note(s.yellow("■ ") + step + s.dim(" cancelled"))
                 else:
-                    failed = s.red("✗ ") + step + s.dim(f" {duration:.2f}s")
+                    failed = s.red("✗ ") + step + s.dim(f" {took}")
                     self._note(failed + f": {safe(error)}")
+            case ev.ModelLoading(model=model, done=done, seconds=seconds):
+                if not silent:  # the first reply waits for the model: say why
+                    if done:
+                        self._note(s.dim(f"  (model ready in {seconds:.1f}s)"))
+                    else:
+                        self._note(s.dim(f"loading model {safe(model)}…"))
             case ev.LogMessage(message=message):
                 if not silent:
                     self._note(safe(message))
@@ -265,7 +269,7 @@ class TerminalSink:
                 pass
 
     def _tool_line(self, event: ev.ToolCallFinished, arguments: str) -> str:
-        """`⚙ Grep({"pattern": "TODO"}) → 12 matches · 0.1 s`, dim; errors in red, refused
+        """`⚙ Grep({"pattern": "TODO"}) → 12 matches · 0.12 s`, dim; errors in red, refused
         and interrupted calls in yellow. Name, arguments and result are the model's and
         the tool's text: shortened to one line, then made safe (decoding the JSON arguments
         can bring back control characters that were escaped in it)."""

@@ -3,7 +3,7 @@ a preview of its result, and how it ended.
 
 Chat-mode tools (`tools:` on an agent step) report each call as `ToolCallStarted` /
 `ToolCallFinished` events. The terminal prints one line per call
-(`⚙ Grep({"pattern": "TODO"}) → 12 matches · 0.1 s`); the notebook puts the same line in
+(`⚙ Grep({"pattern": "TODO"}) → 12 matches · 0.12 s`); the notebook puts the same line in
 the summary of a collapsible block. The text here is plain: each frontend makes it safe
 for its medium (`terminal_safe`, HTML escaping) and adds its colours.
 """
@@ -16,7 +16,6 @@ import re
 __all__ = [
     "ARGUMENT_CHARS",
     "PREVIEW_CHARS",
-    "format_duration",
     "one_line",
     "result_lines",
     "shorten_arguments",
@@ -62,11 +61,3 @@ def shorten_result(result: str, limit: int = PREVIEW_CHARS) -> str:
     first = one_line(lines[0], limit)
     more = len(lines) - 1
     return f"{first} (+{more} line{'s' if more > 1 else ''})" if more else first
-
-
-def format_duration(seconds: float) -> str:
-    """`0.1 s`, `12.3 s`, `2 min 5 s`: a call's duration as a person reads it."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes} min {rest} s"

@@ -3,12 +3,14 @@
 Providers are named by lazy "module:Class" strings so that nothing heavy (httpx,
 llama_cpp, subprocess plumbing) is imported until a run actually uses that provider.
 The engine gets a `ProviderFactory` from `provider_factory()`: it creates each provider
-once per run (so a run shares one HTTP client) and closes them all at the end.
+once per run (so a run's steps share its state, e.g. its hold on the event loop's HTTP
+client). The factory does not close them: the run's `ProviderSet` (engine/run.py) owns
+their lifetime and closes each once when the run ends.
 
     factory = provider_factory()
     provider = factory("openai")          # the same instance as factory("openai_compatible")
     ...
-    await factory.aclose()
+    await provider.aclose()               # what the run's ProviderSet does at its end
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ class RunProviders:
     `ProviderSet` owns their lifetime and closes them).
 
     Aliases share their canonical provider's instance, so `openai` and
-    `openai_compatible` steps in one run reuse the same HTTP connections.
+    `openai_compatible` steps in one run are one provider.
     """
 
     def __init__(self) -> None:

@@ -17,6 +17,7 @@ import asyncio
 import atexit
 import importlib.util
 import json
+import logging
 import os
 import threading
 import time
@@ -31,6 +32,7 @@ from pydantic import Field, model_validator
 from awf_nb.engine.ports import (
     Final,
     Message,
+    ModelLoad,
     Notice,
     ProviderEvent,
     TextDelta,
@@ -48,6 +50,8 @@ from awf_nb.providers.options import parse_options as parse_provider_options
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
     from llama_cpp.llama_chat_format import ChatFormatterResponse, Jinja2ChatFormatter
+
+log = logging.getLogger(__name__)
 
 NAME = "local"
 MISSING_EXTRA = f"provider \"{NAME}\" needs the local extra: pip install 'awf-nb[local]'"
@@ -67,6 +71,15 @@ DEFAULT_REPLY_RESERVE = 256
 # the next turn would wait for the model lock anyway, so this only makes cancellation tidy.
 STOP_GRACE_SECONDS = 0.25
 GGUF_MAGIC = b"GGUF"
+BUNDLED_MODEL_HAS_NO_TOOLS = (
+    "this step gives the model tools, and the bundled SmolLM2-135M never calls a tool by "
+    "itself (0 of 20 calls in benchmarks/local_tools.py): it needs a larger model. Run the "
+    "workflow with --model (e.g. --model ollama:qwen2.5:7b, or NAME@URL for any "
+    "OpenAI-compatible server) or set AWF_MODEL; see docs/providers.md. To try the bundled "
+    "model anyway, set options.tool_choice"
+)
+# The key of the JSON-object grammar in a model's grammar cache (the others are schemas).
+JSON_OBJECT = "json-object"
 
 
 # --- options ---------------------------------------------------------------------------------
@@ -96,6 +109,9 @@ class LocalOptions(OptionsModel):
     tool_choice: str = Field(
         "auto", min_length=1, description='"auto", "none", "required" or a tool name'
     )
+    # The JSON Schema the reply must match (a grammar holds the model to it): a small model
+    # asked for `{"approved": …}` otherwise invents keys of its own.
+    json_schema: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _reply_fits_window(self) -> LocalOptions:
@@ -260,23 +276,41 @@ class LoadedModel:
 
         return fit_to_window(messages, budget, count)
 
-    def grammar(self, schema: dict[str, Any]) -> LlamaGrammar:
-        """The llama.cpp grammar of a JSON Schema, made once per schema per model."""
+    def grammar(
+        self,
+        schema: dict[str, Any],
+        *,
+        prop_order: tuple[str, ...] = ("name", "arguments"),
+        failure: str = "cannot force a tool call: a tool's parameters schema",
+    ) -> LlamaGrammar:
+        """The llama.cpp grammar of a JSON Schema, made once per schema per model.
+        `failure` starts the error when the converter cannot handle the schema."""
         key = json.dumps(schema, sort_keys=True)
         if key not in self.grammars:
             from llama_cpp import LlamaGrammar
             from llama_cpp.llama_grammar import json_schema_to_gbnf
 
             try:
-                rules = json_schema_to_gbnf(key, prop_order=["name", "arguments"])
+                rules = json_schema_to_gbnf(key, prop_order=list(prop_order))
             except Exception as exc:  # a schema feature the converter does not know
                 raise ProviderError(
                     NAME,
-                    f"cannot force a tool call: a tool's parameters schema is not "
-                    f"supported by llama.cpp's grammar converter ({exc})",
+                    f"{failure} is not supported by llama.cpp's grammar converter ({exc})",
                 ) from None
             self.grammars[key] = LlamaGrammar.from_string(rules, verbose=False)
         return self.grammars[key]
+
+    def json_grammar(self, schema: dict[str, Any] | None = None) -> LlamaGrammar:
+        """The grammar of a reply that is JSON: an object matching `schema`
+        (`options.json_schema`), or any JSON object (`output_format: json`)."""
+        if schema is not None:
+            return self.grammar(schema, prop_order=(), failure="options.json_schema")
+        if JSON_OBJECT not in self.grammars:
+            from llama_cpp import LlamaGrammar
+            from llama_cpp.llama_grammar import JSON_GBNF
+
+            self.grammars[JSON_OBJECT] = LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+        return self.grammars[JSON_OBJECT]
 
     def use_threads(self, threads: int) -> None:
         if threads != self.threads:
@@ -408,6 +442,7 @@ class _Job:
     options: LocalOptions
     working_dir: Path
     tools: list[ToolSpec] = field(default_factory=list)
+    output_format: str = ""  # "json": the reply is held to a JSON object by a grammar
 
     @property
     def offered(self) -> list[ToolSpec]:
@@ -459,12 +494,20 @@ Emit = Callable[[ProviderEvent | _End], None]
 
 
 def _run_turn(job: _Job, emit: Emit, cancel: threading.Event) -> None:
-    from llama_cpp import StoppingCriteriaList
-
     options = job.options
     path = resolve_model_path(options.model, job.working_dir)
     forced = job.forced
+    # The first turn in the process imports llama.cpp and loads the model: seconds on a
+    # cold start, which the frontends show instead of a blank screen.
+    loading = cached_model(path, options.context_window) is None
+    started = time.perf_counter()
+    if loading:
+        emit(ModelLoad(path.name))
+    from llama_cpp import StoppingCriteriaList
+
     with _locked_model(path, options.context_window, options.thread_count) as model:
+        if loading:
+            emit(ModelLoad(path.name, done=True, seconds=time.perf_counter() - started))
         if cancel.is_set():
             return
         model.use_threads(options.thread_count)
@@ -475,6 +518,12 @@ def _run_turn(job: _Job, emit: Emit, cancel: threading.Event) -> None:
         # model write only `{"name": …, "arguments": …}` for one of the forced tools.
         suffix = f"{local_tools.CALL_OPEN}\n" if forced else ""
         grammar = model.grammar(local_tools.call_schema(forced)) if forced else None
+        if (job.output_format == "json" or options.json_schema is not None) and not job.offered:
+            # The step wants JSON (`output_format: json`, `options.json_schema`): llama.cpp's
+            # grammar lets the model write nothing else, which a small model otherwise wraps
+            # in prose or code (benchmarks/local_quality.py, task code_review). A turn that
+            # offers tools is left free, so the model can still call them.
+            grammar = model.json_grammar(options.json_schema)
         prompt = model.prompt_tokens(rendered, suffix)
         room = options.context_window - len(prompt)
         if room <= 0:
@@ -579,7 +628,17 @@ class LocalProvider:
     async def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
         options = parse_options(turn.options)
         require_local_extra(default_model=options.model is None)
-        job = _Job(build_messages(turn), options, Path(turn.working_dir), list(turn.tools))
+        if turn.tools and options.model is None and "tool_choice" not in turn.options:
+            # An agent step with tools on the bundled model would run, and its tools would
+            # never be used: say so before anything runs, with the way out.
+            raise ProviderError(NAME, BUNDLED_MODEL_HAS_NO_TOOLS, exit_code=EXIT_USER)
+        job = _Job(
+            build_messages(turn),
+            options,
+            Path(turn.working_dir),
+            list(turn.tools),
+            output_format=turn.output_format,
+        )
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[ProviderEvent | _End] = asyncio.Queue()
         cancel = threading.Event()
@@ -593,11 +652,12 @@ class LocalProvider:
 
         worker = asyncio.ensure_future(asyncio.to_thread(_work, job, emit, cancel))
         self._running.add(cancel)
-        finished = False
+        finished = awaited = False
         try:
             while not isinstance(item := await queue.get(), _End):
                 finished = isinstance(item, Final)
                 yield item
+            awaited = True
             await worker
             if not finished:  # the worker stopped early: aclose() was called mid-turn
                 raise ProviderError(NAME, "turn stopped: the provider was closed")
@@ -606,13 +666,26 @@ class LocalProvider:
             self._running.discard(cancel)
             if not worker.done():
                 await asyncio.wait({worker}, timeout=STOP_GRACE_SECONDS)
-            if worker.done() and not worker.cancelled():
-                worker.exception()  # retrieved, so an abandoned failure is not logged
+            _log_abandoned(worker, awaited)
 
     async def aclose(self) -> None:
         # Models belong to the process cache, not to a run; only stop what is still running.
         for cancel in self._running:
             cancel.set()
+
+
+def _log_abandoned(worker: asyncio.Future[None], awaited: bool) -> None:
+    """A turn left before its worker thread ended (Ctrl-C, a step timeout): what the
+    thread did afterwards is nobody's error to show, but it is logged, not lost."""
+    if not worker.done():
+        log.info("local: a stopped turn's generation thread is still running after %ss "
+                 "(it stops at its next token)", STOP_GRACE_SECONDS)  # fmt: skip
+        return
+    if worker.cancelled():
+        return
+    error = worker.exception()  # retrieved: an unretrieved one would be printed at exit
+    if error is not None and not awaited:
+        log.debug("local: a stopped turn's generation thread failed: %s", error, exc_info=error)
 
 
 def _work(job: _Job, emit: Emit, cancel: threading.Event) -> None:

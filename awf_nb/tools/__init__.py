@@ -7,8 +7,10 @@
 - `mcp_client.McpServerTools`: MCP servers over stdio, tools named `<server>_<tool>` —
 
 into one `StepToolSet`, which also answers `needs_confirmation` (the block's `confirm`
-list) and carries `max_rounds`. MCP servers start when the set is entered (`async with`,
-or `await start()`) and stop on `aclose()`:
+list) and carries `max_rounds` and `max_parallel`. Every call is bounded in time: each
+source enforces its own limit (the block's `timeout`, else the tool's default), and the set
+adds a net a little longer than that over every call. MCP servers start when the set is
+entered (`async with`, or `await start()`) and stop on `aclose()`:
 
     async with build_toolset(step.tools, cwd=cwd, env=env, masker=masker) as tools:
         specs = tools.list()
@@ -20,12 +22,12 @@ The package does not drive the model loop; the engine does (see awf_nb.engine.po
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from awf_nb.engine.ports import ToolResult, ToolSet, ToolSpec
+from awf_nb.engine.ports import ToolResult, ToolSpec
 from awf_nb.errors import ExecutionError
 from awf_nb.secrets import Masker
 from awf_nb.tools.builtins import BuiltinTools
@@ -34,6 +36,12 @@ from awf_nb.tools.mcp_client import McpServerTools
 from awf_nb.workflow.tools_model import ToolsConfig
 
 __all__ = ["StepToolSet", "build_toolset"]
+
+# The net over a call, beyond its own limit: a command's process group gets its kill grace
+# and its output is collected first; only a source failing its own bound meets the net.
+CALL_NET_MARGIN_SECONDS = 10.0
+
+Warn = Callable[[str], None]
 
 
 class StepToolSet:
@@ -46,19 +54,23 @@ class StepToolSet:
         cwd: Path | str,
         env: Mapping[str, str],
         masker: Masker,
+        warn: Warn | None = None,
     ) -> None:
         self.config = config
         self.max_rounds = config.max_rounds
+        self.max_parallel = config.max_parallel
         self.masker = masker
-        self._local: list[ToolSet] = [
-            BuiltinTools(config.builtin, cwd=cwd, env=env, masker=masker),
-            CommandTools(config.commands, cwd=cwd, env=env, masker=masker),
+        timeout = config.timeout
+        self._local: list[BuiltinTools | CommandTools] = [
+            BuiltinTools(config.builtin, cwd=cwd, env=env, masker=masker, timeout=timeout),
+            CommandTools(config.commands, cwd=cwd, env=env, masker=masker, timeout=timeout),
         ]
         self._servers = [
-            McpServerTools(server, cwd=cwd, env=env, masker=masker) for server in config.mcp
+            McpServerTools(server, cwd=cwd, env=env, masker=masker, timeout=timeout, warn=warn)
+            for server in config.mcp
         ]
         self._started: list[McpServerTools] = []
-        self._routes: dict[str, ToolSet] = {}
+        self._routes: dict[str, BuiltinTools | CommandTools | McpServerTools] = {}
         self._specs: list[ToolSpec] = []
         self._route(self._local)
 
@@ -86,7 +98,7 @@ class StepToolSet:
             await self.aclose()
             raise failure
 
-    def _route(self, sources: list[ToolSet] | list[McpServerTools]) -> None:
+    def _route(self, sources: list[BuiltinTools | CommandTools] | list[McpServerTools]) -> None:
         for source in sources:
             for spec in source.list():
                 if spec.name in self._routes:
@@ -116,10 +128,14 @@ class StepToolSet:
             return ToolResult(f'unknown tool "{name}" (the tools are: {known})', is_error=True)
         if not isinstance(arguments, dict):
             return ToolResult(f"{name}: the arguments must be a JSON object", is_error=True)
+        limit = source.time_limit(name)
         try:
-            result = await source.call(name, arguments)
+            async with asyncio.timeout(limit + CALL_NET_MARGIN_SECONDS):
+                result = await source.call(name, arguments)
         except asyncio.CancelledError:
             raise
+        except TimeoutError:
+            result = ToolResult(f"{name}: stopped after {limit:g} s (tools.timeout)", is_error=True)
         except Exception as exc:
             # A bug in one tool is the model's problem to route around, not the end of the step.
             result = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
@@ -154,14 +170,16 @@ def build_toolset(
     cwd: Path | str,
     env: Mapping[str, str],
     masker: Masker | None = None,
+    warn: Warn | None = None,
 ) -> StepToolSet:
     """The tools of a `tools:` block (a model, or the plain mapping from YAML/JSON).
 
     `cwd` is the step's working directory (built-ins are confined to it, commands and MCP
     servers run in it), `env` the environment commands get (as `command_env` builds it for
-    command steps), `masker` the run's secrets. Enter the result (`async with`) to start
-    the MCP servers.
+    command steps), `masker` the run's secrets, `warn` where a warning about a tool source
+    goes (an MCP server writing garbage, already masked). Enter the result (`async with`)
+    to start the MCP servers.
     """
     if not isinstance(config, ToolsConfig):
         config = ToolsConfig.model_validate(dict(config))
-    return StepToolSet(config, cwd=cwd, env=env, masker=masker or Masker())
+    return StepToolSet(config, cwd=cwd, env=env, masker=masker or Masker(), warn=warn)

@@ -15,9 +15,12 @@ behaves the same under both:
 - `Glob{pattern, cwd?}` and `Grep{pattern, path?, glob?, output_mode?, case_insensitive?}`
   (in `tools.search`).
 
-Claude Code's spellings are accepted too (`file_path`, `old_string`, `new_string`, `-i`):
-models trained on it use them. Every path is checked by `tools.paths.Workspace`; every
-failure is a result with `is_error=True`; all output is secret-masked and capped.
+Each tool's arguments are a pydantic model (`tools.args`): its schema is what the model is
+shown, its validation what the model's arguments are checked with — Claude Code's spellings
+(`file_path`, `old_string`, `new_string`, `-i`) included. Every path is checked by
+`tools.paths.Workspace`, and every file is checked again once opened; every failure is a
+result with `is_error=True`; all output is secret-masked and capped. Every call has a time
+bound: `timeout` (the step's `tools.timeout`) or the tool's default.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import stat
-import tempfile
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -36,7 +40,7 @@ from awf_nb.engine.ports import ToolResult, ToolSpec
 from awf_nb.engine.process import default_shell
 from awf_nb.secrets import Masker
 from awf_nb.tools import search
-from awf_nb.tools.args import integer, optional_string, string, truthy
+from awf_nb.tools.args import BashArgs, EditArgs, ReadArgs, WriteArgs, parse, spec
 from awf_nb.tools.output import ToolError, finish, masked
 from awf_nb.tools.paths import Workspace
 from awf_nb.tools.shell import run_command
@@ -50,68 +54,35 @@ MAX_WRITE_BYTES = 5 * 1024 * 1024
 DEFAULT_BASH_TIMEOUT = 120.0
 MAX_BASH_TIMEOUT = 600.0
 
-_ALIASES = {
-    "file_path": "path",
-    "old_string": "old",
-    "new_string": "new",
-    "-i": "case_insensitive",
-}
-
-_PATH = {"type": "string", "description": "file path, relative to the working directory"}
+# Bounds of one call of Read, Write, Edit, Glob or Grep (Bash has its own, below).
+DEFAULT_FILE_TOOL_TIMEOUT = 60.0
+# Read's `offset` skips lines by reading them: past this many bytes it gives up.
+MAX_READ_SCAN_BYTES = 256 * 1024 * 1024
 
 SPECS: dict[str, ToolSpec] = {
-    "Read": ToolSpec(
+    "Read": spec(
         "Read",
         "Read a text file. Returns its content from line `offset` (0-based, default 0), at "
         "most `limit` lines, at most 5 MiB per call.",
-        {
-            "type": "object",
-            "properties": {
-                "path": _PATH,
-                "offset": {"type": "integer", "description": "first line to return (0-based)"},
-                "limit": {"type": "integer", "description": "how many lines at most"},
-            },
-            "required": ["path"],
-        },
+        ReadArgs,
     ),
-    "Write": ToolSpec(
+    "Write": spec(
         "Write",
         "Write a file (replaces it whole; creates missing folders). At most 5 MiB.",
-        {
-            "type": "object",
-            "properties": {"path": _PATH, "content": {"type": "string"}},
-            "required": ["path", "content"],
-        },
+        WriteArgs,
     ),
-    "Edit": ToolSpec(
+    "Edit": spec(
         "Edit",
         "Replace the exact text `old` by `new` in a file. `old` must occur exactly once "
         "(include surrounding lines to make it unique) unless `replace_all` is true.",
-        {
-            "type": "object",
-            "properties": {
-                "path": _PATH,
-                "old": {"type": "string", "description": "the exact text to replace"},
-                "new": {"type": "string", "description": "the replacement text"},
-                "replace_all": {"type": "boolean", "description": "replace every occurrence"},
-            },
-            "required": ["path", "old", "new"],
-        },
+        EditArgs,
     ),
-    "Bash": ToolSpec(
+    "Bash": spec(
         "Bash",
         "Run a bash command in the working directory. Returns stdout and stderr; a non-zero "
         f"exit code is an error. Timeout: {DEFAULT_BASH_TIMEOUT:g} s unless given (at most "
         f"{MAX_BASH_TIMEOUT:g}).",
-        {
-            "type": "object",
-            "properties": {
-                "command": {"type": "string"},
-                "cwd": {"type": "string", "description": "folder to run in (relative)"},
-                "timeout_seconds": {"type": "integer"},
-            },
-            "required": ["command"],
-        },
+        BashArgs,
     ),
     "Glob": search.GLOB_SPEC,
     "Grep": search.GREP_SPEC,
@@ -121,7 +92,11 @@ _Handler = Callable[["BuiltinTools", dict[str, Any]], Awaitable[str]]
 
 
 class BuiltinTools:
-    """The chosen built-ins, for one working directory (a `ToolSet`)."""
+    """The chosen built-ins, for one working directory (a `ToolSet`).
+
+    `timeout` is the step's `tools.timeout`: the time bound of every call (and the most a
+    Bash call may ask for); None keeps each tool's default.
+    """
 
     def __init__(
         self,
@@ -130,6 +105,7 @@ class BuiltinTools:
         cwd: Path | str,
         env: Mapping[str, str],
         masker: Masker,
+        timeout: float | None = None,
     ) -> None:
         unknown = [name for name in names if name not in SPECS]
         if unknown:
@@ -138,9 +114,24 @@ class BuiltinTools:
         self.workspace = Workspace(cwd)
         self.env = dict(env)
         self.masker = masker
+        self.timeout = timeout
 
     def list(self) -> list[ToolSpec]:
-        return [SPECS[name] for name in self.names]
+        specs = [SPECS[name] for name in self.names]
+        if self.timeout is None or "Bash" not in self.names:
+            return specs
+        bash = SPECS["Bash"]
+        description = bash.description.split(" Timeout:")[0] + (
+            f" Timeout: {min(self.timeout, DEFAULT_BASH_TIMEOUT):g} s unless given (at most "
+            f"{self.timeout:g})."
+        )
+        return [ToolSpec("Bash", description, bash.parameters) if s is bash else s for s in specs]
+
+    def time_limit(self, name: str) -> float:
+        """The longest a call of `name` may take (Bash: the most it may ask for)."""
+        if self.timeout is not None:
+            return self.timeout
+        return MAX_BASH_TIMEOUT if name == "Bash" else DEFAULT_FILE_TOOL_TIMEOUT
 
     def needs_confirmation(self, name: str) -> bool:
         return False  # the step's `confirm` list decides (awf_nb.tools.StepToolSet)
@@ -148,11 +139,18 @@ class BuiltinTools:
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         if name not in self.names:
             return ToolResult(f'unknown tool "{name}"', is_error=True)
-        args = {_ALIASES.get(key, key): value for key, value in arguments.items()}
         try:
             if name == "Bash":
-                return await self._bash(args)
-            return ToolResult(await _HANDLERS[name](self, args))
+                return await self._bash(arguments)
+            limit = self.time_limit(name)
+            try:
+                async with asyncio.timeout(limit):
+                    return ToolResult(await _HANDLERS[name](self, arguments))
+            except TimeoutError:
+                where = "tools.timeout" if self.timeout is not None else "its time limit"
+                raise ToolError(
+                    f"stopped after {limit:g} s ({where}): narrow the request"
+                ) from None
         except ToolError as exc:
             return ToolResult(self.masker.mask(f"{name}: {exc}"), is_error=True)
 
@@ -161,17 +159,17 @@ class BuiltinTools:
 
     # --- the tools ---------------------------------------------------------------------------
 
-    async def _read(self, args: dict[str, Any]) -> str:
-        path = self.workspace.real(args.get("path"))
-        offset = integer(args, "offset", default=0, minimum=0)
-        limit = integer(args, "limit", default=None, minimum=1)
+    async def _read(self, arguments: dict[str, Any]) -> str:
+        args = parse(ReadArgs, arguments)
+        path = self.workspace.real(args.path)
+        offset, limit = args.offset, args.limit
         handle, size = _open_regular(path, self.workspace)
         try:
             with handle:
-                if size <= INLINE_READ_BYTES:
-                    text, note = _read_lines(handle, offset, limit, size)
+                if size <= INLINE_READ_BYTES and not offset:
+                    text, note = _read_lines(None, handle, offset, limit, size)
                 else:
-                    text, note = await asyncio.to_thread(_read_lines, handle, offset, limit, size)
+                    text, note = await search.in_thread(_read_lines, handle, offset, limit, size)
         except OSError as exc:
             raise ToolError(f"{self.workspace.show(path)}: {exc.strerror or exc}") from None
         if not text and not note:
@@ -181,42 +179,48 @@ class BuiltinTools:
         # A read cut short may end inside a secret: `cut` holds that beginning back.
         return masked(text, self.masker, cut=bool(note)) + note
 
-    async def _write(self, args: dict[str, Any]) -> str:
-        path = self.workspace.resolve(args.get("path"))
-        content = string(args, "content", allow_empty=True)
-        data = content.encode("utf-8")
+    async def _write(self, arguments: dict[str, Any]) -> str:
+        args = parse(WriteArgs, arguments)
+        path = self.workspace.resolve(args.path)
+        data = args.content.encode("utf-8")
         if len(data) > MAX_WRITE_BYTES:
             raise ToolError(f"content is larger than {MAX_WRITE_BYTES // (1024 * 1024)} MiB")
-        await asyncio.to_thread(_atomic_write, path, data)
+        await asyncio.to_thread(_atomic_write, path, data, self.workspace)
         return f"wrote {len(data)} bytes to {self.workspace.show(path)}"
 
-    async def _edit(self, args: dict[str, Any]) -> str:
-        path = self.workspace.resolve(args.get("path"))
-        old = string(args, "old")
-        new = string(args, "new", allow_empty=True)
-        replace_all = truthy(args, "replace_all")
-        if old == new:
+    async def _edit(self, arguments: dict[str, Any]) -> str:
+        args = parse(EditArgs, arguments)
+        path = self.workspace.resolve(args.path)
+        if args.old == args.new:
             raise ToolError("old and new are the same: nothing to change")
-        return await asyncio.to_thread(_edit_file, path, old, new, replace_all, self.workspace)
+        return await asyncio.to_thread(
+            _edit_file, path, args.old, args.new, args.replace_all, self.workspace
+        )
 
-    async def _bash(self, args: dict[str, Any]) -> ToolResult:
-        command = string(args, "command")
-        folder = optional_string(args, "cwd")
+    async def _bash(self, arguments: dict[str, Any]) -> ToolResult:
+        args = parse(BashArgs, arguments)
+        folder = args.cwd
         cwd = self.workspace.resolve(folder, what="cwd") if folder else self.workspace.root
         if not cwd.is_dir():
             raise ToolError(f"cwd {folder} is not a folder")
-        timeout = integer(args, "timeout_seconds", default=None, minimum=1)
-        seconds = min(float(timeout), MAX_BASH_TIMEOUT) if timeout else DEFAULT_BASH_TIMEOUT
+        most = self.time_limit("Bash")
+        default = min(DEFAULT_BASH_TIMEOUT, most)
+        seconds = min(float(args.timeout_seconds), most) if args.timeout_seconds else default
         shell = shutil.which("bash", path=self.env.get("PATH")) or default_shell()
         return await run_command(
-            [shell, "-c", command], cwd=cwd, env=self.env, timeout=seconds, masker=self.masker
+            [shell, "-c", args.command],
+            cwd=cwd,
+            env=self.env,
+            timeout=seconds,
+            masker=self.masker,
+            contain=True,
         )
 
-    async def _glob(self, args: dict[str, Any]) -> str:
-        return finish(await search.glob_tool(self.workspace, args), self.masker)
+    async def _glob(self, arguments: dict[str, Any]) -> str:
+        return finish(await search.glob_tool(self.workspace, arguments), self.masker)
 
-    async def _grep(self, args: dict[str, Any]) -> str:
-        return finish(await search.grep_tool(self.workspace, args), self.masker)
+    async def _grep(self, arguments: dict[str, Any]) -> str:
+        return finish(await search.grep_tool(self.workspace, arguments), self.masker)
 
 
 _HANDLERS: dict[str, _Handler] = {
@@ -232,15 +236,17 @@ _HANDLERS: dict[str, _Handler] = {
 
 
 def _open_regular(path: Path | str, workspace: Workspace) -> tuple[BinaryIO, int]:
-    """`path` opened for reading, and its size, if it is a regular file; else `ToolError`.
+    """`path` opened for reading, and its size, if it is a regular file inside the
+    workspace; else `ToolError`.
 
-    What is checked is the file opened, not the path: a FIFO or a device (whose read could
-    block or never end) swapped in after the path was resolved is refused too. Opening
-    does not block on a FIFO (`O_NONBLOCK`, which changes nothing for a regular file).
+    What is checked is the file opened, not the path: a symlink leading out, a FIFO or a
+    device (whose read could block or never end) swapped in after the path was resolved
+    is refused too. Opening does not block on a FIFO (`O_NONBLOCK`, which changes nothing
+    for a regular file).
     """
     shown = workspace.show
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = workspace.open_inside(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ToolError(f"{shown(path)} does not exist") from None
     except OSError as exc:
@@ -257,10 +263,12 @@ def _open_regular(path: Path | str, workspace: Workspace) -> tuple[BinaryIO, int
         raise
 
 
-def _read_lines(handle: BinaryIO, offset: int, limit: int | None, size: int) -> tuple[str, str]:
+def _read_lines(
+    stop: threading.Event | None, handle: BinaryIO, offset: int, limit: int | None, size: int
+) -> tuple[str, str]:
     """The text from line `offset` of a regular file opened as `handle` (of `size` bytes
     when it was opened), and a note when it was cut at MAX_READ_BYTES."""
-    if offset and not _skip_lines(handle, offset):
+    if offset and not _skip_lines(handle, offset, stop):
         return "", ""
     data = read_at_most(handle, MAX_READ_BYTES + 1, size - handle.tell())
     cut = len(data) > MAX_READ_BYTES
@@ -297,13 +305,24 @@ def _split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
-def _skip_lines(handle: Any, count: int) -> bool:
-    """Move past `count` newlines; False when the file has fewer lines."""
+def _skip_lines(handle: Any, count: int, stop: threading.Event | None) -> bool:
+    """Move past `count` newlines; False when the file has fewer lines. Reads at most
+    MAX_READ_SCAN_BYTES (a huge or sparse file), and stops when the call is cancelled."""
     seen = 0
+    scanned = 0
     while True:
+        if stop is not None and stop.is_set():
+            raise ToolError("cancelled")
+        if scanned >= MAX_READ_SCAN_BYTES:
+            mib = MAX_READ_SCAN_BYTES // (1024 * 1024)
+            raise ToolError(
+                f"line {count} is not within the first {mib} MiB of the file (it has {seen} "
+                "lines there): Read cannot skip further; find the part you need with Grep"
+            )
         chunk = handle.read(65536)
         if not chunk:
             return False
+        scanned += len(chunk)
         newlines = chunk.count(b"\n")
         if seen + newlines < count:
             seen += newlines
@@ -315,27 +334,63 @@ def _skip_lines(handle: Any, count: int) -> bool:
         return True
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    if path.is_dir():
-        raise ToolError(f"{path.name} is a folder")
+def _atomic_write(path: Path, data: bytes, workspace: Workspace) -> None:
+    """Replace `path` by `data`: a temporary file in its folder, renamed over it.
+
+    The folder is opened and checked (it is inside the workspace, whatever its path names
+    by now), and the file is made and renamed through that descriptor: a folder swapped
+    for a symlink after the path check cannot lead the write outside. A new file gets the
+    permissions the umask gives (as `open` in any program would), an existing one keeps
+    its own.
+    """
+    name = path.name
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        folder = workspace.open_folder(path.parent)
+    except OSError as exc:
+        raise ToolError(f"cannot write {name}: {exc.strerror or exc}") from None
+    try:
         try:
-            mode = stat.S_IMODE(path.stat().st_mode)
+            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
         except FileNotFoundError:
-            mode = 0o644
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".awf-tmp")
+            info = None
+        if info is not None and stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{name} is a folder")
+        tmp = _create_temporary(folder, name)
         try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=folder)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
+                if info is not None and stat.S_ISREG(info.st_mode):
+                    os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=folder)
             raise
     except OSError as exc:
-        raise ToolError(f"cannot write {path.name}: {exc.strerror or exc}") from None
+        raise ToolError(f"cannot write {name}: {exc.strerror or exc}") from None
+    finally:
+        os.close(folder)
+
+
+def _create_temporary(folder: int, name: str) -> str:
+    """A new empty file next to `name` in `folder` (a descriptor), created with mode 0666
+    less the umask; its name."""
+    for _ in range(100):
+        tmp = f".{name[:200]}.{secrets.token_hex(4)}.awf-tmp"
+        try:
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+                0o666,
+                dir_fd=folder,
+            )
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return tmp
+    raise FileExistsError(17, "no free temporary name", name)
 
 
 def _edit_file(path: Path, old: str, new: str, replace_all: bool, workspace: Workspace) -> str:
@@ -363,5 +418,5 @@ def _edit_file(path: Path, old: str, new: str, replace_all: bool, workspace: Wor
             f"old text occurs {count} times in {shown}: include more of the surrounding "
             "text to make it unique, or set replace_all"
         )
-    _atomic_write(path, content.replace(old, new).encode("utf-8"))
+    _atomic_write(path, content.replace(old, new).encode("utf-8"), workspace)
     return f"replaced {count} occurrence{'s' if count > 1 else ''} in {shown}"

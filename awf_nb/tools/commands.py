@@ -22,15 +22,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, TypeAdapter, ValidationError
 
 from awf_nb.engine.ports import ToolResult, ToolSpec
 from awf_nb.engine.process import default_shell
 from awf_nb.secrets import Masker
-from awf_nb.tools.args import as_boolean, as_integer, as_number
+from awf_nb.tools.args import Integer
 from awf_nb.tools.output import ToolError
 from awf_nb.tools.shell import run_command
-from awf_nb.workflow.tools_model import CommandTool, ToolParameter
+from awf_nb.workflow.tools_model import DEFAULT_COMMAND_TIMEOUT, CommandTool, ToolParameter
 
 
 class CommandTools:
@@ -43,11 +45,21 @@ class CommandTools:
         cwd: Path | str,
         env: Mapping[str, str],
         masker: Masker,
+        timeout: float | None = None,
     ) -> None:
         self.tools = {tool.name: tool for tool in tools}
         self.cwd = Path(cwd)
         self.env = dict(env)
         self.masker = masker
+        self.timeout = timeout  # the block's `tools.timeout`
+
+    def time_limit(self, name: str) -> float:
+        """How long a call of `name` may run: its own `timeout`, else the block's."""
+        tool = self.tools.get(name)
+        own = tool.timeout if tool is not None else None
+        if own is not None:
+            return own
+        return self.timeout if self.timeout is not None else DEFAULT_COMMAND_TIMEOUT
 
     def list(self) -> list[ToolSpec]:
         return [
@@ -71,8 +83,9 @@ class CommandTools:
             [default_shell(), "-c", tool.command],
             cwd=self.cwd,
             env=env,
-            timeout=tool.timeout,
+            timeout=self.time_limit(name),
             masker=self.masker,
+            contain=True,
         )
 
     async def aclose(self) -> None:
@@ -105,23 +118,35 @@ _KINDS = {
 }
 
 
+# The same lax reading as the built-ins' arguments (awf_nb.tools.args): "20" for 20,
+# "true" for true; a number where text was asked is still plainly meant as that text.
+def _not_a_flag(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number")
+    return value
+
+
+_READERS: dict[str, TypeAdapter[Any]] = {
+    "string": TypeAdapter(str | int | float),
+    "integer": TypeAdapter(Integer),
+    "number": TypeAdapter(Annotated[float, BeforeValidator(_not_a_flag)]),
+    "boolean": TypeAdapter(bool),
+}
+
+
 def _env_value(name: str, parameter: ToolParameter, value: Any) -> str:
-    text: str | None
-    if parameter.type == "string":
-        # A number where text was asked is still plainly meant as that text.
-        ok = isinstance(value, str | int | float) and not isinstance(value, bool)
-        text = str(value) if ok else None
-    elif parameter.type == "integer":
-        number = as_integer(value)
-        text = None if number is None else str(number)
-    elif parameter.type == "number":
-        real = as_number(value)
-        text = None if real is None else _number_text(real)
-    else:
-        flag = as_boolean(value)
-        text = None if flag is None else ("true" if flag else "false")
-    if text is None:
+    if isinstance(value, bool) and parameter.type != "boolean":
         raise ToolError(f"{name} must be {_KINDS[parameter.type]}")
+    try:
+        read = _READERS[parameter.type].validate_python(value)
+    except ValidationError:
+        raise ToolError(f"{name} must be {_KINDS[parameter.type]}") from None
+    if parameter.type == "boolean":
+        text = "true" if read else "false"
+    elif isinstance(read, str):
+        text = read
+    else:
+        text = _number_text(read)
     if "\0" in text:
         raise ToolError(f"{name} must not contain a NUL character")
     if parameter.enum is not None and text not in {_enum_text(item) for item in parameter.enum}:

@@ -1,15 +1,18 @@
 """MCP servers as tool sources: started (over stdio) with the step, stopped with it.
 
-Built on the official SDK (`mcp.client.stdio.stdio_client`, `mcp.ClientSession`), which
-speaks the protocol and stops the server's whole process group on the way out. Each server
-lives in a task of its own: the SDK's contexts are anyio task groups, which must be left by
-the task that entered them, while tool calls come from whichever task runs the turn.
+The protocol is the official SDK's (`mcp.ClientSession`); the process and its pipes are
+`mcp_stdio`'s, which bounds what a misbehaving server can make awf keep or print. Each
+server lives in a task of its own: the SDK's contexts are anyio task groups, which must be
+left by the task that entered them, while tool calls come from whichever task runs the turn.
 
 A server's tools are offered as `<server>_<tool>`. A server that cannot start — a missing
 command, one that exits at once, one that never answers `initialize` within its
 `startup_timeout` — is an `ExecutionError` naming it, with the end of what it wrote on
-stderr (which is kept out of the terminal otherwise). Results become text: text parts as
-they are, other parts as a short note; secrets masked, size capped.
+stderr (which is kept out of the terminal otherwise). Its tool list is bounded (pages,
+tools, bytes); each call has a time bound (`timeout`, else the block's, else
+DEFAULT_MCP_CALL_TIMEOUT). Results become text: text parts as they are, other parts as a
+short note; secrets masked, size capped. What the SDK itself logs (it may quote what the
+server sent) goes to awf's logger at debug level, masked (`_MaskedSdkLogs`).
 """
 
 from __future__ import annotations
@@ -18,20 +21,24 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import os
+import logging
 import re
-import tempfile
-from collections.abc import Collection, Mapping
+import weakref
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from awf_nb.engine.ports import ToolResult, ToolSpec
 from awf_nb.errors import ExecutionError
 from awf_nb.secrets import Masker
+from awf_nb.tools.mcp_stdio import Transport, stdio_transport
 from awf_nb.tools.output import finish
-from awf_nb.workflow.tools_model import McpServer
+from awf_nb.workflow.tools_model import DEFAULT_MCP_CALL_TIMEOUT, McpServer
 
 STDERR_TAIL_CHARS = 2000
+# A server's tool list: pages followed, tools kept (model APIs take far fewer: OpenAI 128).
+MAX_LIST_PAGES = 100
+MAX_TOOLS = 1000
 # The SDK's own shutdown is bounded (stdin closed, then SIGTERM, then SIGKILL: ~6 s);
 # this only guards against a bug leaving aclose waiting forever.
 STOP_TIMEOUT_SECONDS = 15.0
@@ -47,6 +54,8 @@ class McpServerTools:
         cwd: Path | str,
         env: Mapping[str, str],
         masker: Masker,
+        timeout: float | None = None,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self.server = server
         self.cwd = Path(cwd)
@@ -54,13 +63,15 @@ class McpServerTools:
         # server needs), plus the server's own `env:`.
         self.env = {**env, **server.env}
         self.masker = masker
+        self.timeout = timeout  # the block's `tools.timeout`
+        self._warn = warn
+        self.transport = Transport(server.name, server.max_message_bytes, self._warning)
         self._specs: list[ToolSpec] = []
         self._names: dict[str, str] = {}  # offered name -> the server's tool name
         self._session: Any = None
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
-        self._stderr: IO[str] | None = None
 
     @property
     def name(self) -> str:
@@ -70,8 +81,7 @@ class McpServerTools:
         """Start the server and list its tools; `ExecutionError` naming it if that fails."""
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
-        # Kept until aclose: the server writes to it for as long as it runs.
-        self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        _MaskedSdkLogs.install(self.masker)
         self._task = asyncio.create_task(self._serve(), name=f"mcp server {self.name}")
         timeout = self.server.startup_timeout
         try:
@@ -95,20 +105,23 @@ class McpServerTools:
             ) from None
 
     async def _serve(self) -> None:
-        from mcp import ClientSession, StdioServerParameters
-        from mcp.client.stdio import stdio_client
+        from mcp import ClientSession
 
         assert self._ready is not None
-        parameters = StdioServerParameters(
-            command=self.server.command, args=self.server.args, env=self.env, cwd=self.cwd
-        )
+        server = self.server
         try:
             async with (
-                stdio_client(parameters, errlog=self._stderr) as (read, write),  # type: ignore[arg-type]
+                stdio_transport(
+                    server.command,
+                    server.args,
+                    env=self.env,
+                    cwd=self.cwd,
+                    transport=self.transport,
+                ) as (read, write),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
-                tools = await _list_all_tools(session)
+                tools = await _list_all_tools(session, server)
                 self._adopt(tools)
                 self._session = session
                 self._ready.set_result(None)
@@ -137,6 +150,16 @@ class McpServerTools:
     def needs_confirmation(self, name: str) -> bool:
         return False  # the step's `confirm` list decides (awf_nb.tools.StepToolSet)
 
+    def time_limit(self, name: str) -> float:
+        """How long one call may take: the server's `timeout`, else the block's."""
+        if self.server.timeout is not None:
+            return self.server.timeout
+        return self.timeout if self.timeout is not None else DEFAULT_MCP_CALL_TIMEOUT
+
+    def _warning(self, message: str) -> None:
+        if self._warn is not None:
+            self._warn(self.masker.mask(message))
+
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         tool = self._names.get(name)
         if tool is None:
@@ -146,8 +169,18 @@ class McpServerTools:
             return ToolResult(f'MCP server "{self.name}" is not running', is_error=True)
         from mcp import MCPError
 
+        limit = self.time_limit(name)
         try:
-            result = await session.call_tool(tool, arguments)
+            async with asyncio.timeout(limit):
+                result = await session.call_tool(tool, arguments)
+        except TimeoutError:
+            setting = "its timeout" if self.server.timeout is not None else "tools.timeout"
+            if self.server.timeout is None and self.timeout is None:
+                setting = "the default; set tools.timeout or the server's timeout"
+            return ToolResult(
+                f'MCP server "{self.name}" did not answer {tool} within {limit:g} s ({setting})',
+                is_error=True,
+            )
         except MCPError as exc:
             return ToolResult(
                 self.masker.mask(f'MCP server "{self.name}": {exc.message}'), is_error=True
@@ -170,42 +203,45 @@ class McpServerTools:
         if task is not None and not task.done():
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT_SECONDS)
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
 
     def _command_line(self) -> str:
         return " ".join([self.server.command, *self.server.args])
 
     def _stderr_tail(self) -> str:
         """The end of what the server wrote on stderr, as a suffix for an error message."""
-        if self._stderr is None:
-            return ""
-        try:
-            fd = self._stderr.fileno()
-            size = os.fstat(fd).st_size
-            start = max(0, size - STDERR_TAIL_CHARS)
-            # pread: the server shares this file's offset, which must not move under it.
-            text = os.pread(fd, size - start, start).decode("utf-8", errors="replace")
-        except (OSError, ValueError):
-            return ""
+        text = self.transport.stderr_tail(STDERR_TAIL_CHARS * 4)[-STDERR_TAIL_CHARS:]
         text = self.masker.mask(text.strip())
         return f"\nits stderr ends with:\n{text}" if text else ""
 
 
-async def _list_all_tools(session: Any) -> list[Any]:
-    """Every tool of the server, following pagination."""
+async def _list_all_tools(session: Any, server: McpServer) -> list[Any]:
+    """Every tool of the server, following pagination: at most MAX_LIST_PAGES pages,
+    MAX_TOOLS tools and `max_message_bytes` of names, descriptions and schemas."""
     from mcp.types import PaginatedRequestParams
 
     tools: list[Any] = []
     cursor: str | None = None
-    while True:
+    size = 0
+    for _ in range(MAX_LIST_PAGES):
         params = PaginatedRequestParams(cursor=cursor) if cursor else None
         listing = await session.list_tools(params=params)
         tools.extend(listing.tools)
+        size += sum(_tool_size(tool) for tool in listing.tools)
+        if len(tools) > MAX_TOOLS:
+            raise ValueError(f"it lists more than {MAX_TOOLS} tools")
+        if size > server.max_message_bytes:
+            raise ValueError(
+                f"its tool list is longer than {server.max_message_bytes} bytes (max_message_bytes)"
+            )
         cursor = listing.next_cursor
         if not cursor:
             return tools
+    raise ValueError(f"its tool list goes on for more than {MAX_LIST_PAGES} pages")
+
+
+def _tool_size(tool: Any) -> int:
+    schema = json.dumps(tool.input_schema or {}, ensure_ascii=False)
+    return len(tool.name) + len(tool.description or "") + len(schema)
 
 
 def result_text(result: Any) -> str:
@@ -260,3 +296,36 @@ def offered_name(server: str, tool: str, *, taken: Collection[str] = ()) -> str:
         digest = hashlib.sha256(wanted.encode()).hexdigest()[:8]
         name = f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
     return name
+
+
+class _MaskedSdkLogs(logging.Handler):
+    """The SDK's log records, masked with the secrets of every MCP client alive, passed on
+    to awf's logger at debug level. The SDK logs what a server sent when it cannot use it
+    (with a traceback holding it): unmasked on stderr, that could show a secret the server
+    printed. Installed once, on the `mcp` logger, which then no longer propagates."""
+
+    _installed: _MaskedSdkLogs | None = None
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.maskers: weakref.WeakSet[Masker] = weakref.WeakSet()
+        self.target = logging.getLogger("awf_nb.tools.mcp")
+
+    @classmethod
+    def install(cls, masker: Masker) -> None:
+        handler = cls._installed
+        if handler is None:
+            handler = cls._installed = cls()
+            sdk = logging.getLogger("mcp")
+            sdk.addHandler(handler)
+            sdk.propagate = False
+        handler.maskers.add(masker)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+            for masker in list(self.maskers):
+                text = masker.mask(text)
+            self.target.debug("%s: %s", record.name, text)
+        except Exception:  # a log line must never break a tool call
+            self.handleError(record)

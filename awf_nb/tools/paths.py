@@ -1,14 +1,23 @@
-"""The working directory a step's built-in tools are confined to.
+"""The working directory a step's file tools (Read, Write, Edit, Glob, Grep) are confined to.
 
 Every path a model gives is resolved (`..` collapsed, symlinks followed) and must then lie
 inside the working directory: `../x`, an absolute path elsewhere and a symlink pointing out
-are all refused. A file swapped for a symlink between the check and its use is not caught;
-run awf in a sandbox (a container) when the workspace itself cannot be trusted.
+are all refused. That check looks at the path *before* it is used; a file swapped for a
+symlink in between (by a command running at the same time) would slip through. So files
+are opened first and the file *opened* is checked (`open_inside`: its real path, read back
+from the descriptor), and a file is written through a descriptor of its folder that is
+checked the same way (`open_folder`): what was opened or written is inside, whatever the
+path names by then.
+
+Bash (and command tools) are not confined: a shell command can reach whatever the user
+running awf can. See docs/tools.md.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import sys
 from pathlib import Path
 
 from awf_nb.tools.output import ToolError
@@ -59,3 +68,46 @@ class Workspace:
         except ValueError:
             return str(path)
         return os.fspath(relative) if relative.parts else "."
+
+    def open_inside(self, path: Path | str, flags: int, *, dir_fd: int | None = None) -> int:
+        """`os.open(path, flags)`, refused (`ToolError`, descriptor closed) when the file
+        it opened is not inside the workspace — a symlink swapped in after `real` checked
+        the path. `OSError` as `os.open` raises it."""
+        fd = os.open(path, flags | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            opened = fd_path(fd)
+            if opened is not None and not self.contains(opened):
+                raise ToolError(
+                    f"{self.show(path)} changed while it was opened: it now leads outside "
+                    f"the working directory {self.root}, and was not used"
+                )
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def open_folder(self, path: Path | str) -> int:
+        """A descriptor of the folder `path` (inside the workspace, checked as opened)."""
+        return self.open_inside(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def fd_path(fd: int) -> str | None:
+    """The real path of what `fd` refers to, from the kernel; None where it cannot tell."""
+    if sys.platform.startswith("linux"):
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+    if sys.platform == "darwin":  # pragma: no cover - not in CI
+        import fcntl
+
+        try:
+            raw = fcntl.fcntl(fd, 50, b"\0" * 1024)  # F_GETPATH
+        except OSError:
+            return None
+        return raw.split(b"\0", 1)[0].decode(errors="surrogateescape")
+    return None  # pragma: no cover
+
+
+def is_regular(fd: int) -> bool:
+    return stat.S_ISREG(os.fstat(fd).st_mode)

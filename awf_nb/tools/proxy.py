@@ -10,8 +10,12 @@ step's tools, the working directory, the command environment — and returns the
 for the CLI providers to pass with their own MCP flags.
 
 FILE may hold secrets (the environment), so it never goes in an argv: it is written
-owner-only (0600) in a private directory (0700), which is removed when the factory is
-garbage-collected — with the run that owns it — or, at the latest, when the process exits.
+owner-only (0600) in a private directory (0700) — `mcp-proxy/` in the run's own folder of
+the store, so a crash leaves it there, private like the run's state, never in a shared
+temporary folder — which is removed when the factory is garbage-collected (with the run
+that owns it) or, at the latest, when the process exits. A run killed before that leaves
+the folder; its resume empties it when it starts serving again, and removes it at its end.
+A run without a store uses a private temporary folder instead.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from awf_nb.errors import AwfError, ExecutionError
 from awf_nb.workflow.tools_model import BUILTIN_TOOLS, McpProxyConfig, ToolsConfig
 
 SERVER_NAME = "awf"
-_TOOLS_KEYS = ("builtin", "commands", "mcp", "confirm")
+PROXY_DIR = "mcp-proxy"  # in the run's folder
+_TOOLS_KEYS = ("builtin", "commands", "mcp", "confirm", "timeout", "max_parallel")
 
 
 def serve_config(
@@ -56,6 +61,10 @@ def serve_config(
         # about by the loader) that mcp-serve would refuse.
         dumped = tools.model_dump(mode="json", include=set(_TOOLS_KEYS))
         config = {key: dumped[key] for key in _TOOLS_KEYS if dumped.get(key)}
+        # The limits only when the step sets them: mcp-serve has the same defaults.
+        for key in ("timeout", "max_parallel"):
+            if key not in tools.model_fields_set:
+                config.pop(key, None)
     if proxy.intercept_builtins and "builtin" not in config:
         config["builtin"] = list(BUILTIN_TOOLS)
     if not any(config.get(key) for key in ("builtin", "commands", "mcp")):
@@ -81,9 +90,10 @@ class McpProxy:
         cwd: Path,
         env: Mapping[str, str],
         yes: bool,
+        run_dir: Path | None = None,
     ) -> McpServerSpec:
         config = serve_config(tools, proxy, cwd, env)
-        path = self._write(config)
+        path = self._write(config, run_dir)
         _check(path)
         serve = ("mcp-serve", "--config", str(path), *(("--yes",) if yes else ()))
         return McpServerSpec(name=SERVER_NAME, command=sys.executable, args=(*_run_awf(), *serve))
@@ -99,9 +109,15 @@ class McpProxy:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
-    def _write(self, config: dict[str, Any]) -> Path:
+    def _write(self, config: dict[str, Any], run_dir: Path | None) -> Path:
         if self._dir is None or not self._dir.is_dir():
-            self._dir = Path(tempfile.mkdtemp(prefix="awf-mcp-proxy-"))  # 0700
+            if run_dir is not None:
+                self._dir = run_dir / PROXY_DIR
+                # What a killed run of this one left is stale: its CLIs are gone.
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir.mkdir(mode=0o700, parents=True)
+            else:
+                self._dir = Path(tempfile.mkdtemp(prefix="awf-mcp-proxy-"))  # 0700
             # Removed with this object (its run is gone) or at exit, whichever comes first.
             weakref.finalize(self, shutil.rmtree, str(self._dir), True)
         text = json.dumps(config, ensure_ascii=False, sort_keys=True)

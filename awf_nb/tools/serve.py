@@ -22,6 +22,11 @@ Every key is optional. `root_dir` is the working directory (default: the current
 `plugin_tools` (AWF plugins) is refused, as awf-nb has no plugins. There is no one to ask
 here, so tools listed in `confirm` are refused unless `--yes` is given, as in any headless
 run. The protocol (the SDK's low-level `Server`) owns stdout: nothing else is written there.
+
+What a client can make it do is bounded: `max_parallel` calls run at once (the others wait,
+at most MAX_WAITING_CALLS of them; past that a call is refused at once), and a request line
+is at most MAX_REQUEST_BYTES (a longer one is skipped as it arrives, never held whole, and
+a `tools/call` among them is answered with an error naming the limit).
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +52,13 @@ from awf_nb.workflow.checks import did_you_mean
 from awf_nb.workflow.tools_model import BUILTIN_TOOLS, ToolsConfig
 
 _SERVE_KEYS = ("root_dir", "env", "intercept_builtins", "plugin_tools")
+MAX_REQUEST_BYTES = 16 * 1024 * 1024  # one JSON-RPC line from the client
+MAX_WAITING_CALLS = 256  # calls waiting for one of the max_parallel places
+_READ_CHUNK = 256 * 1024
+# A tools/call request whose line was too long becomes a call of this (impossible) tool
+# name, which is answered with the error; the id is read from the line's beginning.
+_OVERSIZED = "\u0000awf: request too long"
+_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
 _TOOLS_KEYS = tuple(ToolsConfig.model_fields)
 
 
@@ -125,9 +139,18 @@ def run_server(config: ServeConfig, *, yes: bool = False) -> int:
         )
     env = {**os.environ, **config.env}
     masker = Masker.from_sources({}, env)
-    toolset = build_toolset(config.tools, cwd=config.root_dir, env=env, masker=masker)
+    toolset = build_toolset(
+        config.tools, cwd=config.root_dir, env=env, masker=masker, warn=_warner(masker)
+    )
     asyncio.run(_serve(toolset, yes=yes))
     return 0
+
+
+def _warner(masker: Masker) -> Any:
+    def warn(message: str) -> None:  # stderr: the client (an agent CLI) may show or log it
+        print(f"awf mcp-serve: {masker.mask(message)}", file=sys.stderr, flush=True)
+
+    return warn
 
 
 def _loop_running() -> bool:
@@ -158,7 +181,12 @@ async def _serve_stdio(toolset: StepToolSet, *, yes: bool) -> None:
     from mcp.server.lowlevel import Server
     from mcp.server.stdio import stdio_server
 
-    from awf_nb import __version__
+    from awf_nb._version import __version__
+    from awf_nb.tools.mcp_client import _MaskedSdkLogs
+
+    _MaskedSdkLogs.install(toolset.masker)
+    places = asyncio.Semaphore(toolset.max_parallel)
+    waiting = 0
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(
@@ -171,21 +199,104 @@ async def _serve_stdio(toolset: StepToolSet, *, yes: bool) -> None:
         )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        nonlocal waiting
         name = params.name
+        if name == _OVERSIZED:
+            text = f"the request is longer than {MAX_REQUEST_BYTES} bytes: it was not read"
+            return _result(text, is_error=True)
         if toolset.needs_confirmation(name) and not yes:
             text = (
                 f"{name} was refused: it needs the user's confirmation, and awf mcp-serve "
                 "cannot ask (start it with --yes to allow it)"
             )
             return _result(text, is_error=True)
-        result = await toolset.call(name, dict(params.arguments or {}))
+        if places.locked() and waiting >= MAX_WAITING_CALLS:
+            text = (
+                f"{name} was refused: {MAX_WAITING_CALLS} calls are already waiting for one "
+                f"of the {toolset.max_parallel} places (max_parallel); try again later"
+            )
+            return _result(text, is_error=True)
+        waiting += 1
+        try:
+            await places.acquire()
+        finally:
+            waiting -= 1
+        try:
+            result = await toolset.call(name, dict(params.arguments or {}))
+        finally:
+            places.release()
         return _result(result.text, is_error=result.is_error)
 
     server: Server[Any] = Server(
         "awf", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool
     )
-    async with stdio_server() as (read, write):
+    stdin = _BoundedLines(sys.stdin.fileno(), MAX_REQUEST_BYTES, _warner(toolset.masker))
+    async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]
         await server.run(read, write, server.create_initialization_options())
+
+
+class _BoundedLines:
+    """The lines of the client's requests (what `stdio_server` iterates), each at most
+    `limit` bytes: a longer one is skipped as it arrives, never held whole. Reads in a
+    worker thread, as the SDK's own stdin does (a pipe, a file or a terminal alike)."""
+
+    def __init__(self, fd: int, limit: int, warn: Any) -> None:
+        self.fd = fd
+        self.limit = limit
+        self.warn = warn
+
+    def __aiter__(self) -> Any:
+        return self._lines()
+
+    async def _lines(self) -> Any:
+        import anyio.to_thread
+
+        pending: list[bytes] = []
+        size = 0
+        skipping = False
+        head = b""
+        while True:
+            chunk = await anyio.to_thread.run_sync(
+                os.read, self.fd, _READ_CHUNK, abandon_on_cancel=True
+            )
+            if not chunk:
+                return
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                piece = chunk[start:end]
+                start = end + 1
+                if skipping or size + len(piece) > self.limit:
+                    beginning = head or (b"".join(pending) + piece[:4096])[:4096]
+                    if replacement := self._oversized(beginning):
+                        yield replacement
+                else:
+                    yield (b"".join(pending) + piece).decode("utf-8", errors="replace")
+                pending, size, skipping, head = [], 0, False, b""
+            rest = chunk[start:]
+            if skipping or not rest:
+                continue
+            if size + len(rest) > self.limit:
+                skipping = True
+                head = (b"".join(pending) + rest)[:4096]
+                pending = []
+                continue
+            pending.append(rest)
+            size += len(rest)
+
+    def _oversized(self, head: bytes) -> str | None:
+        """The line that stands for a request too long to read: a call of `_OVERSIZED`
+        (answered with the error) when it was a tools/call with an id; else nothing."""
+        self.warn(f"a request longer than {self.limit} bytes was skipped (MAX_REQUEST_BYTES)")
+        match = _ID.search(head)
+        if match is None or b'"tools/call"' not in head:
+            return None
+        request = {
+            "jsonrpc": "2.0",
+            "id": json.loads(match.group(1)),
+            "method": "tools/call",
+            "params": {"name": _OVERSIZED, "arguments": {}},
+        }
+        return json.dumps(request)
 
 
 def _result(text: str, *, is_error: bool) -> Any:

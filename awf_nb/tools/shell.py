@@ -1,7 +1,9 @@
 """Running a shell command for a tool call (the Bash built-in and command tools).
 
 The command runs through the project's one process supervisor (`engine.process`): in its
-own process group, stopped as a whole on timeout and when the call is cancelled. Its
+own process group, stopped as a whole on timeout and when the call is cancelled, and (as a
+contained group) nothing it started outlives the call — background jobs, `nohup` and
+`setsid` ones included (see `ProcessGroup.start`). Its
 output is collected up to a hard limit — past it the command is stopped, so `yes` cannot
 fill the memory — then masked and capped to what a model can use (`tools.output`).
 A failing command is a result with `is_error=True`, never an exception.
@@ -31,6 +33,7 @@ async def run_command(
     masker: Masker,
     limit: int = MAX_OUTPUT_CHARS,
     hard_limit: int = HARD_OUTPUT_LIMIT,
+    contain: bool = True,
 ) -> ToolResult:
     """Run `argv` to its end (or timeout, or the hard output limit) as a tool result.
 
@@ -64,6 +67,7 @@ async def run_command(
             timeout=timeout,
             on_stdout=collect(out),
             on_stderr=collect(err),
+            contain=contain,
         )
     )
     try:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from awf_nb.errors import Problem
@@ -150,6 +152,12 @@ class _Checker:
         self.in_body = {
             name for step in wf.steps.values() if isinstance(step, LoopBase) for name in step.body
         }
+        self.body_of = {
+            body: name
+            for name, step in wf.steps.items()
+            if isinstance(step, LoopBase)
+            for body in step.body
+        }
 
     def run(self) -> None:
         self.check_input_types()
@@ -162,6 +170,7 @@ class _Checker:
             self.check_template(item)
         self.check_reachability()
         self.check_agent_cycles()
+        self.check_person_in_branches()
         self.check_visit_limits()
 
     # -- reporting
@@ -515,19 +524,52 @@ class _Checker:
                 )
 
     def check_agent_cycles(self) -> None:
-        """Warn when agent steps can run in a cycle with no run-level `limits`."""
+        """Warn when an agent step (or a call of a workflow with agent steps) can run again
+        and again and no run-level `limits` bound it: a route leads back to it (or to the
+        parallel step or loop it runs in), or it is in the body of a `while` loop. A
+        `for_each` body runs once per item, and a parallel branch once per visit of its
+        parallel step: neither is a cycle of its own."""
         if self.wf.limits.any:
             return
         for name in self.order:
             step = self.wf.steps[name]
-            if isinstance(step, AgentStep) and self.in_cycle(name):
-                self.report(
-                    f"step '{name}' is an agent step in a cycle and the workflow sets no "
-                    "limits: the agents could talk forever",
-                    join_path("states", name),
-                    "warning",
-                    hint="add limits: {max_agent_turns: N, max_tokens: N, timeout: 30m}",
-                )
+            if not isinstance(step, AgentStep | CallWorkflowStep):
+                continue
+            repeats = self.repetition(name)
+            if repeats is None:
+                continue
+            if isinstance(step, AgentStep):
+                what, whose = "is an agent step", "its agent is"
+            elif _calls_agents(step, self.wf.base_dir):
+                what = f"calls workflow '{step.workflow}', which has agent steps,"
+                whose = "its agents are"
+            else:
+                continue
+            where, bound = repeats
+            self.report(
+                f"step '{name}' {what} {where} and the workflow sets no limits: "
+                f"{bound} how many times {whose} asked, and nothing bounds its tokens or time",
+                join_path("states", name),
+                "warning",
+                hint="add limits: {max_agent_turns: N, max_tokens: N, timeout: 30m}",
+            )
+
+    def repetition(self, name: str) -> tuple[str, str] | None:
+        """How step `name` can run again and again — (where it is, what bounds it) — or
+        None when it runs at most once per visit of something that does not repeat."""
+        current, seen = name, set()
+        while current not in seen:
+            seen.add(current)
+            if self.in_cycle(current):
+                return "in a cycle", "nothing bounds"
+            loop = self.body_of.get(current)
+            if loop is not None and isinstance(self.wf.steps[loop], WhileStep):
+                return f"in the body of while loop '{loop}'", "only its max_iterations bounds"
+            container = loop or self.branch_of.get(current)
+            if container is None:
+                return None
+            current = container
+        return None
 
     def check_visit_limits(self) -> None:
         """`limits.max_visits` names steps that exist (not terminals: they end the run)."""
@@ -541,7 +583,7 @@ class _Checker:
                 )
 
     def in_cycle(self, start: str) -> bool:
-        """Whether some route from `start` leads back to it (loop bodies included)."""
+        """Whether some route from `start` leads back to it."""
         seen: set[str] = set()
         stack = list(self.next_steps(start))
         while stack:
@@ -555,9 +597,65 @@ class _Checker:
         return False
 
     def next_steps(self, name: str) -> Iterator[str]:
-        yield from self.wf.steps[name].successors()
+        """The steps that can run after `name` (what it runs inside included).
+
+        A parallel branch's own routes are ignored at run time: it hands control back to
+        its parallel step, whose routes are followed next (not its branches again). A
+        loop body step's route to its loop starts the loop's next iteration, which the
+        loop bounds; its other routes are followed."""
         if name in self.branch_of:
-            yield self.branch_of[name]
+            yield from self.routes_after(self.branch_of[name])
+            return
+        loop = self.body_of.get(name)
+        yield from (n for n in self.wf.steps[name].successors() if n != loop)
+
+    def routes_after(self, name: str) -> Iterator[str]:
+        """Where a parallel step goes once its branches are done: its own routes (those of
+        the outermost parallel step, when it is itself a branch)."""
+        seen = {name}
+        while name in self.branch_of and self.branch_of[name] not in seen:
+            name = self.branch_of[name]
+            seen.add(name)
+        step = self.wf.steps[name]
+        branches = set(step.parallel) if isinstance(step, ParallelStep) else set()
+        yield from (n for n in step.successors() if n not in branches)
+
+    def check_person_in_branches(self) -> None:
+        """A conversation with the person cannot run in a parallel branch: branches run at
+        the same time, and the person has one keyboard (two `> ` prompts at once would
+        each wait for the line the other took)."""
+        for name, step in self.wf.steps.items():
+            if not isinstance(step, AgentStep) or step.mode != "conversation":
+                continue
+            if step.conversation is not None and step.conversation.partner is not None:
+                continue  # agents talking to each other need no one at the keyboard
+            parallel = self.enclosing(name, self.branch_of)
+            if parallel is None:
+                continue
+            path = join_path("states", name)
+            mode = join_path(path, "mode")
+            self.report(
+                f"step '{name}': a conversation with the person cannot run inside "
+                f"parallel step '{parallel}': branches run at the same time and the person "
+                "can answer only one conversation at once",
+                mode if mode in self.wf.locations else path,
+                hint="move the step out of the parallel step, or give it a partner "
+                "(conversation.with) so that no person is needed",
+            )
+
+    def enclosing(self, name: str, owners: dict[str, str]) -> str | None:
+        """The nearest parallel step (`owners` = `branch_of`) or loop (`body_of`) that runs
+        `name` inside it, through loop bodies and parallel branches; None if none does."""
+        inside = {**self.branch_of, **self.body_of}
+        seen: set[str] = set()
+        while name not in seen:
+            seen.add(name)
+            if name in owners:
+                return owners[name]
+            if name not in inside:
+                return None
+            name = inside[name]
+        return None
 
     def steps_reaching_an_end(self) -> set[str]:
         """Steps from which some route leads to a terminal (or an inline failure)."""
@@ -583,6 +681,30 @@ class _Checker:
             finishing.add(name)
             done.extend(incoming.get(name, ()))
         return finishing
+
+
+# Set while a called workflow is loaded to see whether it has agent steps: its own
+# call_workflow steps are then not followed (a workflow may call itself back).
+_looking_into_a_called_workflow: ContextVar[bool] = ContextVar("looking_into", default=False)
+
+
+def _calls_agents(step: CallWorkflowStep, base_dir: Path) -> bool:
+    """Whether the workflow `step` calls has agent steps (or calls workflows in turn, which
+    may). False when that cannot be told before the run: a name made by a template, a
+    workflow that cannot be found or loaded (the run reports those)."""
+    if "{{" in step.workflow or _looking_into_a_called_workflow.get():
+        return False
+    from awf_nb.errors import AwfError
+    from awf_nb.workflow.loader import find_workflow, load_workflow
+
+    token = _looking_into_a_called_workflow.set(True)
+    try:
+        called = load_workflow(find_workflow(step.workflow, relative_to=base_dir))
+    except AwfError:
+        return False
+    finally:
+        _looking_into_a_called_workflow.reset(token)
+    return any(isinstance(s, AgentStep | CallWorkflowStep) for s in called.steps.values())
 
 
 def _hook_fields(

@@ -12,12 +12,15 @@ tools:
     - {name: notes, command: python, args: [-m, my_notes_server]}
   confirm: [Bash, run_tests]             # ask the person before these run
   max_rounds: 20                         # tool rounds per turn before the step fails
+  timeout: 2m                            # the time bound of every call (default: per tool)
+  max_parallel: 8                        # calls of one reply running at once
 ```
 
 The models check one block on its own: known built-in names (with a did-you-mean), tool
 names a model API accepts, no two tools with one name, `confirm` naming only tools of this
-block, `max_rounds` between 1 and 1000. Like the other workflow models they allow extra
-keys, so the loader can warn about unknown ones with a suggestion (AWF ignores them).
+block, `max_rounds` between 1 and 1000, `max_parallel` between 1 and 64. Like the other
+workflow models they allow extra keys, so the loader can warn about unknown ones with a
+suggestion (AWF ignores them).
 Building the tools themselves is `awf_nb.tools.build_toolset`.
 """
 
@@ -38,6 +41,13 @@ DEFAULT_MAX_ROUNDS = 20
 MAX_ROUNDS_LIMIT = 1000
 DEFAULT_COMMAND_TIMEOUT = 120.0
 DEFAULT_MCP_STARTUP_TIMEOUT = 30.0
+DEFAULT_MCP_CALL_TIMEOUT = 120.0
+# How many of one reply's tool calls run at once (a reply may ask for hundreds).
+DEFAULT_MAX_PARALLEL = 8
+MAX_PARALLEL_LIMIT = 64
+# The largest message an MCP server may send (one JSON-RPC line): a tool result, a page
+# of its tool list. All its tool-list pages together are bounded by the same number.
+DEFAULT_MCP_MESSAGE_BYTES = 16 * 1024 * 1024
 
 # The function names OpenAI-style APIs accept (the strictest of the provider APIs).
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -79,7 +89,8 @@ class CommandTool(_Model):
     description: str
     parameters: dict[str, ToolParameter] = Field(default_factory=dict)
     command: str
-    timeout: Duration = DEFAULT_COMMAND_TIMEOUT
+    # None: the block's `timeout`, else DEFAULT_COMMAND_TIMEOUT.
+    timeout: Duration = None
 
     @field_validator("name")
     @classmethod
@@ -134,6 +145,10 @@ class McpServer(_Model):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     startup_timeout: Duration = DEFAULT_MCP_STARTUP_TIMEOUT
+    # The time bound of each call of its tools (None: the block's `timeout`, else
+    # DEFAULT_MCP_CALL_TIMEOUT).
+    timeout: Duration = None
+    max_message_bytes: int = Field(DEFAULT_MCP_MESSAGE_BYTES, ge=1024)
 
     @field_validator("name")
     @classmethod
@@ -155,12 +170,31 @@ class ToolsConfig(_Model):
     mcp: list[McpServer] = Field(default_factory=list)
     confirm: list[str] = Field(default_factory=list)
     max_rounds: int = DEFAULT_MAX_ROUNDS
+    # The time bound of every tool call; None: each tool's default (see docs/tools.md).
+    timeout: Duration = None
+    max_parallel: int = DEFAULT_MAX_PARALLEL
 
     @field_validator("max_rounds")
     @classmethod
     def _max_rounds(cls, value: int) -> int:
         if not 1 <= value <= MAX_ROUNDS_LIMIT:
             raise ValueError(f"max_rounds must be between 1 and {MAX_ROUNDS_LIMIT}, not {value}")
+        return value
+
+    @field_validator("max_parallel")
+    @classmethod
+    def _max_parallel(cls, value: int) -> int:
+        if not 1 <= value <= MAX_PARALLEL_LIMIT:
+            raise ValueError(
+                f"max_parallel must be between 1 and {MAX_PARALLEL_LIMIT}, not {value}"
+            )
+        return value
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError("timeout must be longer than 0 s")
         return value
 
     @field_validator("builtin")

@@ -1,13 +1,15 @@
-"""Helpers to run the real `awf` command line in a subprocess."""
+"""Fixtures for the tests of the real `awf` command line (helpers: tests/support/cli.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from subprocess import CompletedProcess
+from typing import Any
 
 import pytest
+
+from tests.support.cli import run_awf
 
 
 @pytest.fixture
@@ -16,47 +18,17 @@ def storage(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def awf(storage: Path, tmp_path: Path):
-    """`awf("run", "wf.yaml", input="...")` -> CompletedProcess (text)."""
+def awf(storage: Path, tmp_path: Path) -> Callable[..., CompletedProcess[str]]:
+    """`awf("run", "wf.yaml", input="...")` -> CompletedProcess (text): `run_awf` in
+    `tmp_path` (or `cwd=`), the runs kept in `storage`, no colours; `env=` adds variables."""
 
     def call(
-        *args: str, input: str | None = "", timeout: float = 60, **kw
-    ) -> subprocess.CompletedProcess:
-        env = {**os.environ, "AWF_STORAGE": str(storage), "NO_COLOR": "1"}
-        env.update(kw.pop("env", {}))
-        return subprocess.run(
-            [sys.executable, "-m", "awf_nb.cli", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=kw.pop("cwd", tmp_path),
-            env=env,
-            **kw,
-        )
+        *args: str, cwd: Path = tmp_path, env: Mapping[str, str | None] | None = None, **kw: Any
+    ) -> CompletedProcess[str]:
+        env = {"AWF_STORAGE": str(storage), "NO_COLOR": "1", **(env or {})}
+        return run_awf(*args, cwd=cwd, env=env, **kw)
 
     return call
-
-
-def spawn_awf(*args: str, storage: Path, cwd: Path, **kw) -> subprocess.Popen:
-    env = {**os.environ, "AWF_STORAGE": str(storage), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "awf_nb.cli", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-        **kw,
-    )
-
-
-def only_run_id(storage: Path) -> str:
-    runs = sorted(p.name for p in (storage / "runs").iterdir())
-    assert len(runs) == 1, runs
-    return runs[0]
 
 
 # A two-reply conversation on the scripted provider, shared by the run and cassette tests.

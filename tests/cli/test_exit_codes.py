@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import spawn_awf
+from tests.support.cli import spawn_awf
+from tests.support.waiting import HANG_GUARD_SECONDS, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -88,12 +89,8 @@ def case_130(awf, tmp_path: Path) -> subprocess.CompletedProcess:
         f"  a: {{type: step, command: 'touch {marker}; sleep 30', on_success: d}}\n" + TERMINAL
     )
     proc = spawn_awf("run", write(tmp_path, text), storage=tmp_path / "s", cwd=tmp_path)
-    deadline = time.monotonic() + 30  # a hang guard
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)  # a second Ctrl-C cancels the run
+    wait_until(marker.exists, "the command to start")
+    proc.send_signal(signal.SIGINT)  # Ctrl-C outside a reply cancels the run
     out, err = proc.communicate(timeout=30)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
@@ -124,12 +121,12 @@ def test_ctrl_c_held_down_still_exits_130(tmp_path: Path) -> None:
         f"  a: {{type: step, command: 'touch {marker}; sleep 30', on_success: d}}\n" + TERMINAL
     )
     proc = spawn_awf("run", write(tmp_path, text), storage=tmp_path / "s", cwd=tmp_path)
-    deadline = time.monotonic() + 30  # a hang guard
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    while proc.poll() is None and time.monotonic() < deadline:
+    wait_until(marker.exists, "the command to start")
+    deadline = time.monotonic() + HANG_GUARD_SECONDS
+    while proc.poll() is None:  # the key held down: a press every 2 ms until awf exits
+        assert time.monotonic() < deadline, "awf did not exit while Ctrl-C was held down"
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.002)
+        time.sleep(0.002)  # the key's repeat rate, not a wait for anything
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, (out, err)
     assert "Traceback" not in err

@@ -78,6 +78,37 @@ states:
     assert "success -> b" in result.stdout
 
 
+def test_dry_run_shows_who_answers_with_simulate_user(awf, tmp_path):
+    wf = tmp_path / "chat.yaml"
+    wf.write_text(
+        """
+name: chat
+limits: {max_agent_turns: 10}
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: local
+    mode: conversation
+    prompt: hi
+    tools: {builtin: [Bash], confirm: [Bash]}
+    on_success: done
+  done: {type: terminal}
+"""
+    )
+    plain = awf("run", str(wf), "--dry-run")
+    assert plain.returncode == 0, plain.stderr
+    assert "limits: max_agent_turns 10" in plain.stdout
+    assert "with: you (the person), until you end it" in plain.stdout
+    assert "confirm: Bash (asked before each call)" in plain.stdout
+    simulated = awf(
+        "run", str(wf), "--dry-run", "--simulate-user", "A baker", "--user-provider", "scripted"
+    )
+    assert simulated.returncode == 0, simulated.stderr
+    assert "with: user (simulated), provider scripted (playing you: A baker)" in simulated.stdout
+    assert "max_turns: 5" in simulated.stdout
+
+
 def test_bad_inputs_are_all_reported(awf, tmp_path):
     wf = tmp_path / "wf.yaml"
     wf.write_text(

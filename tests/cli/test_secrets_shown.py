@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from tests.cli.conftest import only_run_id
+from tests.support.cli import only_run_id
 from tests.support.openai_server import OpenAIServer, Reply
 
 TOKEN = "dev-token-123"

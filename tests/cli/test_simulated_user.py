@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import only_run_id
+from tests.support.cli import only_run_id
 
 CHAT = """
 name: chat

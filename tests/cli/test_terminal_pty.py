@@ -11,7 +11,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.cli.conftest import only_run_id
+from tests.support.cli import only_run_id
+from tests.support.terminal import spawn, transcript
 
 pytestmark = pytest.mark.pty
 
@@ -33,27 +34,6 @@ states:
     on_success: done
   done: {type: terminal, message: "bye"}
 """
-
-
-def spawn(tmp_path: Path, storage: Path, *args: str) -> pexpect.spawn:
-    env = {**os.environ, "AWF_STORAGE": str(storage), "NO_COLOR": "1", "TERM": "xterm"}
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "awf_nb.cli", *args],
-        cwd=str(tmp_path),
-        env=env,
-        encoding="utf-8",
-        timeout=30,
-        dimensions=(40, 200),
-    )
-    # Everything read from the terminal: `before` after expect(EOF) only holds what came
-    # after the last match, so checks over the whole session read this instead.
-    child.logfile_read = io.StringIO()
-    return child
-
-
-def transcript(child: pexpect.spawn) -> str:
-    return child.logfile_read.getvalue()
 
 
 def test_chat_in_a_terminal_with_ctrl_c_during_reply(tmp_path: Path):

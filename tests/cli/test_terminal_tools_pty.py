@@ -13,8 +13,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.cli.conftest import only_run_id
-from tests.cli.test_terminal_pty import spawn, transcript
+from tests.support.cli import only_run_id
+from tests.support.terminal import spawn, transcript
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.pty

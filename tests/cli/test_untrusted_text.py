@@ -7,9 +7,6 @@ from __future__ import annotations
 import io
 import itertools
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -18,7 +15,7 @@ from hypothesis import strategies as st
 from awf_nb.engine import events as ev
 from awf_nb.frontends.terminal import TerminalSink
 from awf_nb.frontends.terminal_text import terminal_safe
-from tests.cli.conftest import only_run_id
+from tests.support.cli import only_run_id, run_awf
 
 ATTACKS = {
     "clear screen": "\x1b[2J\x1b[H",
@@ -70,19 +67,7 @@ states:
 
 
 def run_bytes(args: list[str | bytes], stdin: bytes, tmp_path: Path, storage: Path):
-    return subprocess.run(
-        [
-            sys.executable.encode(),
-            b"-m",
-            b"awf_nb.cli",
-            *[a if isinstance(a, bytes) else a.encode() for a in args],
-        ],
-        input=stdin,
-        capture_output=True,
-        cwd=tmp_path,
-        env={**os.environ, "AWF_STORAGE": str(storage)},
-        timeout=60,
-    )
+    return run_awf(*args, cwd=tmp_path, env={"AWF_STORAGE": str(storage)}, input=stdin, text=False)
 
 
 def test_a_reply_cannot_drive_the_terminal_nor_awf_status(tmp_path: Path) -> None:

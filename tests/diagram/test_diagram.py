@@ -17,6 +17,7 @@ import pytest
 from awf_nb.diagram import diagram, marks_for
 from awf_nb.errors import UserError
 from awf_nb.workflow.loader import load_workflow
+from tests.support.cli import run_awf
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
@@ -124,14 +125,10 @@ def test_unknown_highlight_step_and_format_are_clear_errors() -> None:
         diagram(workflow, format="jpeg")
 
 
-def awf(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO):
-    return subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-        capture_output=True,
-        timeout=120,
-    )
+def awf(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """`awf ARGS` run from the repository root (where the example workflows are), output kept
+    as bytes (a diagram may be a PNG)."""
+    return run_awf(*args, cwd=REPO, env=env, text=False, timeout=120)
 
 
 def test_cli_writes_the_format_of_the_file_extension(tmp_path: Path) -> None:

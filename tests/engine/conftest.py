@@ -16,11 +16,6 @@ __all__ = ["Collect"]
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store(tmp_path / "storage")
-
-
-@pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     path = tmp_path / "work"
     path.mkdir()

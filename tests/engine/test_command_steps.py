@@ -12,6 +12,7 @@ import pytest
 
 from awf_nb.engine.events import StepOutput
 from tests.support.events import Collect
+from tests.support.processes import process_alive
 
 pytestmark = pytest.mark.asyncio
 
@@ -279,7 +280,7 @@ async def test_a_background_job_holding_the_output_does_not_hold_the_step(run_ya
     result = await asyncio.wait_for(run, 120)  # a hang guard: the job sleeps 300 s
     assert result.status == "completed", result.error
     assert result.outputs["a"] == "hi"
-    assert not _alive(int(pidfile.read_text()))
+    assert not process_alive(int(pidfile.read_text()))
 
 
 async def test_a_background_job_with_its_own_output_is_left_running(run_yaml, tmp_path):
@@ -301,19 +302,10 @@ async def test_a_background_job_with_its_own_output_is_left_running(run_yaml, tm
     pid = int(pidfile.read_text())
     try:
         assert result.status == "completed", result.error
-        assert _alive(pid)
+        assert process_alive(pid)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie awaiting its reaper counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 @pytest.mark.parametrize(

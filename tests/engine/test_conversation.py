@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from awf_nb.api import prepare_run
 from awf_nb.engine.events import AwaitingInput, TurnFinished, UserMessage
-from awf_nb.frontends.scripted import ScriptedReader
+from awf_nb.runs import prepare_run
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
 from tests.support.readers import BlockingReader
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.asyncio
 
@@ -116,7 +117,7 @@ async def test_provider_error_mid_conversation(run_yaml):
 
 async def test_reader_blocked_on_input_is_cancelled_quickly(store, workdir):
     reader = BlockingReader()
-    runner = prepare_run(load_text(chat()), reader=reader, store=store, cwd=workdir)
+    runner = prepare_run(load_text(chat()), reader=reader, storage=store, cwd=workdir).runner
     task = asyncio.create_task(runner.execute())
     await asyncio.wait_for(reader.waiting.wait(), 5)
     runner.cancel()
@@ -137,11 +138,10 @@ async def _streaming_first_reply(store, workdir) -> tuple[Any, asyncio.Task[Any]
     sink = Collect()
     reader = ScriptedReader(["go on", ""], delay=0.05)
     runner = prepare_run(
-        load_text(chat(delay_ms=40)), reader=reader, store=store, cwd=workdir, sink=sink
-    )
+        load_text(chat(delay_ms=40)), reader=reader, storage=store, cwd=workdir, sink=sink
+    ).runner
     task = asyncio.create_task(runner.execute())
-    while not sink.text("chat"):
-        await asyncio.sleep(0.01)
+    await until(lambda: bool(sink.text("chat")), "the first reply to stream")
     return runner, task
 
 
@@ -180,7 +180,7 @@ async def test_an_interrupt_and_a_cancel_together_cancel_the_run(store, workdir)
 
 async def test_interrupt_at_prompt_cancels_run(store, workdir):
     reader = BlockingReader()
-    runner = prepare_run(load_text(chat()), reader=reader, store=store, cwd=workdir)
+    runner = prepare_run(load_text(chat()), reader=reader, storage=store, cwd=workdir).runner
     task = asyncio.create_task(runner.execute())
     await asyncio.wait_for(reader.waiting.wait(), 5)
     assert runner.interrupt() == "run"
@@ -214,7 +214,7 @@ async def test_state_persisted_after_every_turn(store, workdir):
             return await super().read(prompt)
 
     reader = Checking()
-    runner = prepare_run(load_text(chat()), reader=reader, store=store, cwd=workdir)
+    runner = prepare_run(load_text(chat()), reader=reader, storage=store, cwd=workdir).runner
     await runner.execute()
     assert reader.seen == [1, 3, 2, 5, 3, 7]
     # the transcript holds one line per message
@@ -255,7 +255,7 @@ async def test_conversation_with_continue_from(run_yaml):
 
 async def test_resume_reopens_the_start_step_once_only(store, workdir):
     """In a resumed run, a conversation inside a loop re-opens in the first iteration only."""
-    from awf_nb.api import prepare_resume
+    from awf_nb.runs import Resume, prepare_run
 
     text = """
 name: loop-chat
@@ -270,20 +270,25 @@ states:
     options: {replies: ["r1", "r2", "r3", "r4"]}
   done: {type: terminal}
 """
-    first = prepare_run(load_text(text), reader=BlockingReader(), store=store, cwd=workdir)
+    first = prepare_run(load_text(text), reader=BlockingReader(), storage=store, cwd=workdir).runner
     task = asyncio.create_task(first.execute())
-    while not (
-        first.state.steps.get("chat")
-        and first.state.steps["chat"].conversation
-        and first.state.steps["chat"].conversation.total_turns
-    ):
-        await asyncio.sleep(0.01)
+    await until(
+        lambda: bool(
+            first.state.steps.get("chat")
+            and first.state.steps["chat"].conversation
+            and first.state.steps["chat"].conversation.total_turns
+        ),
+        "the first reply",
+    )
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    resumed = prepare_resume(
-        first.run_id, store=store, from_step="each", reader=ScriptedReader([""] * 4), cwd=workdir
-    )
+    resumed = prepare_run(
+        Resume(first.run_id, from_step="each"),
+        storage=store,
+        reader=ScriptedReader([""] * 4),
+        cwd=workdir,
+    ).runner
     state = await resumed.execute()
     assert state.status == "completed", state.error
     conv = state.steps["chat"].conversation
@@ -293,7 +298,7 @@ states:
 async def test_the_step_timeout_bounds_the_wait_at_the_prompt(store, workdir):
     text = chat().replace("mode: conversation", "mode: conversation\n    timeout: 300ms")
     reader = BlockingReader()  # a person who never answers
-    runner = prepare_run(load_text(text), reader=reader, store=store, cwd=workdir)
+    runner = prepare_run(load_text(text), reader=reader, storage=store, cwd=workdir).runner
     state = await asyncio.wait_for(runner.execute(), 30)  # the hang guard
     step = state.steps["chat"]
     assert reader.cancelled

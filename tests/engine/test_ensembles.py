@@ -8,19 +8,20 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from awf_nb.api import prepare_run
 from awf_nb.engine.events import RunWarning, UserMessage
 from awf_nb.engine.state import RunState
 from awf_nb.errors import DefinitionError
+from awf_nb.runs import prepare_run
 from awf_nb.workflow.loader import load_text
+from tests.support.cli import run_awf
 from tests.support.events import Collect
+from tests.support.processes import process_alive
 from tests.support.waiting import until
 
 CYCLE = """
@@ -300,24 +301,16 @@ async def test_a_secret_printed_by_the_command_is_masked(run_yaml):
 async def test_ctrl_c_kills_the_command(store, workdir: Path):
     pid_file = workdir / "pid"
     script = f"if [ -e {pid_file} ]; then exit 0; fi; echo $$ > {pid_file}; exec sleep 60"
-    runner = prepare_run(load_text(_judged(script)), store=store, cwd=workdir)
+    runner = prepare_run(load_text(_judged(script)), storage=store, cwd=workdir).runner
     task = asyncio.create_task(runner.execute())
     await until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the judge ran")
     pid = int(pid_file.read_text())
     assert runner.interrupt() == "turn"
     state = await asyncio.wait_for(task, 30)
-    await until(lambda: not _alive(pid), "the judge was killed")
+    await until(lambda: not process_alive(pid), "the judge was killed")
     # headless: the judge was asked again, and this time it ended the exchange
     assert state.status == "completed", state.error
     assert state.steps["draft"].conversation.stopped_by == "user_exit"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] not in ("Z", "X")
 
 
 def test_a_command_partner_takes_no_agent_fields() -> None:
@@ -373,11 +366,7 @@ async def test_without_storage_the_exchange_comes_from_the_conversations(workdir
 async def test_awf_status_json_includes_the_exchange(run_yaml, store, workdir: Path):
     result = await run_yaml(_cycle(1))
     assert result.completion_reason == "limit"
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "status", result.run_id, "--json",
-         "--storage", str(store.root)],
-        capture_output=True, text=True, timeout=60, cwd=workdir,
-    )  # fmt: skip
+    done = run_awf("status", result.run_id, "--json", "--storage", str(store.root), cwd=workdir)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["completion_reason"] == "limit"
@@ -395,7 +384,7 @@ async def test_visits_and_their_counts_survive_a_resume(store, workdir: Path):
     """A run that failed on the third visit of `gate`, resumed there: `review`'s earlier
     visits are still listed, and its cap counts the visits made before the resume (it is
     reached at once: no fourth review)."""
-    from awf_nb.api import prepare_resume
+    from awf_nb.runs import Resume, prepare_run
 
     text = """
 name: resumable
@@ -419,11 +408,11 @@ states:
     on_success: done
   done: {type: terminal}
 """
-    first = await prepare_run(load_text(text), store=store, cwd=workdir).execute()
+    first = await prepare_run(load_text(text), storage=store, cwd=workdir).runner.execute()
     assert first.status == "failed" and first.current_step == "gate"
     assert first.visits == {"review": 3, "gate": 3}
     (workdir / "block").unlink()
-    resumed = await prepare_resume(first.run_id, store=store, cwd=workdir).execute()
+    resumed = await prepare_run(Resume(first.run_id), storage=store, cwd=workdir).runner.execute()
     assert resumed.status == "completed", resumed.error
     assert resumed.visits == {"review": 3, "gate": 3, "report": 1}  # the resumed visit is not new
     assert resumed.steps["report"].output == "r1 r2 r3 "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from awf_nb.api import arun
 from awf_nb.engine.events import AwaitingConfirmation, ToolCallFinished
-from awf_nb.frontends.scripted import ScriptedReader
+from awf_nb.runs.replies import ScriptedReader
 from tests.support.events import Collect
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -38,7 +38,7 @@ async def test_the_tidy_notes_example_reads_and_writes_with_the_person_s_consent
         )
         result = await arun(
             EXAMPLE,
-            {"base_url": server.base_url, "model": "test-model"},
+            model=f"test-model@{server.base_url}",
             reader=ScriptedReader(["yes please", "y", ""]),  # a message, then Allow, then end
             sink=sink,
             cwd=tmp_path,

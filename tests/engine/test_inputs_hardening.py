@@ -3,9 +3,7 @@ endless files, catastrophic patterns, undeclared names, AWF's other input types.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,9 +12,8 @@ from awf_nb.engine.events import RunWarning
 from awf_nb.engine.inputs import parse_input_args, resolve_inputs
 from awf_nb.errors import DefinitionError, InputError, UserError
 from awf_nb.workflow.loader import load_text
+from tests.support.cli import run_awf
 from tests.support.events import Collect
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def workflow(inputs: str) -> str:
@@ -93,11 +90,8 @@ def test_a_nul_byte_in_an_input_file_fails_the_command_before_any_run(tmp_path: 
         "  d: {type: terminal}\n"
     )
     storage = tmp_path / "storage"
-    result = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "run", "wf.yaml", "-i", "x=@data.bin"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
-        env={**os.environ, "AWF_STORAGE": str(storage), "NO_COLOR": "1"},
-    )  # fmt: skip
+    result = run_awf("run", "wf.yaml", "-i", "x=@data.bin", cwd=tmp_path,
+                     env={"AWF_STORAGE": str(storage), "NO_COLOR": "1"})  # fmt: skip
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines()[0].endswith(
         "holds a NUL byte (character 3): an input is text, and this looks like a binary file"
@@ -176,13 +170,9 @@ states:
 
 
 def awf(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
+    """`awf ARGS` in an environment with nothing but PATH, HOME and the import path."""
+    return run_awf(
+        *args, cwd=cwd, inherit_env=False, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)}
     )
 
 

@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import textwrap
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from awf_nb.api import SimulatedUser, prepare_resume, prepare_run
+from awf_nb.api import SimulatedUser
 from awf_nb.engine.events import PERSON, TurnStarted, UserMessage
-from awf_nb.engine.ports import Final, Message, ProviderEvent, TurnRequest
+from awf_nb.engine.ports import Final, Message, TurnRequest
 from awf_nb.errors import DefinitionError
-from awf_nb.frontends.scripted import ScriptedReader
-from awf_nb.providers import provider_factory
 from awf_nb.providers.scripted import ScriptedProvider
+from awf_nb.runs import Resume, prepare_run
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.workflow.loader import load_text
-from tests.support.events import Collect
+from tests.support.events import Collect, Recording
+from tests.support.waiting import until
 
 WRITER_REVIEWER = """
 name: haiku
@@ -56,33 +56,6 @@ def writer_reviewer(
         .replace("UNTIL", until)
         .replace("MAX", str(max_turns))
     )
-
-
-class Recording:
-    """A provider factory whose scripted provider remembers every request."""
-
-    def __init__(self) -> None:
-        self.requests: list[TurnRequest] = []
-        self._inner = provider_factory()
-
-    def __call__(self, name: str) -> Any:
-        provider = self._inner(name)
-        outer = self
-
-        class Recorded:
-            session_kind = provider.session_kind
-
-            def __init__(self) -> None:
-                self.name = provider.name
-
-            def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
-                outer.requests.append(turn)
-                return provider.stream(turn)
-
-            async def aclose(self) -> None:
-                await provider.aclose()
-
-        return Recorded()
 
 
 def said(result: Any, step: str = "draft") -> list[tuple[str, str, str]]:
@@ -146,10 +119,10 @@ async def test_the_partner_has_its_own_message_list_with_roles_swapped(store, wo
     recording = Recording()
     runner = prepare_run(
         load_text(textwrap.dedent(writer_reviewer(max_turns=6))),
-        store=store,
+        storage=store,
         cwd=workdir,
         providers=recording,
-    )
+    ).runner
     state = await runner.execute()
     assert state.status == "completed", state.error
     writer = [r for r in recording.requests if r.speaker == ""]
@@ -176,7 +149,7 @@ async def test_the_partner_prompt_template_sees_the_reply(run_yaml):
     result = await run_yaml(text, providers=recording)
     assert result.ok, result.error
     reviewer = [r for r in recording.requests if r.speaker == "reviewer"]
-    assert [r.prompt for r in reviewer] == ["Review: draft one (2)", "Review: draft two (3)"]
+    assert [r.prompt for r in reviewer] == ["Review: draft one (1)", "Review: draft two (2)"]
 
 
 async def test_scripted_replies_answer_in_order_then_the_conversation_ends(run_yaml):
@@ -287,7 +260,7 @@ def test_an_unknown_partner_provider_is_refused_before_the_run(store, workdir):
         "        provider: scriptd\n        system_prompt: You review",
     )
     with pytest.raises(DefinitionError) as caught:
-        prepare_run(load_text(textwrap.dedent(text)), store=store, cwd=workdir)
+        prepare_run(load_text(textwrap.dedent(text)), storage=store, cwd=workdir)
     assert caught.value.problems[0].path == "states.draft.conversation.with.provider"
 
 
@@ -308,11 +281,10 @@ async def test_stop_during_the_exchange_lets_the_person_take_over(store, workdir
     sink = Collect()
     reader = ScriptedReader(["make it about snow"])
     runner = prepare_run(
-        load_text(textwrap.dedent(text)), reader=reader, store=store, cwd=workdir, sink=sink
-    )
+        load_text(textwrap.dedent(text)), reader=reader, storage=store, cwd=workdir, sink=sink
+    ).runner
     task = asyncio.create_task(runner.execute())
-    while not sink.text("draft"):
-        await asyncio.sleep(0.01)
+    await until(lambda: bool(sink.text("draft")), "the writer's first reply to stream")
     assert runner.interrupt() == "turn"
     state = await asyncio.wait_for(task, 30)
     assert state.status == "completed", state.error
@@ -337,13 +309,12 @@ async def test_an_empty_line_lets_the_partner_carry_on_and_exit_ends(store, work
                 )
             ),
             reader=ScriptedReader([answer]),
-            store=store,
+            storage=store,
             cwd=workdir,
             sink=sink,
-        )
+        ).runner
         task = asyncio.create_task(runner.execute())
-        while not sink.text("draft"):
-            await asyncio.sleep(0.01)
+        await until(lambda s=sink: bool(s.text("draft")), "the writer's first reply to stream")
         runner.interrupt()
         state = await asyncio.wait_for(task, 30)
         conv = state.steps["draft"].conversation
@@ -465,10 +436,13 @@ async def test_a_simulated_user_ends_with_exit(run_yaml):
     assert result.ok, result.error
     conv = result.steps["chat"].conversation
     assert conv.stopped_by == "user_exit"
-    assert [(t.speaker, t.content) for t in conv.turns if t.role == "user"] == [
-        ("", "Hello"),
-        ("user (simulated)", "A bread recipe"),
+    # Its `exit` is recorded (it was written, and cost tokens) but never sent to the agent.
+    assert [(t.speaker, t.content, t.ended) for t in conv.turns if t.role == "user"] == [
+        ("", "Hello", False),
+        ("user (simulated)", "A bread recipe", False),
+        ("user (simulated)", "exit", True),
     ]
+    assert conv.total_turns == 2
     assert ("user (simulated)", 1) in [(e.speaker, e.turn) for e in sink.of(TurnStarted)]
 
 
@@ -481,14 +455,16 @@ async def test_a_simulated_user_stops_at_max_turns(run_yaml):
 
 
 async def test_the_simulated_user_gets_its_persona_as_system_prompt(run_yaml):
+    from awf_nb.engine.partner import simulated_user_prompt
+
     recording = Recording()
     user = SimulatedUser(persona="A baker.", provider="scripted", max_turns=2)
     result = await run_yaml(CHAT, user=user, providers=recording)
     assert result.ok, result.error
     simulated = [r for r in recording.requests if r.speaker == "user (simulated)"]
-    assert (
-        simulated[0].system_prompt == "A baker." and simulated[0].prompt == "Hi, what do you need?"
-    )
+    # the persona, inside the prompt that makes the agent play the person
+    assert simulated[0].system_prompt == simulated_user_prompt("A baker.")
+    assert simulated[0].prompt == "Hi, what do you need?"
 
 
 async def test_scripted_provider_counts_replies_per_speaker():
@@ -540,10 +516,11 @@ async def test_cancelling_the_run_mid_exchange_is_cancelled(store, workdir):
         '["draft one", "draft two", "draft three", "draft four"], delay_ms: 50}',
     )
     sink = Collect()
-    runner = prepare_run(load_text(textwrap.dedent(text)), store=store, cwd=workdir, sink=sink)
+    runner = prepare_run(
+        load_text(textwrap.dedent(text)), storage=store, cwd=workdir, sink=sink
+    ).runner
     task = asyncio.create_task(runner.execute())
-    while len(sink.of(TurnStarted)) < 3:
-        await asyncio.sleep(0.01)
+    await until(lambda: len(sink.of(TurnStarted)) >= 3, "the third message to start")
     runner.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 30)
@@ -567,7 +544,7 @@ async def test_resume_after_the_partner_s_last_message_still_sees_it(store, work
     """Killed after the reviewer's APPROVED was written but before the step ended: resume
     has the writer answer it, and `until` still sees the reviewer's last message."""
     text = textwrap.dedent(writer_reviewer())
-    state = await prepare_run(load_text(text), store=store, cwd=workdir).execute()
+    state = await prepare_run(load_text(text), storage=store, cwd=workdir).runner.execute()
     assert state.steps["draft"].conversation.stopped_by == "condition"
     saved = store.load_state(state.run_id)
     saved.status, saved.current_step = "failed", "draft"
@@ -575,7 +552,7 @@ async def test_resume_after_the_partner_s_last_message_still_sees_it(store, work
     saved.steps["draft"].conversation.stopped_by = ""
     store.save_state(saved)
 
-    resumed = await prepare_resume(state.run_id, store=store, cwd=workdir).execute()
+    resumed = await prepare_run(Resume(state.run_id), storage=store, cwd=workdir).runner.execute()
     assert resumed.status == "completed", resumed.error
     conv = resumed.steps["draft"].conversation
     assert conv.stopped_by == "condition" and conv.total_turns == 3

@@ -1,7 +1,8 @@
 """Who answers a tool call's confirmation beyond the person at the prompt: an agent step in
-a called workflow gets the run's tools and `--yes` but, being a sub-agent, never asks; a
-cassette records the person's answers bound to their calls, replays a refusal of the same
-call, and never approves a call by itself (a cassette is untrusted, like a model)."""
+a workflow run by a `call_workflow` step asks the person as any step does (and gets the
+run's `--yes`); a cassette records the person's answers bound to their calls, replays a
+refusal of the same call, and never approves a call by itself (a cassette is untrusted,
+like a model)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from typing import Any
 
 import pytest
 
-from awf_nb.api import prepare_run
 from awf_nb.engine.events import RunWarning
 from awf_nb.engine.state import RunState
+from awf_nb.runs import prepare_run
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.workflow.loader import load_text
-from tests.engine.test_tool_loop import Confirming
 from tests.support.events import Collect
+from tests.support.tool_models import Confirming
 
 CHILD_WITH_TOOLS = """
 name: child
@@ -47,19 +49,55 @@ states:
 """
 
 
-@pytest.mark.parametrize("yes", [False, True])
-async def test_an_agent_in_a_called_workflow_has_its_tools_but_never_asks_the_person(
-    workdir: Path, yes: bool
-):
+@pytest.mark.parametrize("allowed", [True, False])
+async def test_an_agent_in_a_called_workflow_asks_the_person(workdir: Path, allowed: bool):
     (workdir / "child.yaml").write_text(CHILD_WITH_TOOLS)
-    reader = Confirming([True])  # would allow, if it were asked
+    reader = Confirming([allowed])
     runner = prepare_run(
-        load_text(textwrap.dedent(PARENT), base_dir=workdir), cwd=workdir, reader=reader, yes=yes
-    )
+        load_text(textwrap.dedent(PARENT), base_dir=workdir),
+        cwd=workdir,
+        reader=reader,
+        storage=False,
+    ).runner
     state = await asyncio.wait_for(runner.execute(), 60)
     assert state.status == "completed", state.error
-    assert reader.questions == []
-    assert (workdir / "from-child.txt").exists() == yes
+    assert reader.questions == ['Allow Write({"path": "from-child.txt", "content": "hi"})?']
+    assert (workdir / "from-child.txt").exists() == allowed
+
+
+@pytest.mark.parametrize(("yes", "written"), [(True, True), (False, False)])
+async def test_a_called_workflow_with_nobody_to_ask_follows_the_runs_yes(
+    workdir: Path, yes: bool, written: bool
+):
+    (workdir / "child.yaml").write_text(CHILD_WITH_TOOLS)
+    runner = prepare_run(
+        load_text(textwrap.dedent(PARENT), base_dir=workdir), cwd=workdir, yes=yes, storage=False
+    ).runner
+    state = await asyncio.wait_for(runner.execute(), 60)
+    assert state.status == "completed", state.error
+    assert (workdir / "from-child.txt").exists() == written
+
+
+async def test_a_conversation_in_a_called_workflow_talks_with_the_person(workdir: Path):
+    (workdir / "chat.yaml").write_text(
+        "name: chat\nstates:\n  initial: talk\n  talk:\n    type: agent\n"
+        "    provider: scripted\n    mode: conversation\n    prompt: hi\n"
+        '    options: {replies: ["hello", "tea it is"]}\n    on_success: done\n'
+        '  done: {type: terminal, message: "{{.states.talk.Output}}"}\n'
+    )
+    parent = PARENT.replace("workflow: child", "workflow: chat")
+    reader = ScriptedReader(["tea, please", ""])
+    runner = prepare_run(
+        load_text(textwrap.dedent(parent), base_dir=workdir),
+        cwd=workdir,
+        reader=reader,
+        storage=False,
+    ).runner
+    state = await asyncio.wait_for(runner.execute(), 60)
+    assert state.status == "completed", state.error
+    assert state.steps["call"].output == "tea it is"
+    assert reader.remaining == 0  # both lines were read by the called conversation
+    assert reader.prompts == ["> ", "> "]
 
 
 WRITER = """
@@ -82,7 +120,7 @@ states:
 
 async def run_writer(workdir: Path, **kwargs: Any) -> RunState:
     workdir.mkdir(exist_ok=True)
-    runner = prepare_run(load_text(WRITER), cwd=workdir, **kwargs)
+    runner = prepare_run(load_text(WRITER), cwd=workdir, storage=False, **kwargs).runner
     return await asyncio.wait_for(runner.execute(), 60)
 
 

@@ -9,69 +9,24 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import textwrap
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from awf_nb.api import prepare_resume, prepare_run
 from awf_nb.engine.events import AwaitingConfirmation, ToolCallFinished, ToolCallStarted
 from awf_nb.engine.ports import Message, TurnRequest
 from awf_nb.engine.tool_calls import INTERRUPTED, NOBODY_TO_ASK, REFUSED
-from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.providers.openai_compatible import OpenAICompatibleProvider
-from awf_nb.providers.scripted import ScriptedProvider
+from awf_nb.runs import Resume, prepare_run
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.tool_models import Confirming, Script, ScriptedModel, numbered_calls, workflow
 from tests.support.waiting import until
-
-Script = list[str | list[tuple[str, dict[str, Any] | str]]]
-
-
-def numbered_calls(script: Script) -> list[str | list[dict[str, str]]]:
-    """The script with each call as {id, name, arguments as JSON text}, ids numbered
-    across the whole script (call_1, call_2, …)."""
-    numbered: list[str | list[dict[str, str]]] = []
-    number = 0
-    for entry in script:
-        if isinstance(entry, str):
-            numbered.append(entry)
-            continue
-        calls = []
-        for name, arguments in entry:
-            number += 1
-            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-            calls.append({"id": f"call_{number}", "name": name, "arguments": text})
-        numbered.append(calls)
-    return numbered
-
-
-class ScriptedModel:
-    """The script played by the scripted provider (its replies can call tools); remembers
-    every request the engine made."""
-
-    name = "scripted"
-    session_kind = "history"
-
-    def __init__(self, script: Script) -> None:
-        self.requests: list[TurnRequest] = []
-        self.provider = ScriptedProvider()
-        self.replies = [
-            entry if isinstance(entry, str) else {"tool_calls": entry}
-            for entry in numbered_calls(script)
-        ]
-
-    def stream(self, turn: TurnRequest) -> AsyncIterator[object]:
-        self.requests.append(turn)
-        options = {"replies": self.replies}
-        return self.provider.stream(dataclasses.replace(turn, options=options))
-
-    async def aclose(self) -> None:
-        pass
 
 
 class ServedModel:
@@ -126,39 +81,6 @@ def make_model(script: Script) -> ScriptedModel | ServedModel:
     return ServedModel(script, SERVER)
 
 
-class Confirming(ScriptedReader):
-    """A person who answers tool confirmations from a list (True/False) and messages from
-    another."""
-
-    def __init__(self, answers: list[bool], replies: list[str] | None = None) -> None:
-        super().__init__(replies or [])
-        self.answers = list(answers)
-        self.questions: list[str] = []
-
-    async def confirm(self, question: str) -> bool | None:
-        self.questions.append(question)
-        return self.answers.pop(0) if self.answers else None
-
-
-def workflow(tools: str, *, mode: str = "single", conversation: str = "") -> str:
-    return textwrap.dedent(
-        f"""
-        name: tools
-        states:
-          initial: work
-          work:
-            type: agent
-            provider: toolmodel
-            mode: {mode}
-            prompt: Tidy the notes.
-            tools: {tools}
-        {conversation}
-            on_success: done
-          done: {{type: terminal, message: "{{{{.states.work.Output}}}}"}}
-        """
-    )
-
-
 async def run(
     text: str,
     model: ScriptedModel | ServedModel,
@@ -169,12 +91,12 @@ async def run(
     sink = kwargs.pop("sink", Collect())
     runner = prepare_run(
         load_text(text),
-        store=store,
+        storage=store,
         cwd=workdir,
         sink=sink,
         providers=lambda name: model,
         **kwargs,
-    )
+    ).runner
     state = await asyncio.wait_for(runner.execute(), 60)
     return state, sink
 
@@ -341,7 +263,8 @@ async def test_ctrl_c_during_a_tool_call_records_interrupted_and_opens_the_promp
         cwd=workdir,
         sink=sink,
         providers=lambda name: model,
-    )
+        storage=False,
+    ).runner
     task = asyncio.create_task(runner.execute())
     await until(lambda: len(sink.of(ToolCallFinished)) == 1, "the quick Glob to finish")
     StoppedClock.now = 107.5  # the slow call has run for 7.5 s when Ctrl-C comes
@@ -373,7 +296,8 @@ async def test_ctrl_c_during_a_single_tool_call_records_it_interrupted(workdir: 
         cwd=workdir,
         sink=sink,
         providers=lambda name: model,
-    )
+        storage=False,
+    ).runner
     task = asyncio.create_task(runner.execute())
     await until(lambda: len(sink.of(ToolCallStarted)) == 1, "the call to start")
     assert runner.interrupt() == "turn"
@@ -404,10 +328,13 @@ async def test_resume_repairs_calls_left_without_results(workdir: Path, store: S
     store.save_state(saved)
 
     model = make_model(["Carrying on."] * 3)  # the scripted provider goes on at turn 2
-    runner = prepare_resume(
-        run_id, store=store, cwd=workdir, providers=lambda name: model,
+    runner = prepare_run(
+        Resume(run_id),
+        storage=store,
+        cwd=workdir,
+        providers=lambda name: model,
         reader=ScriptedReader(["go on", ""]),
-    )  # fmt: skip
+    ).runner
     resumed = await asyncio.wait_for(runner.execute(), 60)
     assert resumed.status == "completed", resumed.error
     history = model.requests[0].history

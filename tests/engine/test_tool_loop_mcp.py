@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from awf_nb.api import prepare_run
 from awf_nb.engine.events import ToolCallFinished
 from awf_nb.providers.scripted import ScriptedProvider
+from awf_nb.runs import prepare_run
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
-from tests.tools.conftest import TEST_SERVER
-from tests.tools.test_mcp_client import FILESYSTEM_SERVER, NPM_BIN
+from tests.support.mcp_peer import TEST_SERVER
+from tests.support.peers import FILESYSTEM_SERVER, NPM_BIN
 
 
 def step(tools: dict[str, Any], replies: list[Any], inputs: str = "") -> str:
@@ -47,8 +47,8 @@ async def run(text: str, workdir: Path, store: Store | None = None, **kw: Any) -
     sink = Collect()
     provider = ScriptedProvider()
     runner = prepare_run(
-        load_text(text), store=store, cwd=workdir, sink=sink, providers=lambda n: provider, **kw
-    )
+        load_text(text), storage=store, cwd=workdir, sink=sink, providers=lambda n: provider, **kw
+    ).runner
     state = await asyncio.wait_for(runner.execute(), 180)
     return state, sink, provider
 

@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from awf_nb import store as store_module
-from awf_nb.api import prepare_run
 from awf_nb.engine.events import ToolCallFinished
 from awf_nb.engine.state import Turn
+from awf_nb.runs import prepare_run
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
-from tests.engine.test_tool_loop import Confirming, ScriptedModel, workflow
 from tests.support.events import Collect
+from tests.support.tool_models import Confirming, ScriptedModel, workflow
 from tests.support.waiting import until
 
 
@@ -37,7 +36,7 @@ class Ledger:
             self.events.append(self._kind(os.fstat(fd)))
             real(fd)
 
-        monkeypatch.setattr(store_module.os, "fsync", fsync)
+        monkeypatch.setattr(os, "fsync", fsync)
 
     def _kind(self, st: os.stat_result) -> str:
         if stat.S_ISDIR(st.st_mode):
@@ -107,11 +106,11 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ledger:
 async def run(text: str, model: Any, workdir: Path, ledger: Ledger, **kwargs: Any) -> Any:
     runner = prepare_run(
         load_text(text),
-        store=LedgerStore(ledger.root, ledger),
+        storage=LedgerStore(ledger.root, ledger),
         cwd=workdir,
         providers=lambda name: model,
         **kwargs,
-    )
+    ).runner
     return await asyncio.wait_for(runner.execute(), 60)
 
 
@@ -200,12 +199,12 @@ async def test_the_transcript_is_synced_before_the_person_speaks_after_ctrl_c_in
     reader = AskingReader(ledger, [], ["never mind", ""])
     runner = prepare_run(
         load_text(workflow("{builtin: [Bash, Glob]}", mode="conversation")),
-        store=LedgerStore(ledger.root, ledger),
+        storage=LedgerStore(ledger.root, ledger),
         reader=reader,
         cwd=workdir,
         sink=sink,
         providers=lambda name: model,
-    )
+    ).runner
     task = asyncio.create_task(runner.execute())
     await until(lambda: len(sink.of(ToolCallFinished)) == 1, "the quick Glob to finish")
     assert runner.interrupt() == "turn"

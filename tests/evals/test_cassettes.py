@@ -12,7 +12,7 @@ import awf_nb.providers
 from awf_nb.errors import UserError
 from awf_nb.evals.api import prepare_eval
 from awf_nb.evals.results import EvalResult
-from tests.evals.conftest import Project
+from tests.support.eval_project import Project
 from tests.support.openai_server import OpenAIServer, Reply
 
 WORKFLOW = """\

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from awf_nb.cli import main
-from tests.evals.conftest import Project
+from tests.support.eval_project import Project
 
 EVAL = """\
 workflow: wf.yaml

@@ -12,7 +12,7 @@ import pytest
 
 from awf_nb.evals.api import open_eval, prepare_eval
 from awf_nb.evals.results import EvalResult
-from tests.evals.conftest import Project
+from tests.support.eval_project import Project
 
 GRADER = """\
 import json, sys

@@ -10,7 +10,7 @@ from awf_nb.evals import run_store
 from awf_nb.evals.api import prepare_eval
 from awf_nb.evals.executor import ArtifactWriter, collect_artifacts
 from awf_nb.store import Store
-from tests.evals.conftest import Project
+from tests.support.eval_project import Project
 
 EVAL = 'workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "{{.case.topic}}"}\nuser: {provider: scripted, options: {replies: ["more", "exit"]}, persona: p}\n'
 
@@ -39,7 +39,7 @@ async def test_a_state_the_writer_cannot_write_stops_the_eval_resumable(
     def full_disk(path, data, *, fsync=True):  # type: ignore[no-untyped-def]
         raise AwfSystemError(f"cannot write {path}: No space left on device")
 
-    monkeypatch.setattr(run_store, "_atomic_write", full_disk)
+    monkeypatch.setattr(run_store, "atomic_write", full_disk)
     run = prepare_eval(project.write_eval(EVAL), storage=project.store)
     with pytest.raises(AwfSystemError, match="No space left on device"):
         await run.execute()

@@ -8,7 +8,7 @@ import pytest
 from awf_nb.cli import main
 from awf_nb.errors import DefinitionError, UserError
 from awf_nb.evals.loader import is_eval_file, load_eval
-from tests.evals.conftest import Project
+from tests.support.eval_project import Project
 
 
 def problems(project: Project, text: str) -> list[str]:

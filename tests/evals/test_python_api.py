@@ -9,7 +9,7 @@ import pytest
 
 import awf_nb
 from awf_nb.errors import AwfError, UserError
-from tests.evals.conftest import Project
+from tests.support.eval_project import Project
 
 
 def test_evaluate_from_keyword_arguments_with_rows_and_a_simulated_user(project: Project) -> None:

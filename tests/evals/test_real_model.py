@@ -9,7 +9,7 @@ import importlib.util
 import pytest
 
 from awf_nb.evals.api import prepare_eval
-from tests.evals.conftest import Project
+from tests.support.eval_project import Project
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 

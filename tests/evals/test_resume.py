@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.evals.conftest import Project
+from tests.support.cli import run_awf
+from tests.support.eval_project import Project
 from tests.support.waiting import wait_until
 
 # Each run waits at its gate (a file named after its case) until the test opens it.
@@ -62,10 +63,8 @@ def test_kill_9_mid_eval_then_resume_runs_exactly_the_unfinished_cases(project: 
     os.kill(first.pid, signal.SIGKILL)
     first.communicate(timeout=30)
 
-    listed = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "evals", "--json", "--storage", str(project.store.root)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+    listed = run_awf("evals", "--json", "--storage", str(project.store.root), cwd=project.root)
+    assert listed.returncode == 0, listed.stderr
     (entry,) = json.loads(listed.stdout)
     assert (entry["status"], entry["runs"], entry["total"]) == ("interrupted", 2, 6)
 
@@ -83,18 +82,15 @@ def test_kill_9_mid_eval_then_resume_runs_exactly_the_unfinished_cases(project: 
     assert all(r["passed"] for r in result["rows"])
     # the runs the kill cut short are still in the store, shown as interrupted
     killed = [r["run_id"] for r in lines(runs)[:started_before] if r["case"] in ("c3", "c4")]
-    status = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "status", killed[0], "--json", "--storage",
-         str(project.store.root)], capture_output=True, text=True, check=True,
-    )  # fmt: skip
+    status = run_awf(
+        "status", killed[0], "--json", "--storage", str(project.store.root), cwd=project.root
+    )
+    assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["status"] == "interrupted"
 
 
 def test_resume_refuses_options_that_would_change_the_eval(project: Project) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "eval", "--resume", "x", "--epochs", "2"],
-        cwd=project.root, capture_output=True, text=True,
-    )  # fmt: skip
+    done = run_awf("eval", "--resume", "x", "--epochs", "2", cwd=project.root)
     assert done.returncode == 1
     assert "--resume continues an eval as it was started: --epochs cannot change it" in done.stderr
 

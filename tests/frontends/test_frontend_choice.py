@@ -9,14 +9,15 @@ import sys
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from awf_nb.api import prepare_run
-from awf_nb.engine.run import NullSink, Runner
-from awf_nb.frontends.connect import connect, in_kernel, pick_frontend
-from awf_nb.frontends.scripted import ScriptedReader
+from awf_nb.engine.config import NullSink
+from awf_nb.frontends.connect import Frontend, FrontendChoice, in_kernel, pick_frontend
 from awf_nb.frontends.terminal import CtrlC, TerminalSink
+from awf_nb.runs import FrontendRequest, PreparedRun, prepare_run
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.workflow.loader import load_text
 
 A_KERNEL = SimpleNamespace(kernel=object())
@@ -70,47 +71,71 @@ def test_asking_whether_this_is_a_kernel_does_not_import_ipython() -> None:
     assert in_kernel(A_KERNEL) and not in_kernel(A_TERMINAL_IPYTHON)
 
 
-# --- connect --------------------------------------------------------------------------------
+# --- the frontend a run is prepared with ------------------------------------------------------
 
 
-def _runner(tmp_path: Path) -> Runner:
-    return prepare_run(load_text(WORKFLOW, base_dir=tmp_path), {}, store=None, cwd=tmp_path)
+def _prepared(tmp_path: Path, frontend: Frontend, **options: Any) -> PreparedRun:
+    workflow = load_text(WORKFLOW, base_dir=tmp_path)
+    return prepare_run(
+        workflow, storage=False, cwd=tmp_path, frontend=FrontendChoice(frontend), **options
+    )
 
 
 def test_headless_shows_nothing_and_answers_only_from_given_replies(tmp_path: Path) -> None:
-    runner = _runner(tmp_path)
-    assert connect(runner, "headless") is None
-    assert runner.config.reader is None and isinstance(runner.config.sink, NullSink)
+    prepared = _prepared(tmp_path, "headless")
+    assert prepared.frontend.view is None
+    config = prepared.runner.config
+    assert config.reader is None and isinstance(config.sink, NullSink)
 
-    assert connect(runner, "headless", replies=["yes"]) is None
-    assert isinstance(runner.config.reader, ScriptedReader)
+    prepared = _prepared(tmp_path, "headless", replies=["yes"])
+    assert isinstance(prepared.runner.config.reader, ScriptedReader)
 
 
 def test_a_terminal_run_streams_to_a_terminal_sink_and_asks_only_if_interactive(
     tmp_path: Path,
 ) -> None:
-    runner = _runner(tmp_path)
-    sink = connect(runner, "terminal", interactive=False, output="buffered")
-    assert isinstance(sink, TerminalSink) and runner.config.sink is sink
+    workflow = load_text(WORKFLOW, base_dir=tmp_path)
+    prepared = prepare_run(
+        workflow,
+        storage=False,
+        cwd=tmp_path,
+        interactive=False,
+        frontend=FrontendChoice("terminal", output="buffered"),
+    )
+    sink = prepared.frontend.view
+    assert isinstance(sink, TerminalSink) and prepared.runner.config.sink is sink
     assert sink.mode == "buffered"
-    assert runner.config.reader is None
+    assert prepared.runner.config.reader is None
 
-    connect(runner, "terminal", replies=["a", ""])
-    assert isinstance(runner.config.reader, ScriptedReader)
+    prepared = _prepared(tmp_path, "terminal", replies=["a", ""])
+    assert isinstance(prepared.runner.config.reader, ScriptedReader)
 
 
 def test_a_notebook_run_gets_a_panel_with_a_text_box_only_when_it_asks(tmp_path: Path) -> None:
     from awf_nb.frontends.notebook.panel import RunPanel
     from awf_nb.frontends.notebook.reader import WidgetReader
 
-    runner = _runner(tmp_path)
-    panel = connect(runner, "notebook")
-    assert isinstance(panel, RunPanel) and runner.config.sink is panel
-    assert panel.interactive and isinstance(runner.config.reader, WidgetReader)
+    prepared = _prepared(tmp_path, "notebook")
+    panel = prepared.frontend.view
+    assert isinstance(panel, RunPanel) and prepared.runner.config.sink is panel
+    assert panel.interactive and isinstance(prepared.runner.config.reader, WidgetReader)
 
-    panel = connect(runner, "notebook", replies=["ok"])
+    prepared = _prepared(tmp_path, "notebook", replies=["ok"])
+    panel = prepared.frontend.view
     assert isinstance(panel, RunPanel) and not panel.interactive
-    assert isinstance(runner.config.reader, ScriptedReader)
+    assert isinstance(prepared.runner.config.reader, ScriptedReader)
+
+
+def test_a_frontend_may_ask_only_when_the_workflow_needs_it(tmp_path: Path) -> None:
+    """The magic's rule: no text box for a workflow without a conversation, nor for a
+    replayed one (`asks_if`, `asks_when_replayed`)."""
+    workflow = load_text(WORKFLOW, base_dir=tmp_path)
+    choice = FrontendChoice("notebook", asks_if=lambda wf: False)
+    prepared = prepare_run(workflow, storage=False, cwd=tmp_path, frontend=choice)
+    assert not prepared.frontend.asks and prepared.runner.config.reader is None
+    request = FrontendRequest(workflow, None, asks=True, replayed=True)
+    assert not FrontendChoice("notebook", asks_when_replayed=False).open(request).asks
+    assert FrontendChoice("notebook").open(request).asks
 
 
 # --- awf_nb.run(show=…) ---------------------------------------------------------------------

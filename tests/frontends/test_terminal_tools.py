@@ -14,10 +14,10 @@ import pytest
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.ports import Confirmer
-from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.frontends.terminal import TerminalReader, TerminalSink
 from awf_nb.frontends.tool_calls import shorten_arguments, shorten_result
-from tests.frontends.test_terminal_writes import Screen, Stream, TtyStream
+from awf_nb.runs.replies import ScriptedReader
+from tests.support.screen import Screen, Stream, TtyStream
 
 # --- the line of a finished call -----------------------------------------------------------
 
@@ -43,7 +43,7 @@ def test_a_finished_call_is_one_line_with_its_arguments_result_and_duration() ->
 
     call(sink, "Grep", '{"pattern": "TODO"}', result="12 matches\n", duration=0.12)
 
-    assert screen.shown == ['out:⚙ Grep({"pattern": "TODO"}) → 12 matches · 0.1 s\n']
+    assert screen.shown == ['out:⚙ Grep({"pattern": "TODO"}) → 12 matches · 0.12 s\n']
 
 
 def test_the_line_is_written_when_the_call_finishes_not_when_it_starts() -> None:
@@ -58,8 +58,8 @@ def test_the_line_is_written_when_the_call_finishes_not_when_it_starts() -> None
 
     # Calls running at once: each line is whole and carries its own arguments.
     assert screen.shown == [
-        'out:⚙ Glob({"pattern": "*.py"}) → a.py (+1 line) · 0.0 s\n',
-        'out:⚙ Bash({"command": "sleep 5"}) → (no output) · 5.0 s\n',
+        'out:⚙ Glob({"pattern": "*.py"}) → a.py (+1 line) · 0.01 s\n',
+        'out:⚙ Bash({"command": "sleep 5"}) → (no output) · 5.00 s\n',
     ]
 
 
@@ -73,7 +73,7 @@ def test_long_arguments_and_results_are_shortened_to_one_line() -> None:
 
     (line,) = flushed(screen).removeprefix("out:").splitlines()
     assert line.startswith('⚙ Write({"path": "notes.txt", "content": "yyy')
-    assert "…) → line one (+2 lines) · 0.2 s" in line
+    assert "…) → line one (+2 lines) · 0.20 s" in line
     assert len(line) < 140
 
 
@@ -88,9 +88,9 @@ def test_an_error_a_refusal_and_an_interruption_are_said_plainly() -> None:
 
     lines = flushed(screen).replace("out:", "").splitlines()
     assert lines == [
-        '⚙ Read({"path": "nope"}) → error: No such file: nope · 0.0 s',
+        '⚙ Read({"path": "nope"}) → error: No such file: nope · 0.00 s',
         '⚙ Bash({"command": "rm -r x"}) → refused',
-        '⚙ Bash({"command": "make"}) → interrupted · 2.5 s',
+        '⚙ Bash({"command": "make"}) → interrupted · 2.50 s',
         '⚙ Bash({"command": "make"}) → interrupted',  # cut short before it had a duration
     ]
 
@@ -101,7 +101,7 @@ def test_a_call_without_arguments_reads_like_a_call() -> None:
 
     call(sink, "list_notes", "{}", result="none yet")
 
-    assert screen.shown == ["out:⚙ list_notes() → none yet · 0.0 s\n"]
+    assert screen.shown == ["out:⚙ list_notes() → none yet · 0.00 s\n"]
 
 
 def test_escape_sequences_from_the_model_and_the_tool_are_made_harmless() -> None:
@@ -134,7 +134,7 @@ def test_the_line_follows_the_streamed_reply_text_on_a_fresh_line() -> None:
     asyncio.run(scenario())
 
     shown = flushed(screen).replace("out:", "")
-    assert shown == 'Let me look\n⚙ Glob({"pattern": "*"}) → a.py · 0.0 s\n'
+    assert shown == 'Let me look\n⚙ Glob({"pattern": "*"}) → a.py · 0.00 s\n'
 
 
 def test_a_confirmation_starts_on_a_fresh_line_after_the_streamed_text() -> None:
@@ -157,7 +157,7 @@ def test_buffered_mode_writes_the_line_at_once_and_silent_mode_not_at_all() -> N
     call(sink_on(buffered, "buffered"), "Glob", "{}", result="a.py")
     call(sink_on(silent, "silent"), "Glob", "{}", result="a.py")
 
-    assert buffered.shown == ["out:⚙ Glob() → a.py · 0.0 s\n"]
+    assert buffered.shown == ["out:⚙ Glob() → a.py · 0.00 s\n"]
     assert silent.shown == []
 
 
@@ -168,7 +168,7 @@ def test_a_partner_agents_call_carries_its_name() -> None:
     sink.emit(ev.ToolCallStarted("r", "a", "c1", "Read", "{}", speaker="reviewer"))
     sink.emit(ev.ToolCallFinished("r", "a", "c1", "Read", "ok", speaker="reviewer"))
 
-    assert screen.shown == ["out:⚙ reviewer: Read() → ok · 0.0 s\n"]
+    assert screen.shown == ["out:⚙ reviewer: Read() → ok · 0.00 s\n"]
 
 
 @pytest.mark.parametrize(("no_color", "coloured"), [(None, True), ("1", False)])

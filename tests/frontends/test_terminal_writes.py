@@ -9,36 +9,7 @@ import pytest
 
 from awf_nb.engine import events as ev
 from awf_nb.frontends.terminal import STREAM_FLUSH_DELAY, TerminalSink
-
-
-class Screen:
-    """stdout and stderr of one terminal: what reached it, in order, and the flushes."""
-
-    def __init__(self) -> None:
-        self.shown: list[str] = []
-
-    def stream(self, name: str) -> Stream:
-        return Stream(self, name)
-
-
-class Stream:
-    def __init__(self, screen: Screen, name: str) -> None:
-        self.screen, self.name = screen, name
-        self.buffer: list[str] = []
-        self.flushes = 0
-
-    def write(self, text: str) -> int:
-        self.buffer.append(text)
-        return len(text)
-
-    def flush(self) -> None:
-        self.flushes += 1
-        if self.buffer:
-            self.screen.shown.append(f"{self.name}:{''.join(self.buffer)}")
-            self.buffer = []
-
-    def isatty(self) -> bool:
-        return False
+from tests.support.screen import Screen, TtyStream
 
 
 async def test_tokens_are_flushed_together_soon_after_they_arrive() -> None:
@@ -74,11 +45,6 @@ def test_without_a_running_loop_text_is_written_at_once() -> None:
     sink.emit(ev.AgentText("r", "plan", "now"))
 
     assert screen.shown == ["out:now"]
-
-
-class TtyStream(Stream):
-    def isatty(self) -> bool:
-        return True
 
 
 @pytest.mark.parametrize(("no_color", "coloured"), [(None, True), ("1", False)])

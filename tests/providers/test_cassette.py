@@ -11,12 +11,11 @@ from typing import Any, Literal
 
 import pytest
 
-from awf_nb.api import RunResult, arun, prepare_run
+from awf_nb.api import RunResult, arun
 from awf_nb.engine.events import RunFinished, RunWarning
 from awf_nb.engine.partner import SimulatedUser
 from awf_nb.engine.ports import Final, ProviderEvent, SessionId, TextDelta, TurnRequest
 from awf_nb.errors import UserError
-from awf_nb.frontends.scripted import ScriptedReader
 from awf_nb.providers.cassette import (
     CassetteError,
     CassetteMismatch,
@@ -27,6 +26,8 @@ from awf_nb.providers.cassette import (
 )
 from awf_nb.providers.cassette import record as record_module
 from awf_nb.providers.cassette import replay as replay_module
+from awf_nb.runs import prepare_run
+from awf_nb.runs.replies import ScriptedReader
 from awf_nb.secrets import Masker
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_workflow
@@ -83,11 +84,6 @@ def workflow(tmp_path: Path) -> Path:
     path = tmp_path / "chat.yaml"
     path.write_text(CHAT)
     return path
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store(tmp_path / "storage")
 
 
 async def run(workflow: Path, store: Store, **kwargs: Any) -> tuple[RunResult, Collect]:
@@ -215,7 +211,9 @@ async def test_a_replay_that_uses_fewer_turns_than_recorded_says_so_and_keeps_th
     recorded, _ = await run(path, store, user=user, record=cassette)
     assert recorded.ok and recorded.steps["chat"].conversation.total_turns == 3
     sink = Collect()
-    runner = prepare_run(load_workflow(path), store=store, sink=sink, cwd=tmp_path, replay=cassette)
+    runner = prepare_run(
+        load_workflow(path), storage=store, sink=sink, cwd=tmp_path, replay=cassette
+    ).runner
 
     state = await runner.execute()
 
@@ -241,7 +239,9 @@ async def test_a_replay_that_used_the_whole_cassette_has_nothing_unused(
 ) -> None:
     cassette = tmp_path / "chat.cassette.jsonl"
     await run(workflow, store, replies=["and rye?", ""], record=cassette)
-    runner = prepare_run(load_workflow(workflow), store=store, cwd=tmp_path, replay=cassette)
+    runner = prepare_run(
+        load_workflow(workflow), storage=store, cwd=tmp_path, replay=cassette
+    ).runner
 
     await runner.execute()
 

@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +11,7 @@ import pytest
 
 from awf_nb.api import arun
 from awf_nb.store import Store
+from tests.support.cli import run_awf
 from tests.support.events import Collect
 
 pytestmark = pytest.mark.real_model
@@ -78,31 +76,17 @@ def test_the_command_line_replays_a_local_model_run_byte_for_byte(
     workflow: Path, tmp_path: Path
 ) -> None:
     cassette = tmp_path / "local.cassette.jsonl"
-    recorded = awf(tmp_path, "run", str(workflow), "--reply", "Another one?", "--reply", "",
-                   "--record", str(cassette))  # fmt: skip
+    env = {"AWF_STORAGE": str(tmp_path / "storage"), "NO_COLOR": "1"}
+    recorded = run_awf("run", str(workflow), "--reply", "Another one?", "--reply", "",
+                       "--record", str(cassette), cwd=tmp_path, env=env, timeout=300)  # fmt: skip
     assert recorded.returncode == 0, recorded.stderr
     poisoned = tmp_path / "poisoned"
     (poisoned / "llama_cpp").mkdir(parents=True)
     (poisoned / "llama_cpp" / "__init__.py").write_text(POISONED_LLAMA_CPP)
 
-    replayed = awf(tmp_path, "run", str(workflow), "--replay", str(cassette), first=poisoned)
+    replayed = run_awf("run", str(workflow), "--replay", str(cassette),
+                       cwd=tmp_path, env=env, import_first=[poisoned], timeout=300)  # fmt: skip
 
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout.encode() == recorded.stdout.encode()
     assert recorded.stdout.count("> ") == 2  # both messages shown, and the model's replies
-
-
-def awf(cwd: Path, *args: str, first: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """`awf ARGS` in a subprocess; `first` goes before everything on the import path."""
-    env = {**os.environ, "AWF_STORAGE": str(cwd / "storage"), "NO_COLOR": "1"}
-    if first is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(first), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", *args],
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-        env=env,
-    )

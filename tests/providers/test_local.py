@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from awf_nb.engine.ports import Final, Message, Notice, TextDelta, TurnRequest, Usage
+from awf_nb.engine.ports import Final, Message, ModelLoad, Notice, TextDelta, TurnRequest, Usage
 from awf_nb.errors import ProviderError
 from awf_nb.providers import local
 from awf_nb.providers.local import LocalProvider, cached_model, default_model_path
@@ -348,3 +348,57 @@ async def test_threads_option_applies_to_the_shared_model() -> None:
     assert model is not None and model.threads == 1
     await run_turn(LocalProvider(), "Say hi.", options=SHORT)
     assert model.threads == local.parse_options({}).thread_count
+
+
+async def test_the_turn_that_loads_the_model_says_so_before_its_reply() -> None:
+    options = {"max_tokens": 4, "context_window": 1152}  # a size no other test loads
+    local.clear_model_cache()
+    events = await run_turn(LocalProvider(), "Hi", options=options)
+    loads = only(events, ModelLoad)
+    assert [(e.model, e.done) for e in loads] == [
+        (default_model_path().name, False),
+        (default_model_path().name, True),
+    ]
+    assert loads[1].seconds > 0
+    first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta | Final))
+    assert events.index(loads[1]) < first_text
+    again = await run_turn(LocalProvider(), "Hi", options=options)
+    assert only(again, ModelLoad) == []
+
+
+async def test_output_format_json_holds_the_reply_to_a_json_object() -> None:
+    """A small model asked for JSON wraps it in prose or writes code instead; the step's
+    `output_format: json` makes llama.cpp's grammar allow nothing but a JSON object."""
+    prompt = "Write a Python function that adds two numbers."
+    events = await run_turn(
+        LocalProvider(), prompt, output_format="json", options={"max_tokens": 64}
+    )
+    text = final_text(events)
+    assert text.lstrip().startswith("{"), text
+    free = await run_turn(LocalProvider(), prompt, options={"max_tokens": 64})
+    assert not final_text(free).lstrip().startswith("{")  # what the grammar prevents
+
+
+async def test_json_schema_holds_the_reply_to_that_shape() -> None:
+    import json
+
+    schema = {
+        "type": "object",
+        "properties": {"approved": {"type": "boolean"}, "summary": {"type": "string"}},
+        "required": ["approved", "summary"],
+    }
+    events = await run_turn(
+        LocalProvider(),
+        "Linter report: All checks passed!\nIs the code approved? Answer in JSON.",
+        options={"max_tokens": 80, "json_schema": schema},
+    )
+    verdict = json.loads(final_text(events))
+    assert set(verdict) == {"approved", "summary"}
+    assert isinstance(verdict["approved"], bool) and isinstance(verdict["summary"], str)
+
+
+async def test_a_json_schema_llama_cpp_cannot_convert_is_a_clear_error() -> None:
+    with pytest.raises(ProviderError, match=r"^local: options.json_schema is not supported"):
+        await run_turn(
+            LocalProvider(), "Hi", options={"max_tokens": 8, "json_schema": {"type": "nonsense"}}
+        )

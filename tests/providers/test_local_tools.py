@@ -23,6 +23,7 @@ from awf_nb.providers.local_tools import (
     template_messages,
 )
 from tests.support import collect, of_type
+from tests.support.peers import require_module
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -162,8 +163,7 @@ def test_a_block_that_is_not_a_call_stays_text() -> None:
 
 
 # --- the provider, with a scripted stand-in for llama.cpp ------------------------------------
-
-llama_cpp = pytest.importorskip("llama_cpp")
+# These need llama-cpp-python (its chat template formatter); the tests above do not.
 
 
 class FakeLlama:
@@ -189,6 +189,7 @@ class FakeLlama:
 
 @pytest.fixture
 def fake_model(monkeypatch: pytest.MonkeyPatch) -> Any:
+    require_module("llama_cpp", "pip install 'awf-nb[local]'")
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     def install(pieces: list[str], template: str = SMOLLM2_TEMPLATE) -> local.LoadedModel:
@@ -209,6 +210,7 @@ def fake_model(monkeypatch: pytest.MonkeyPatch) -> Any:
 
         monkeypatch.setattr(local, "resolve_model_path", lambda *_: Path("fake.gguf"))
         monkeypatch.setattr(local, "_locked_model", locked)
+        monkeypatch.setattr(local, "cached_model", lambda *_: model)  # loaded already
         return model
 
     return install

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from awf_nb.engine.ports import Final, Message, TextDelta, ToolCall, ToolSpec, TurnRequest
+from awf_nb.errors import ProviderError
 from awf_nb.providers import local
 from awf_nb.providers.local import LocalProvider
 from tests.support import collect, of_type
@@ -90,7 +91,11 @@ async def test_a_tool_round_gives_the_model_the_results(prompts: list[str]) -> N
         Message("tool", "sunny and 21 degrees", tool_call_id="call_1", name="get_weather"),
     ]
     request = TurnRequest(
-        prompt="", history=history, continues=True, tools=[WEATHER], options={"max_tokens": 24}
+        prompt="",
+        history=history,
+        continues=True,
+        tools=[WEATHER],
+        options={"max_tokens": 24, "tool_choice": "auto"},
     )
     events = await collect(LocalProvider().stream(request))
     assert isinstance(events[-1], Final)
@@ -101,8 +106,22 @@ async def test_a_tool_round_gives_the_model_the_results(prompts: list[str]) -> N
 
 async def test_an_automatic_turn_streams_what_it_does_not_call() -> None:
     """Whatever the model decides, the streamed text is the reply's text."""
-    events = await collect(LocalProvider().stream(turn("Weather in Oslo?", [WEATHER])))
+    request = turn("Weather in Oslo?", [WEATHER], tool_choice="auto")
+    events = await collect(LocalProvider().stream(request))
     final = events[-1]
     assert isinstance(final, Final)
     assert final.text == "".join(e.text for e in of_type(events, TextDelta))
     assert "<tool_call>" not in final.text or not of_type(events, ToolCall)
+
+
+async def test_tools_on_the_bundled_model_stop_at_once_with_the_way_out() -> None:
+    """Left to decide, the bundled model never calls a tool (benchmarks/local_tools.py): a
+    step that gives it tools would run with tools nobody uses. Unless the step chose a
+    `tool_choice`, the turn fails before anything is loaded, naming the switch to a model
+    that can."""
+    with pytest.raises(ProviderError) as caught:
+        await collect(LocalProvider().stream(turn("Weather in Oslo?", [WEATHER])))
+    message = str(caught.value)
+    assert message.startswith("local: this step gives the model tools")
+    assert "needs a larger model" in message and "--model" in message
+    assert caught.value.exit_code == 1

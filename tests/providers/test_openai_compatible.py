@@ -10,7 +10,6 @@ import multiprocessing
 import re
 import socket
 import ssl
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -32,38 +31,20 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.errors import ProviderError
-from awf_nb.providers import http_exchange
-from awf_nb.providers.http_exchange import MAX_PENDING, Exchange, Workers
-from awf_nb.providers.openai_compatible import (
-    OpenAICompatibleProvider,
-    _connect_reason,
-    _encode_body,
-    _StreamReader,
-    _tls_context,
-    _transport_error,
-    _WireCache,
-    wire_message,
-    wire_tool,
-)
+from awf_nb.providers.batched_reads import BatchedReads
+from awf_nb.providers.http_client import ClientLease, loop_clients, tls_context
+from awf_nb.providers.openai_compatible import OpenAICompatibleProvider
+from awf_nb.providers.openai_errors import connect_reason, transport_error
+from awf_nb.providers.openai_request import request_body, wire_message, wire_tool
+from awf_nb.providers.openai_stream import StreamReader
 from tests.support import collect, of_type
 from tests.support.openai_server import OpenAIServer, Reply, prompt_tokens
-from tests.support.waiting import free_port, until, wait_until
+from tests.support.waiting import free_port, until
+
+pytestmark = pytest.mark.usefixtures("no_openai_environment")
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 ENDPOINT = "/v1/chat/completions"
-
-
-@pytest.fixture(autouse=True)
-def _no_openai_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[OpenAICompatibleProvider]:
-    instance = OpenAICompatibleProvider()
-    yield instance
-    await instance.aclose()
 
 
 def turn_for(server: OpenAIServer, prompt: str = "Hi", **options: Any) -> TurnRequest:
@@ -297,30 +278,54 @@ async def test_one_connection_serves_the_whole_run(
 async def test_aclose_closes_the_client_and_a_later_turn_reconnects(
     openai_server: OpenAIServer,
 ) -> None:
+    loop = asyncio.get_running_loop()
     provider = OpenAICompatibleProvider()
     await collect(provider.stream(turn_for(openai_server)))
-    client = provider._clients[False]  # the plain-http client
+    [client] = loop_clients(loop)  # the plain-http client
     await provider.aclose()
     assert client.is_closed
+    assert loop_clients(loop) == []
     await collect(provider.stream(turn_for(openai_server)))
     assert [r.connection for r in openai_server.requests] == [1, 2]
     await provider.aclose()
     await provider.aclose()  # closing twice is fine
 
 
+async def test_runs_on_one_loop_share_its_client_until_the_last_one_closes(
+    openai_server: OpenAIServer,
+) -> None:
+    """Providers of runs on the same event loop borrow one client (one pool of
+    connections); the last one to close closes it, with its connections."""
+    loop = asyncio.get_running_loop()
+    first, second = OpenAICompatibleProvider(), OpenAICompatibleProvider()
+    await collect(first.stream(turn_for(openai_server)))
+    await collect(second.stream(turn_for(openai_server)))
+    [client] = loop_clients(loop)
+    assert [r.connection for r in openai_server.requests] == [1, 1]  # the pooled one
+    await first.aclose()
+    assert not client.is_closed  # the second run still uses it
+    await collect(second.stream(turn_for(openai_server)))
+    await second.aclose()
+    assert client.is_closed
+    assert loop_clients(loop) == []
+
+
 async def test_tls_is_set_up_only_for_https(openai_server: OpenAIServer) -> None:
     """Reading the CA bundle costs start-up time: a plain-http server (a local model) never
     pays it, and an https URL always gets a verifying client."""
-    _tls_context.cache_clear()
+    tls_context.cache_clear()
     provider = OpenAICompatibleProvider()
+    lease = ClientLease()
     try:
         await collect(provider.stream(turn_for(openai_server)))
-        assert _tls_context.cache_info().currsize == 0
-        secure = provider._http("https://models.example.test/v1/chat/completions")
-        assert _tls_context.cache_info().currsize == 1
-        assert secure is not provider._http(endpoint(openai_server))
+        assert tls_context.cache_info().currsize == 0
+        secure = lease.client("https://models.example.test/v1")
+        assert tls_context.cache_info().currsize == 1
+        assert secure is not lease.client(openai_server.base_url)
+        assert secure is lease.client("HTTPS://other.example.test/v1")
     finally:
         await provider.aclose()
+        await lease.aclose()
 
 
 # --- options -------------------------------------------------------------------------------
@@ -412,11 +417,15 @@ async def test_429_says_when_to_retry(
 async def test_429_with_an_http_date(
     openai_server: OpenAIServer, provider: OpenAICompatibleProvider
 ) -> None:
-    when = email.utils.formatdate(time.time() + 30, usegmt=True)
+    asked = time.time()
+    when = email.utils.formatdate(asked + 30, usegmt=True)  # whole seconds
     openai_server.script(Reply.rate_limited(retry_after=when))
     error = await fail(provider, turn_for(openai_server))
+    answered = time.time()
+    # The date, less the moment the answer was read (between the two clock readings).
+    date = email.utils.parsedate_to_datetime(when).timestamp()
     assert error.retry_after is not None
-    assert 25 <= error.retry_after <= 31
+    assert date - answered - 0.001 <= error.retry_after <= date - asked + 0.001
     assert re.search(r"rate limited, retry after \d+(\.\d+)?s \(HTTP 429\)$", error.message)
 
 
@@ -539,7 +548,7 @@ async def test_connection_refused(provider: OpenAICompatibleProvider) -> None:
 def test_transport_errors_are_one_clear_line(
     exception: httpx.TransportError, reason: str, retryable: bool
 ) -> None:
-    error = _transport_error("openai_compatible", "http://h.test/v1/chat/completions", exception, 7)
+    error = transport_error("openai_compatible", "http://h.test/v1/chat/completions", exception, 7)
     assert reason in error.message
     assert "http://h.test/v1/chat/completions" in error.message
     assert error.retryable is retryable
@@ -556,7 +565,7 @@ def test_transport_errors_are_one_clear_line(
     ],
 )
 def test_connect_failures_say_why(detail: str, reason: str) -> None:
-    assert _connect_reason(httpx.ConnectError(detail)).startswith(reason)
+    assert connect_reason(httpx.ConnectError(detail)).startswith(reason)
 
 
 @pytest.mark.parametrize(
@@ -577,11 +586,11 @@ def test_connect_failures_look_under_httpx_vague_message(cause: OSError, reason:
     except OSError as vague:
         error = httpx.ConnectError("All connection attempts failed")
         error.__cause__ = vague
-    assert _connect_reason(error).startswith(reason)
+    assert connect_reason(error).startswith(reason)
 
 
 async def test_connect_timeout_message_names_the_limit() -> None:
-    error = _transport_error(
+    error = transport_error(
         "openai_compatible", "http://h.test/v1/chat/completions", httpx.ConnectTimeout(""), 300
     )
     assert error.message == (
@@ -754,60 +763,19 @@ def fresh(messages: list[Message]) -> bytes:
     return json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def test_a_cached_wire_translation_equals_a_fresh_one() -> None:
-    cache = _WireCache()
+def test_the_body_is_one_dict_with_the_messages_after_the_model() -> None:
     history = odd_history()
-
-    def array(messages: list[Message]) -> bytes:
-        return b"[" + b"".join(cache.encode(messages)) + b"]"
-
-    assert array(history) == fresh(history)
-    assert array(history) == fresh(history)  # from the cache this time
-    # the same messages as other objects, a window without the oldest, new messages
-    copies = [Message(m.role, m.content, m.tool_calls, m.tool_call_id, m.name) for m in history]
-    assert array(copies) == fresh(history)
-    grown = [*history[3:], Message("user", "more"), *history[:2]]
-    assert array(grown) == fresh(grown)
-    assert array(history[:1]) == fresh(history[:1])
-    assert array([]) == b"[]"
-
-
-def test_the_body_is_the_json_of_one_dict_with_the_messages_second() -> None:
-    """What httpx's `json=` would send for the whole body built as one dict."""
-    history = odd_history()
-    body = {"model": "m", "stream": True, "tools": [{"type": "function"}], "seed": 7}
-    whole = {"model": "m", "messages": json.loads(fresh(history)), **dict(list(body.items())[1:])}
-    sent = _encode_body(body, _WireCache().encode(history))
-    assert sent == json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
-    assert json.loads(_encode_body({"model": "m"}, [])) == {"model": "m", "messages": []}
-
-
-def test_the_tools_are_encoded_once_per_tool_list_and_sent_as_a_fresh_dict_would_be() -> None:
-    cache = _WireCache()
     specs = [
         ToolSpec("Read", "Read a file.", {"type": "object", "properties": {"path": {}}}),
         ToolSpec("Grep", "Search «text».", {"type": "object"}),
     ]
-    tools = cache.tools(specs)
-    assert cache.tools(list(specs)) is tools  # a new list of the same specs: not again
-    assert cache.tools(specs[:1]) is not tools
-    body = {"model": "m", "stream": True, "tools": cache.tools(specs), "tool_choice": "auto"}
-    whole = {
-        "model": "m",
-        "messages": [],
-        "stream": True,
-        "tools": [wire_tool(spec) for spec in specs],
-        "tool_choice": "auto",
-    }
-    sent = _encode_body(body, [])
-    assert sent == json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def test_the_wire_cache_keeps_only_what_recent_requests_use() -> None:
-    cache = _WireCache()
-    for turn in range(200):  # 200 one-off histories: the cache must not keep them all
-        cache.encode([Message("user", f"question {turn}"), Message("assistant", "answer")])
-    assert len(cache) < 100
+    head = {"model": "m", "stream": True, "seed": 7}
+    body = request_body(head, history, specs, "auto")
+    assert list(body) == ["model", "messages", "stream", "seed", "tools", "tool_choice"]
+    assert json.dumps(body["messages"]).encode() == json.dumps(json.loads(fresh(history))).encode()
+    assert body["tools"] == [wire_tool(spec) for spec in specs]
+    # without tools, no tool keys at all (servers that know nothing of tools)
+    assert list(request_body(head, [], [], "auto")) == ["model", "messages", "stream", "seed"]
 
 
 async def test_every_tool_round_sends_the_history_as_a_fresh_translation(
@@ -1008,18 +976,26 @@ _json = st.recursive(
 @settings(max_examples=150, deadline=None)
 @given(_json)
 def test_any_json_event_gives_events_or_a_provider_error(value: Any) -> None:
-    reader = _StreamReader("openai_compatible", "http://h.test/v1/chat/completions", [], 1.0)
+    reader = StreamReader(
+        "openai_compatible",
+        "http://h.test/v1/chat/completions",
+        [],
+        max_reply_bytes=1 << 20,
+        max_tool_calls=10,
+    )
     try:
-        events = reader._chunk_events(reader._decode(json.dumps(value)))
+        events = reader.feed(f"data: {json.dumps(value)}\n\n".encode())
+        if reader.failure is not None:
+            raise reader.failure
     except ProviderError as error:
         assert error.message.startswith("openai_compatible: http://h.test/v1/chat/completions: ")
     else:
         assert all(isinstance(e, TextDelta) for e in events)
-        assert all(isinstance(e, ToolCall) for e in reader._finish_tool_calls())
+        assert all(isinstance(e, ToolCall) for e in reader.finish())
         reader.usage([])
 
 
-# --- the exchange in a worker thread -------------------------------------------------------
+# --- the end of the stream, cancellation before the reply -------------------------------------------------------
 
 
 async def test_a_stream_held_open_after_done_does_not_hold_the_turn(
@@ -1050,131 +1026,6 @@ async def test_cancelling_before_the_reply_starts_closes_the_connection(
     assert not record.finished
 
 
-def http_workers() -> set[threading.Thread]:
-    return {t for t in threading.enumerate() if t.name == "awf-http"}
-
-
-async def test_turns_reuse_the_worker_threads(
-    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
-) -> None:
-    await collect(provider.stream(turn_for(openai_server)))
-    workers = http_workers()
-    assert workers
-    for _ in range(5):
-        await collect(provider.stream(turn_for(openai_server)))
-    assert http_workers() == workers
-
-
-def test_a_failing_job_does_not_lose_its_worker() -> None:
-    """A worker listed as idle must be alive: a job or its follow-up that raises leaves
-    the thread serving the next job."""
-    workers = Workers()
-    failed = threading.Event()
-    ran: list[str] = []
-    done = threading.Event()
-
-    def boom() -> None:
-        failed.set()
-        raise RuntimeError("a bug in a job")
-
-    workers.submit(boom, boom)  # the follow-up runs once the worker is listed idle
-    assert failed.wait(10)
-    wait_until(lambda: bool(workers._idle), "the worker to be idle")
-    workers.submit(lambda: ran.append("next"), done.set)  # the same worker
-    assert done.wait(10)
-    assert ran == ["next"]
-
-
-async def test_a_worker_waits_while_the_loop_has_events_to_take() -> None:
-    """A reader slower than the network slows the reading: nothing piles up in memory."""
-    exchange = Exchange(asyncio.get_running_loop())
-    posted: list[int] = []
-    total = 3 * MAX_PENDING
-
-    def work() -> None:
-        for number in range(total):
-            exchange.post([TextDelta(f"{number},")], complete=number == total - 1)
-            posted.append(number)
-
-    def worker() -> None:
-        exchange.run(work)
-        exchange.end()
-
-    thread = threading.Thread(target=worker)
-    thread.start()
-    await until(lambda: len(posted) > MAX_PENDING, "the worker to fill its room")
-    await asyncio.sleep(0.05)  # time for a worker that did not wait to post more
-    assert len(posted) == MAX_PENDING + 1
-    batches: list[list[Any]] = []
-    while (batch := await exchange.next_batch()) is not None:
-        batches.append(batch)
-    assert all(len(batch) == 1 for batch in batches)  # the text of a batch is joined
-    assert "".join(b[0].text for b in batches) == "".join(f"{n}," for n in range(total))
-    await asyncio.to_thread(thread.join, 10)
-    assert not thread.is_alive()
-
-
-async def test_a_worker_waiting_for_room_stops_when_the_loop_stops_reading() -> None:
-    exchange = Exchange(asyncio.get_running_loop())
-
-    def work() -> None:
-        for number in range(10 * MAX_PENDING):
-            exchange.post([Usage(number)])
-
-    thread = threading.Thread(target=exchange.run, args=(work,))
-    thread.start()
-    await until(lambda: exchange._count > MAX_PENDING, "the worker to fill its room")
-    exchange.close()
-    await asyncio.to_thread(thread.join, 10)
-    assert not thread.is_alive()
-
-
-async def test_reads_arriving_while_the_loop_is_busy_come_as_one_batch() -> None:
-    """One wake-up of the loop per batch, not per read: a fast server sends a token per
-    read, and the loop takes whatever arrived since it last looked."""
-    exchange = Exchange(asyncio.get_running_loop())
-
-    def reads() -> None:  # they all arrive before the loop looks
-        for word in ("one", " two", " three"):
-            exchange.post([TextDelta(word)])
-        exchange.post([ToolCall("c1", "Read", "{}"), TextDelta(" four")])
-
-    await asyncio.to_thread(reads)
-    assert await exchange.next_batch() == [
-        TextDelta("one two three"),
-        ToolCall("c1", "Read", "{}"),
-        TextDelta(" four"),
-    ]
-    done = asyncio.to_thread(exchange.post, [], complete=True)
-    assert await asyncio.gather(exchange.next_batch(), done) == [None, None]
-
-
-async def test_paced_pieces_gather_but_the_end_of_the_answer_goes_at_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """After a batch, what a paced server sends next gathers instead of waking the loop
-    per piece; the answer's end is handed over at once, gathered pieces first."""
-    monkeypatch.setattr(http_exchange, "GATHER_SECONDS", 60.0)
-    exchange = Exchange(asyncio.get_running_loop())
-    await asyncio.to_thread(exchange.post, [TextDelta("a")])
-    assert await exchange.next_batch() == [TextDelta("a")]
-    taking = asyncio.create_task(exchange.next_batch())
-    await asyncio.to_thread(exchange.post, [TextDelta("b")])
-    await asyncio.sleep(0.05)  # time enough for a wake-up, had one been sent
-    assert not taking.done()  # "b" gathers
-    await asyncio.to_thread(exchange.post, [TextDelta("c")], complete=True)
-    assert await asyncio.wait_for(taking, 10) == [TextDelta("bc")]
-    assert await exchange.next_batch() is None
-
-
-async def test_every_waiter_learns_that_the_connection_is_free() -> None:
-    exchange = Exchange(asyncio.get_running_loop())
-    waiting = [asyncio.create_task(exchange.wait_released()) for _ in range(2)]
-    await asyncio.sleep(0)  # both are waiting
-    await asyncio.to_thread(exchange.end)
-    await asyncio.wait_for(asyncio.gather(*waiting), 10)
-
-
 def _stream_in_child(base_url: str) -> None:
     async def turn() -> None:
         provider = OpenAICompatibleProvider()
@@ -1187,21 +1038,68 @@ def _stream_in_child(base_url: str) -> None:
 
 
 def test_a_forked_process_streams_too(openai_server: OpenAIServer) -> None:
-    """A child forked after turns ran (its parent has idle worker threads, the child has
-    none of them) still streams: it starts workers of its own."""
+    """A child forked while the parent's loop holds a client (and its pooled connection)
+    streams with clients of its own: nothing of the parent's is shared."""
 
-    async def turn() -> None:
+    async def parent() -> None:
         provider = OpenAICompatibleProvider()
         await collect(provider.stream(turn_for(openai_server)))
+        assert loop_clients(asyncio.get_running_loop())
+        child = multiprocessing.get_context("fork").Process(
+            target=_stream_in_child, args=(openai_server.base_url,)
+        )
+        child.start()
+        await asyncio.to_thread(child.join, 60)
+        if child.is_alive():
+            child.kill()
+        assert child.exitcode == 0
+        await collect(provider.stream(turn_for(openai_server)))  # the parent's still works
         await provider.aclose()
 
-    asyncio.run(turn())
-    assert http_workers()
-    child = multiprocessing.get_context("fork").Process(
-        target=_stream_in_child, args=(openai_server.base_url,)
-    )
-    child.start()
-    child.join(60)
-    if child.is_alive():
-        child.kill()
-    assert child.exitcode == 0
+    asyncio.run(parent())
+
+
+# --- reads handed over in batches ----------------------------------------------------------
+
+
+async def test_pieces_read_while_the_turn_is_busy_come_as_one_delta(
+    openai_server: OpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    """A fast server sends a token per HTTP chunk: what arrived while the turn was busy
+    with the last delta reaches it as one delta (the frontend gets a delta per batch of
+    reads, not per token)."""
+    openai_server.script(Reply.counted(300))
+    stream = provider.stream(turn_for(openai_server))
+    first = await anext(stream)
+    assert isinstance(first, TextDelta)
+    await asyncio.to_thread(openai_server.wait_stream_ended, 0, 10.0)  # all of it sent
+    await until(lambda: openai_server.streams[0].finished, "the server to finish")
+    rest = [event async for event in stream]
+    deltas = of_type(rest, TextDelta)
+    assert first.text + "".join(d.text for d in deltas) == "".join(f" t{i}" for i in range(300))
+    assert len(deltas) <= 10  # a delta per read (the reads while the turn waited: one)
+
+
+async def test_a_turn_slower_than_the_server_holds_the_reading_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At most MAX_PENDING events wait for the turn: the reading waits for room."""
+    monkeypatch.setattr(BatchedReads, "MAX_PENDING", 10)
+    produced: list[int] = []
+
+    async def answer() -> AsyncIterator[list[Any]]:
+        for number in range(100):
+            produced.append(number)
+            yield [TextDelta(f"{number},")]
+            await asyncio.sleep(0)  # a read: the loop runs other tasks
+
+    batches = BatchedReads(answer()).batches()
+    first = await anext(batches)
+    for _ in range(50):  # turns of the loop for a reading that would not wait to run ahead
+        await asyncio.sleep(0)
+    taken = first[0].text.count(",")
+    assert len(produced) - taken <= 10  # waiting for the turn: no more than that
+    rest = [batch async for batch in batches]
+    text = "".join(e.text for batch in [first, *rest] for e in batch)
+    assert text == "".join(f"{n}," for n in range(100))
+    assert all(len(batch) == 1 for batch in rest)  # a batch's text is one delta

@@ -8,7 +8,6 @@ max_tokens` to keep answers short, and usage comes from the len/4 estimate.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,13 +20,6 @@ from tests.support.recording_proxy import RecordingProxy
 pytestmark = pytest.mark.real_server
 
 MAX_TOKENS = 16
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[OpenAICompatibleProvider]:
-    instance = OpenAICompatibleProvider()
-    yield instance
-    await instance.aclose()
 
 
 def options(base_url: str, **extra: Any) -> dict[str, Any]:

@@ -17,7 +17,6 @@ fixture starts it):
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -34,13 +33,6 @@ WEATHER = ToolSpec(
     "Get the current weather in a city",
     {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[OpenAICompatibleProvider]:
-    instance = OpenAICompatibleProvider()
-    yield instance
-    await instance.aclose()
 
 
 def options(base_url: str, **extra: Any) -> dict[str, Any]:

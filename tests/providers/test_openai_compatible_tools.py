@@ -5,7 +5,6 @@ streamed `tool_calls` pieces become complete `ToolCall` events."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,25 +22,14 @@ from awf_nb.providers.openai_compatible import OpenAICompatibleProvider
 from tests.support import collect, of_type
 from tests.support.openai_server import OpenAIServer, Reply
 
+pytestmark = pytest.mark.usefixtures("no_openai_environment")
+
 WEATHER = ToolSpec(
     "get_weather",
     "The weather in a city",
     {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
 CLOCK = ToolSpec("get_time", "The time now")
-
-
-@pytest.fixture(autouse=True)
-def _no_openai_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[OpenAICompatibleProvider]:
-    instance = OpenAICompatibleProvider()
-    yield instance
-    await instance.aclose()
 
 
 def turn_for(server: OpenAIServer, prompt: str = "Hi", **fields: Any) -> TurnRequest:

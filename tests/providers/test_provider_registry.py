@@ -136,7 +136,7 @@ async def test_factory_keeps_one_instance_per_provider_for_the_run() -> None:
 
 
 async def test_the_run_set_closes_every_provider_once_even_when_one_fails() -> None:
-    from awf_nb.engine.run import ProviderSet
+    from awf_nb.engine.config import ProviderSet
 
     register_provider("broken", _Recorder)
     register_provider("fine", _Recorder)

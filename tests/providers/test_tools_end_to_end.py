@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from awf_nb.api import prepare_run
 from awf_nb.engine.ports import Provider
 from awf_nb.providers.openai_compatible import OpenAICompatibleProvider
 from awf_nb.providers.scripted import ScriptedProvider
+from awf_nb.runs import prepare_run
 from awf_nb.store import Store
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
@@ -67,12 +67,12 @@ async def run(text: str, workdir: Path, provider: Provider | None, **kwargs: Any
     factory = (lambda name: provider) if provider is not None else None
     runner = prepare_run(
         load_text(text),
-        store=Store(workdir.parent / "storage"),
+        storage=Store(workdir.parent / "storage"),
         cwd=workdir,
         sink=Collect(),
         providers=factory,
         **kwargs,
-    )
+    ).runner
     return await runner.execute()
 
 

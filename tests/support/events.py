@@ -1,9 +1,12 @@
-"""Test doubles for the engine's seams: an EventSink that records events, and a provider
-factory with extra test providers."""
+"""Test doubles for the engine's seams: an EventSink that records events, a provider
+factory with extra test providers, and one that records every request."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
+
+from awf_nb.engine.ports import ProviderEvent, TurnRequest
 
 
 class Collect:
@@ -38,3 +41,32 @@ def with_providers(**extra: type) -> Any:
         return base(name)
 
     return factory
+
+
+class Recording:
+    """A provider factory whose scripted provider remembers every request."""
+
+    def __init__(self) -> None:
+        self.requests: list[TurnRequest] = []
+        from awf_nb.providers import provider_factory
+
+        self._inner = provider_factory()
+
+    def __call__(self, name: str) -> Any:
+        provider = self._inner(name)
+        outer = self
+
+        class Recorded:
+            session_kind = provider.session_kind
+
+            def __init__(self) -> None:
+                self.name = provider.name
+
+            def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]:
+                outer.requests.append(turn)
+                return provider.stream(turn)
+
+            async def aclose(self) -> None:
+                await provider.aclose()
+
+        return Recorded()

@@ -44,7 +44,9 @@ class Reply:
     without `[DONE]`. `raw` is sent verbatim as the SSE body. `as_json` answers with one
     JSON completion instead of a stream (servers that ignore `stream: true`).
     `headers_after` waits that many seconds before the response starts (a model reading a
-    long prompt); `hold_open` keeps the body open that long after `[DONE]`.
+    long prompt); `hold_open` keeps the body open that long after `[DONE]`. `repeat`
+    streams one `delta` again and again after the tokens (`repeat_times`, None: until the
+    client goes away) — a hostile server that never ends its answer (`Reply.endless`).
 
     Tool calls follow the text: `tool_calls` ({name, arguments}) each in three pieces the
     way OpenAI streams them (ids `call_0`, `call_1`, …), or `tool_call_chunks`, the
@@ -67,6 +69,13 @@ class Reply:
     as_json: bool = False
     headers_after: float = 0.0
     hold_open: float = 0.0
+    repeat: dict[str, Any] | None = None
+    repeat_times: int | None = None
+
+    @classmethod
+    def endless(cls, delta: dict[str, Any], times: int | None = None, **kwargs: Any) -> Reply:
+        """`delta` (e.g. a tool call's next arguments) streamed `times` times, or forever."""
+        return cls(tokens=[], repeat=delta, repeat_times=times, **kwargs)
 
     @classmethod
     def text(cls, text: str, **kwargs: Any) -> Reply:
@@ -230,6 +239,7 @@ class OpenAIServer:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 256  # many clients connecting at once (socketserver's default: 5)
     owner: OpenAIServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -277,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
             received_at=received_at,
         )
         owner._record(record)
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        if self.path.partition("?")[0].rstrip("/") != "/v1/chat/completions":  # a query is fine
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
         if rejection := self._rejection(body):
@@ -362,6 +372,14 @@ class _Handler(BaseHTTPRequestHandler):
             stream.tokens_sent += 1
         if reply.cut_after is not None:
             return
+        if reply.repeat is not None:
+            event = f"data: {json.dumps(_chunk(reply.repeat, finish_reason=None))}\n\n".encode()
+            times = reply.repeat_times
+            for _ in range(times) if times is not None else itertools.count():
+                if stopping.is_set():
+                    raise ConnectionAbortedError("server stopping")
+                self._write_chunk(event)
+                stream.tokens_sent += 1
         for index, call in enumerate(reply.tool_calls):
             self._write_tool_call(index, call)
         for pieces in reply.tool_call_chunks:

@@ -21,8 +21,9 @@ from awf_nb.tools.builtins import (
     BuiltinTools,
     _read_lines,
 )
+from tests.support.mcp_peer import SECRET
+from tests.support.processes import process_alive
 from tests.support.waiting import until
-from tests.tools.conftest import SECRET, process_alive
 
 ALL = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
 
@@ -165,11 +166,11 @@ def test_a_file_that_grew_after_its_size_was_taken_is_read_whole(work: Path) -> 
     that size are still all read, up to the cap."""
     (work / "growing.txt").write_text("line\n" * 1000)
     with (work / "growing.txt").open("rb") as handle:
-        text, note = _read_lines(handle, 0, None, size=10)
+        text, note = _read_lines(None, handle, 0, None, size=10)
     assert text == "line\n" * 1000 and note == ""
     (work / "big.txt").write_bytes(b"z" * (MAX_READ_BYTES + 10))
     with (work / "big.txt").open("rb") as handle:
-        text, note = _read_lines(handle, 0, None, size=10)
+        text, note = _read_lines(None, handle, 0, None, size=10)
     assert text == "z" * MAX_READ_BYTES and "longer than 5 MiB" in note
 
 

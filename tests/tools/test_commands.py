@@ -13,7 +13,7 @@ from awf_nb.secrets import Masker
 from awf_nb.tools.commands import CommandTools
 from awf_nb.tools.shell import run_command
 from awf_nb.workflow.tools_model import CommandTool
-from tests.tools.conftest import SECRET
+from tests.support.mcp_peer import SECRET
 
 
 def tools(work: Path, masker: Masker, *specs: dict[str, Any], **env: str) -> CommandTools:

@@ -4,7 +4,6 @@ the real `@modelcontextprotocol/server-filesystem` from npm."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -14,12 +13,10 @@ import pytest
 from awf_nb.engine.ports import ToolResult
 from awf_nb.errors import ExecutionError
 from awf_nb.tools import StepToolSet
+from tests.support.mcp_peer import SECRET, notes_server
+from tests.support.peers import FILESYSTEM_SERVER, NPM_BIN
+from tests.support.processes import process_alive
 from tests.support.waiting import until
-from tests.tools.conftest import SECRET, notes_server, process_alive
-
-REPO = Path(__file__).resolve().parents[2]
-NPM_BIN = Path(os.environ.get("AWF_NPM_PREFIX") or REPO / ".npm-cli") / "node_modules" / ".bin"
-FILESYSTEM_SERVER = NPM_BIN / "mcp-server-filesystem"
 
 Make = Callable[..., StepToolSet]
 

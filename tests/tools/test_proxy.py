@@ -145,3 +145,27 @@ async def test_the_returned_server_serves_the_step_tools(work: Path) -> None:
         read_back = await session.call_tool("Read", {"path": "notes.txt"})
     assert stamped.content[0].text.strip() == "stamped-hi from demo"
     assert "a note" in read_back.content[0].text
+
+
+def test_the_config_file_lives_in_the_runs_private_folder(work: Path, tmp_path: Path) -> None:
+    """Not in a shared temporary folder, where a crash would leave the environment: in the
+    run's own folder, private like its state; what a killed run left there is replaced."""
+    run_dir = tmp_path / "runs" / "20260101-000000-abcdef"
+    stale = run_dir / "mcp-proxy" / "serve-stale.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")  # left by the run's killed first attempt
+    proxy = McpProxy()
+    spec = proxy(None, McpProxyConfig(enable=True), work, {"API_TOKEN": "t"}, False, run_dir)
+    path, _ = _config_of(spec)
+    assert path.parent == run_dir / "mcp-proxy"
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert not stale.exists()
+    proxy.close()
+    assert not (run_dir / "mcp-proxy").exists()
+
+
+def test_the_steps_limits_reach_the_server(work: Path) -> None:
+    tools = _tools(builtin=["Bash"], timeout="30s", max_parallel=2)
+    proxy = McpProxy()  # its files live as long as it does
+    _, config = _config_of(proxy(tools, McpProxyConfig(enable=True), work, {}, False))
+    assert (config["timeout"], config["max_parallel"]) == (30.0, 2)

@@ -10,7 +10,7 @@ from awf_nb.engine.ports import ToolResult
 from awf_nb.secrets import Masker
 from awf_nb.tools.builtins import BuiltinTools
 from awf_nb.tools.search import path_matches
-from tests.tools.conftest import SECRET
+from tests.support.mcp_peer import SECRET
 
 
 @pytest.fixture

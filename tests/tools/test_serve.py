@@ -18,8 +18,10 @@ from mcp.client.stdio import stdio_client
 
 from awf_nb.errors import UserError
 from awf_nb.tools.serve import load_serve_config, run_server
+from tests.support.cli import run_awf
+from tests.support.mcp_peer import SECRET, notes_server
+from tests.support.processes import process_alive
 from tests.support.waiting import until, wait_until
-from tests.tools.conftest import SECRET, notes_server, process_alive
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -123,10 +125,7 @@ async def test_mcp_serve_builtin_flag_serves_all_six(work: Path) -> None:
 
 
 def test_mcp_serve_with_nothing_to_serve_is_a_user_error(work: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "mcp-serve"],
-        cwd=work, env=_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    done = run_awf("mcp-serve", cwd=work)
     assert done.returncode == 1
     assert "nothing to serve" in done.stderr
     assert done.stdout == ""
@@ -134,10 +133,7 @@ def test_mcp_serve_with_nothing_to_serve_is_a_user_error(work: Path) -> None:
 
 def test_mcp_serve_with_a_server_that_cannot_start_names_it(work: Path, tmp_path: Path) -> None:
     config = _config(tmp_path, {"mcp": [{"name": "ghost", "command": "/nonexistent/server"}]})
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "mcp-serve", "--config", config],
-        cwd=work, env=_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    done = run_awf("mcp-serve", "--config", config, cwd=work)
     assert done.returncode == 3
     assert 'MCP server "ghost" failed to start' in done.stderr
 
@@ -190,3 +186,105 @@ async def test_mcp_serve_refuses_to_run_inside_an_event_loop(tmp_path: Path) -> 
     config = load_serve_config(None, builtin="Read", root_dir=str(tmp_path))
     with pytest.raises(UserError, match="cannot run inside a notebook"):
         run_server(config)
+
+
+class RawClient:
+    """`awf mcp-serve` driven with raw JSON-RPC lines: requests can be pipelined, and a
+    line can be anything."""
+
+    def __init__(self, config: str, cwd: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "awf_nb.cli", "mcp-serve", "--config", config],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=_env(),
+        )
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        )
+        assert "result" in self.receive()
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, Any] | bytes) -> None:
+        assert self.process.stdin is not None
+        data = message if isinstance(message, bytes) else json.dumps(message).encode()
+        self.process.stdin.write(data + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert line, "awf mcp-serve closed its stdout"
+        return json.loads(line)
+
+    def call(self, number: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "jsonrpc": "2.0",
+            "id": number,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+
+    def close(self) -> str:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(30)
+        assert self.process.stderr is not None
+        return self.process.stderr.read().decode(errors="replace")
+
+
+def test_mcp_serve_runs_at_most_max_parallel_calls_at_once(work: Path, tmp_path: Path) -> None:
+    counter, peaks, lock = tmp_path / "running", tmp_path / "peaks", tmp_path / "lock"
+    counter.write_text("0")
+    enter = f"n=$(($(cat {counter}) + 1)); echo $n > {counter}; echo $n >> {peaks}"
+    leave = f"echo $(($(cat {counter}) - 1)) > {counter}"
+    command = {
+        "name": "busy",
+        "description": "works for a while",
+        "command": f"flock {lock} sh -c '{enter}'; sleep 0.2; flock {lock} sh -c '{leave}'",
+    }
+    config = _config(tmp_path, {"root_dir": str(work), "commands": [command], "max_parallel": 2})
+    client = RawClient(config, work)
+    try:
+        for number in range(1, 31):  # pipelined: all sent before any answer
+            client.send(client.call(number, "busy", {}))
+        answers = [client.receive() for _ in range(30)]
+    finally:
+        client.close()
+    assert sorted(answer["id"] for answer in answers) == list(range(1, 31))
+    assert not [a for a in answers if a["result"].get("isError")]
+    peak = max(int(line) for line in peaks.read_text().split())
+    assert 1 < peak <= 2
+
+
+def test_mcp_serve_skips_an_overlong_request_line(work: Path, tmp_path: Path) -> None:
+    from awf_nb.tools.serve import MAX_REQUEST_BYTES
+
+    config = _config(tmp_path, {"root_dir": str(work), "builtin": ["Write", "Glob"]})
+    client = RawClient(config, work)
+    try:
+        huge = client.call(
+            1, "Write", {"path": "big.txt", "content": "x" * (MAX_REQUEST_BYTES + 1)}
+        )
+        client.send(json.dumps(huge).encode())
+        refused = client.receive()
+        client.send(client.call(2, "Glob", {"pattern": "*"}))
+        after = client.receive()
+    finally:
+        stderr = client.close()
+    assert refused["id"] == 1 and refused["result"]["isError"]
+    assert f"longer than {MAX_REQUEST_BYTES} bytes" in refused["result"]["content"][0]["text"]
+    assert not (work / "big.txt").exists()
+    assert after["id"] == 2 and not after["result"]["isError"]
+    assert "a request longer than" in stderr

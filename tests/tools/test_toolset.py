@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from awf_nb.engine.ports import ToolResult, ToolSet
 from awf_nb.tools import StepToolSet, build_toolset
-from tests.tools.conftest import notes_server
+from tests.support.mcp_peer import notes_server
 
 Make = Callable[..., StepToolSet]
 

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from awf_nb.errors import Problem
 from awf_nb.workflow.checks import check_workflow, execution_order, locate, parent_path
-from awf_nb.workflow.loader import load_text
+from awf_nb.workflow.loader import load_text, load_workflow
 from tests.support.problems import only, problems_of, yml
 
 
-def none_like(problems: list[Problem], text: str) -> None:
-    found = [str(p) for p in problems if text in p.message]
-    assert not found, found
+def messages(problems: list[Problem]) -> list[str]:
+    """Every problem's message: a check that something is NOT reported compares the whole
+    list, so a reworded message cannot make it pass without checking anything."""
+    return [p.message for p in problems]
+
+
+UNREACHABLE = "step '{}' is unreachable from the initial state 'build'"
 
 
 def at(problem: Problem) -> tuple[str, int, int, str]:
@@ -175,20 +181,21 @@ def test_command_step_must_route() -> None:
 
 
 @pytest.mark.parametrize(
-    "routing",
+    ("routing", "unreachable"),
     [
-        "on_failure: done",
-        "on_failure: {message: boom}",
-        "transitions:\n      - goto: review",
+        ("on_failure: done", ["review"]),
+        ("on_failure: {message: boom}", ["review", "done"]),
+        ("transitions:\n      - goto: review", []),
     ],
 )
-def test_command_routing_alternatives(routing: str) -> None:
+def test_command_routing_alternatives(routing: str, unreachable: list[str]) -> None:
     problems = problems_of(BASE.replace("on_success: review", routing, 1))
-    none_like(problems, "command step must have")
+    # No "command step must have OnSuccess…" error: only what the new routing leaves out.
+    assert messages(problems) == [UNREACHABLE.format(name) for name in unreachable]
 
 
 def test_parallel_branches_and_loop_bodies_need_no_routing() -> None:
-    none_like(problems_of(LOOPS), "command step must have")
+    assert messages(problems_of(LOOPS)) == []  # their command steps have no routes
 
 
 def test_continue_from_unknown_step() -> None:
@@ -292,7 +299,7 @@ def test_self_reference_is_forward_but_allowed_after_the_step() -> None:
         "on_success: review",
         "on_success: review\n    on_failure: {message: '{{.states.build.Stderr}}'}",
     )
-    none_like(problems_of(text), "forward reference")
+    assert messages(problems_of(text)) == []
 
 
 def test_invalid_property_with_the_right_spelling() -> None:
@@ -525,7 +532,7 @@ def test_unescaped_input_in_command_warns() -> None:
     ],
 )
 def test_safe_uses_of_inputs_do_not_warn(command: str) -> None:
-    none_like(problems_of(with_command(f"'{command}'")), "without escaping")
+    assert messages(problems_of(with_command(f"'{command}'"))) == []
 
 
 def test_unescaped_input_in_hook_command_warns() -> None:
@@ -553,15 +560,15 @@ def test_step_that_cannot_reach_a_terminal_warns() -> None:
         "    on_success: review\n"
     )
     problems = problems_of(text)
-    only(problems, "step 'review' can never reach a terminal state")
-    only(problems, "step 'review2' can never reach a terminal state")
-    only(problems, "step 'build' can never reach a terminal state")
-    none_like(problems, "'done' can never")
+    never = [p.message for p in problems if "can never reach a terminal state" in p.message]
+    assert sorted(never) == [
+        f"step '{name}' can never reach a terminal state" for name in ("build", "review", "review2")
+    ]  # not 'done': a terminal state is an end
 
 
 def test_inline_failure_counts_as_an_end() -> None:
     text = BASE.replace("    on_success: done", "    on_failure: {message: no}")
-    none_like(problems_of(text), "can never reach")
+    assert messages(problems_of(text)) == [UNREACHABLE.format("done")]
 
 
 def test_execution_order_is_breadth_first() -> None:
@@ -584,3 +591,245 @@ def test_locate_falls_back_to_the_nearest_ancestor() -> None:
     assert locate(locations, "nothing.at.all") == (1, 1)
     assert locate({}, "x") == (1, 1)
     assert parent_path("states.a[2].b") == "states.a[2]"
+
+
+# --- agent steps that repeat without limits -----------------------------------------------
+
+CYCLE_HINT = "add limits: {max_agent_turns: N, max_tokens: N, timeout: 30m}"
+
+
+def repeating(problems: list[Problem]) -> list[tuple[str, str]]:
+    """The "… and the workflow sets no limits" warnings: (path, message)."""
+    return [(p.path, p.message) for p in problems if "sets no limits" in p.message]
+
+
+def agent(name: str, routes: str = "") -> str:
+    """An agent step named `name` in a `states:` mapping, with `routes` (YAML lines)."""
+    lines = [f"  {name}:", "    type: agent", "    provider: local", "    prompt: go"]
+    lines += [f"    {line}" for line in routes.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_parallel_branch_in_no_cycle_is_not_warned_about() -> None:
+    text = (
+        "name: fan\nstates:\n  initial: fan\n"
+        "  fan:\n    type: parallel\n    parallel: [left, right]\n    on_success: done\n"
+        + agent("left")
+        + agent("right")
+        + "  done: {type: terminal}\n"
+    )
+    assert problems_of(text) == []
+
+
+def test_a_parallel_step_in_a_cycle_warns_about_its_agent_branches() -> None:
+    text = (
+        "name: fan\nstates:\n  initial: fan\n"
+        "  fan:\n    type: parallel\n    parallel: [left, right]\n    transitions:\n"
+        "      - {when: 'states.left.Output == \"done\"', goto: done}\n      - {goto: fan}\n"
+        + agent("left")
+        + "  right: {type: step, command: echo right}\n"
+        + "  done: {type: terminal}\n"
+    )
+    problems = problems_of(text)
+    problem = only(
+        problems,
+        "step 'left' is an agent step in a cycle and the workflow sets no limits: nothing "
+        "bounds how many times its agent is asked, and nothing bounds its tokens or time",
+    )
+    assert (problem.path, problem.severity, problem.hint) == ("states.left", "warning", CYCLE_HINT)
+    assert len(repeating(problems)) == 1  # the command branch is no agent
+
+
+REVIEW_CYCLE = (
+    "name: loop\nstates:\n  initial: write\n"
+    + agent("write", "on_success: review")
+    + agent(
+        "review",
+        "transitions:\n  - {when: 'states.review.Output == \"ok\"', goto: done}\n  - {goto: write}",
+    )
+    + "  done: {type: terminal}\n"
+)
+
+
+def test_a_transitions_cycle_warns_and_limits_silence_it() -> None:
+    assert [path for path, _ in repeating(problems_of(REVIEW_CYCLE))] == [
+        "states.write",
+        "states.review",
+    ]
+    limited = REVIEW_CYCLE.replace("states:\n", "limits: {max_agent_turns: 10}\nstates:\n", 1)
+    assert problems_of(limited) == []
+
+
+FOR_EACH = (
+    "name: loop\nstates:\n  initial: each\n"
+    "  each:\n    type: for_each\n    items: [a, b]\n    body: [ask]\n    on_complete: done\n"
+    + agent("ask")
+    + "  done: {type: terminal}\n"
+)
+
+
+def test_a_while_loop_body_warns_a_for_each_body_does_not() -> None:
+    assert problems_of(FOR_EACH) == []
+    looped = FOR_EACH.replace(
+        "type: for_each\n    items: [a, b]", "type: while\n    while: 'states.ask.Output != \"x\"'"
+    )
+    assert repeating(problems_of(looped)) == [
+        (
+            "states.ask",
+            "step 'ask' is an agent step in the body of while loop 'each' and the workflow "
+            "sets no limits: only its max_iterations bounds how many times its agent is "
+            "asked, and nothing bounds its tokens or time",
+        )
+    ]
+
+
+def test_a_for_each_body_step_routing_back_into_the_body_is_a_cycle() -> None:
+    text = (
+        "name: loop\nstates:\n  initial: each\n"
+        "  each:\n    type: for_each\n    items: [a, b]\n    body: [write, review]\n"
+        "    on_complete: done\n"
+        + agent("write", "on_success: review")
+        + agent(
+            "review",
+            "transitions:\n  - {when: 'states.review.Output == \"ok\"', goto: each}\n"
+            "  - {goto: write}",
+        )
+        + "  done: {type: terminal}\n"
+    )
+    assert [path for path, _ in repeating(problems_of(text))] == ["states.write", "states.review"]
+
+
+CALLER = """
+name: caller
+states:
+  initial: call
+  call:
+    type: call_workflow
+    workflow: helper
+    transitions:
+      - {when: 'states.call.Output == "done"', goto: done}
+      - {goto: call}
+  done: {type: terminal}
+"""
+
+
+def caller(tmp_path: Path, helper_step: str, text: str = CALLER) -> Path:
+    """caller.yaml (`text`) and the helper.yaml it calls, whose first step is `helper_step`."""
+    helper = "name: helper\nstates:\n  initial: one\n" + helper_step + "  done: {type: terminal}\n"
+    (tmp_path / "helper.yaml").write_text(helper)
+    (tmp_path / "caller.yaml").write_text(yml(text))
+    return tmp_path / "caller.yaml"
+
+
+def test_a_call_in_a_cycle_warns_when_the_called_workflow_has_agents(tmp_path: Path) -> None:
+    path = caller(tmp_path, agent("one", "on_success: done"))
+    assert repeating(load_workflow(path).warnings) == [
+        (
+            "states.call",
+            "step 'call' calls workflow 'helper', which has agent steps, in a cycle and the "
+            "workflow sets no limits: nothing bounds how many times its agents are asked, and "
+            "nothing bounds its tokens or time",
+        )
+    ]
+
+
+def test_a_call_in_a_cycle_of_a_workflow_without_agents_is_not_warned_about(
+    tmp_path: Path,
+) -> None:
+    path = caller(tmp_path, "  one: {type: step, command: echo, on_success: done}\n")
+    assert load_workflow(path).warnings == []
+
+
+def test_a_call_made_once_is_not_warned_about(tmp_path: Path) -> None:
+    once = CALLER.replace(
+        "    transitions:\n      - {when: 'states.call.Output == \"done\"', goto: done}\n"
+        "      - {goto: call}\n",
+        "    on_success: done\n",
+    )
+    path = caller(tmp_path, agent("one", "on_success: done"), once)
+    assert load_workflow(path).warnings == []
+
+
+def test_a_workflow_calling_itself_in_a_cycle_is_checked_without_recursing(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "caller.yaml").write_text(
+        yml(CALLER.replace("workflow: helper", "workflow: caller"))
+    )
+    [(_, message)] = repeating(load_workflow(tmp_path / "caller.yaml").warnings)
+    assert "calls workflow 'caller', which has agent steps" in message
+
+
+# --- the person in parallel branches --------------------------------------------------------
+
+CHATS_IN_PARALLEL = """
+name: two-chats
+states:
+  initial: both
+  both:
+    type: parallel
+    parallel: [left, right]
+    on_success: done
+  left:
+    type: agent
+    provider: local
+    mode: conversation
+    prompt: hello
+  right:
+    type: agent
+    provider: local
+    mode: conversation
+    prompt: hello
+    conversation:
+      with: {provider: local, name: reviewer}
+      max_turns: 2
+  done: {type: terminal}
+"""
+
+PERSON_IN_BRANCH = (
+    "step 'left': a conversation with the person cannot run inside parallel step 'both': "
+    "branches run at the same time and the person can answer only one conversation at once"
+)
+
+
+def test_a_conversation_with_the_person_in_a_parallel_branch_is_rejected() -> None:
+    problems = problems_of(CHATS_IN_PARALLEL)
+    assert [p.message for p in problems] == [PERSON_IN_BRANCH]  # agent-to-agent is fine
+    assert at(problems[0]) == ("states.left.mode", 11, 5, "error")
+    assert problems[0].hint == (
+        "move the step out of the parallel step, or give it a partner (conversation.with) "
+        "so that no person is needed"
+    )
+
+
+def test_an_explicit_person_partner_in_a_branch_is_rejected_too() -> None:
+    text = CHATS_IN_PARALLEL.replace(
+        "    prompt: hello\n  right:",
+        "    prompt: hello\n    conversation: {with: person}\n  right:",
+    )
+    assert [p.message for p in problems_of(text)] == [PERSON_IN_BRANCH]
+
+
+def test_a_person_conversation_in_a_loop_inside_a_branch_is_rejected() -> None:
+    text = CHATS_IN_PARALLEL.replace("parallel: [left, right]", "parallel: [each, right]").replace(
+        "  left:\n", "  each:\n    type: for_each\n    items: [1, 2]\n    body: [left]\n  left:\n"
+    )
+    assert [p.message for p in problems_of(text)] == [PERSON_IN_BRANCH]
+
+
+def test_a_person_conversation_in_a_nested_parallel_step_names_the_inner_one() -> None:
+    text = CHATS_IN_PARALLEL.replace("parallel: [left, right]", "parallel: [inner, right]").replace(
+        "  left:\n", "  inner:\n    type: parallel\n    parallel: [left]\n  left:\n"
+    )
+    assert [p.message for p in problems_of(text)] == [
+        PERSON_IN_BRANCH.replace("parallel step 'both'", "parallel step 'inner'")
+    ]
+
+
+def test_a_person_conversation_outside_parallel_steps_is_fine() -> None:
+    text = (
+        CHATS_IN_PARALLEL.replace("parallel: [left, right]", "parallel: [right]")
+        .replace("    on_success: done\n  left:", "    on_success: left\n  left:")
+        .replace("    prompt: hello\n  right:", "    prompt: hello\n    on_success: done\n  right:")
+    )
+    assert problems_of(text) == []

@@ -3,9 +3,6 @@ endless ranges, huge renders, endless files."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,8 +10,7 @@ import pytest
 from awf_nb.errors import DefinitionError
 from awf_nb.workflow import template
 from awf_nb.workflow.loader import load_text
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.cli import run_awf
 
 
 def alias_bomb() -> str:
@@ -33,11 +29,8 @@ def test_validate_and_list_refuse_an_alias_bomb(tmp_path: Path, command: list[st
     folder = tmp_path / "workflows"
     folder.mkdir()
     (folder / "bomb.yaml").write_text(alias_bomb())
-    result = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", *[c if c != "bomb.yaml" else str(folder / c) for c in command]],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
+    arguments = [c if c != "bomb.yaml" else str(folder / c) for c in command]
+    result = run_awf(*arguments, cwd=tmp_path, timeout=120)
     shown = result.stdout + result.stderr
     assert (
         "larger than 16 MiB" in shown

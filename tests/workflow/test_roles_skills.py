@@ -20,6 +20,7 @@ from awf_nb.workflow.roles_skills import (
     resolve_skill,
     strip_front_matter,
 )
+from tests.support.cli import run_awf
 
 FIXTURES = Path(__file__).parent / "awf_fixtures"
 
@@ -336,30 +337,21 @@ states:
 
 def test_awf_validate_reports_roles_and_skills(places: dict[str, Path], monkeypatch) -> None:
     """`awf validate` runs these checks (exit 2 on an error), with the file and line."""
-    import subprocess
-    import sys
-
     _write(places["wfdir"] / "wf.yaml", (FIXTURES / "role-combined.yaml").read_text())
     env = {"HOME": str(places["home"]), "PATH": "/usr/bin:/bin", "XDG_CONFIG_HOME": "/none"}
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "validate", str(places["wfdir"] / "wf.yaml")],
-        cwd=places["cwd"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = run_awf(
+        "validate", str(places["wfdir"] / "wf.yaml"), cwd=places["cwd"], env=env, inherit_env=False
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert 'wf.yaml:11:5: error: states.review.role: resolve role "go-senior": not found' in (
         done.stdout
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "awf_nb.cli", "validate", str(places["wfdir"] / "wf.yaml")],
+    done = run_awf(
+        "validate",
+        str(places["wfdir"] / "wf.yaml"),
         cwd=FIXTURES / "project",
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+        inherit_env=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
 

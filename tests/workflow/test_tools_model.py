@@ -140,3 +140,46 @@ def test_a_command_tool_needs_a_description_and_a_command() -> None:
 def test_the_mcp_proxy_block_defaults_to_awf() -> None:
     proxy = McpProxyConfig.model_validate({"enable": True})
     assert proxy.intercept_builtins is True and proxy.plugin_tools == []
+
+
+def test_timeout_and_max_parallel_are_read_with_their_defaults() -> None:
+    from awf_nb.workflow.tools_model import DEFAULT_MAX_PARALLEL
+
+    default = ToolsConfig()
+    assert (default.timeout, default.max_parallel) == (None, DEFAULT_MAX_PARALLEL)
+    config = ToolsConfig.model_validate(
+        {
+            "timeout": "1m30s",
+            "max_parallel": 2,
+            "mcp": [{"name": "n", "command": "x", "timeout": 5, "max_message_bytes": 4096}],
+            "commands": [{"name": "c", "description": "d", "command": "true", "timeout": "2s"}],
+        }
+    )
+    assert (config.timeout, config.max_parallel) == (90.0, 2)
+    assert (config.mcp[0].timeout, config.mcp[0].max_message_bytes) == (5.0, 4096)
+    assert config.commands[0].timeout == 2.0
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"max_parallel": 0}, "max_parallel must be between 1 and 64, not 0"),
+        ({"max_parallel": 65}, "max_parallel must be between 1 and 64, not 65"),
+        ({"timeout": 0}, "timeout must be longer than 0 s"),
+        ({"timeout": "soon"}, "invalid duration 'soon'"),
+    ],
+)
+def test_bad_limits_are_refused_with_their_name(block: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ToolsConfig.model_validate(block)
+    assert message in str(caught.value)
+
+
+def test_the_editor_schema_knows_the_limits() -> None:
+    from awf_nb.workflow.loader.schema import json_schema
+
+    properties = json_schema()["$defs"]["ToolsConfig"]["properties"]
+    assert {"type": "string", "pattern": properties["timeout"]["anyOf"][1]["pattern"]} in (
+        properties["timeout"]["anyOf"]
+    )
+    assert properties["max_parallel"]["type"] == "integer"

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
 from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine.operations.http import Response, fetch
+from awf_nb.engine.process import run_process
 from awf_nb.errors import ExecutionError
 
 if TYPE_CHECKING:
     from awf_nb.engine.operations import Operation, OperationContext, OperationResult
 
 DEFAULT_API = "https://api.github.com"
+GIT_SECONDS = 10  # `git remote get-url origin` reads a file: it has no reason to take long
 _REMOTE = re.compile(r"github\.com[:/](?P<repo>[^/\s]+/[^/\s]+?)(?:\.git)?/?$")
 _REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
 
@@ -39,7 +40,7 @@ class _GitHub:
     async def repo(self) -> str:
         repo = self._repo_input or self._context.env.get("GITHUB_REPOSITORY", "")
         if not repo:
-            repo = await asyncio.to_thread(_origin_repo, self._context)
+            repo = await _origin_repo(self._context)
         if not repo:
             raise ExecutionError(
                 f"{self.operation}: which repository? Set the step's repo input (owner/name), "
@@ -79,19 +80,20 @@ class _GitHub:
         return text
 
 
-def _origin_repo(context: OperationContext) -> str:
+async def _origin_repo(context: OperationContext) -> str:
+    """The `owner/name` of the working directory's `origin` remote on GitHub, "" if none."""
     try:
-        url = subprocess.run(
+        done = await run_process(
             ["git", "remote", "get-url", "origin"],
             cwd=context.cwd,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+            env=context.env,
+            timeout=GIT_SECONDS,
+        )
+    except OSError:  # no git
         return ""
-    match = _REMOTE.search(url)
+    if done.exit_code != 0 or done.timed_out:
+        return ""
+    match = _REMOTE.search(done.stdout.strip())
     return match.group("repo") if match else ""
 
 

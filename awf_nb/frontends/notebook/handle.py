@@ -14,11 +14,12 @@ from awf_nb.errors import AwfError
 from awf_nb.frontends.notebook.summary import esc
 
 if TYPE_CHECKING:
-    from awf_nb.api import RunResult
     from awf_nb.engine.run import Runner
     from awf_nb.engine.state import RunState
     from awf_nb.engine.summary import RunSummary
     from awf_nb.frontends.notebook.panel import RunPanel
+    from awf_nb.frontends.notebook.reader import WidgetReader
+    from awf_nb.runs.results import RunResult
 
 __all__ = ["DEFAULT_HANDLE", "AwfCellError", "RunHandle", "cell_error"]
 
@@ -56,9 +57,19 @@ class RunHandle:
     `result` attribute holds the RunResult); `h.state` is the live `RunState` at any time.
     """
 
-    def __init__(self, runner: Runner, *, panel: RunPanel | None = None, name: str = "") -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        *,
+        panel: RunPanel | None = None,
+        reader: WidgetReader | None = None,
+        name: str = "",
+    ) -> None:
+        """`reader`: the panel's text box, when the person is asked through it (the run
+        may read it through a cassette's recorder)."""
         self.runner = runner
         self.panel = panel
+        self.reader = reader
         self.name = name or DEFAULT_HANDLE
         self.task: asyncio.Task[RunResult] | None = None
         self._error: BaseException | None = None
@@ -90,19 +101,14 @@ class RunHandle:
         self.task.add_done_callback(_forget)
 
     async def _drive(self) -> RunResult:
-        from awf_nb.api import RunResult
-        from awf_nb.frontends.notebook.reader import WidgetReader
+        from awf_nb.runs.results import RunResult
 
         loop = asyncio.get_running_loop()
-        reader = self.runner.config.reader
-        if isinstance(reader, WidgetReader):
+        reader = self.reader
+        if reader is not None:
             reader.bind(loop)
         if self.panel is not None:
-            self.panel.attach(
-                reader=reader if isinstance(reader, WidgetReader) else None,
-                stop=self.runner.interrupt,
-                loop=loop,
-            )
+            self.panel.attach(reader=reader, stop=self.runner.interrupt, loop=loop)
         try:
             return RunResult(await self.runner.execute(), self.runner.config.store)  # type: ignore[arg-type]
         except AwfError as exc:  # the run could not start (e.g. its storage is unwritable)
@@ -157,7 +163,7 @@ class RunHandle:
         return result
 
     def _partial_result(self) -> RunResult:
-        from awf_nb.api import RunResult
+        from awf_nb.runs.results import RunResult
 
         return RunResult(self.runner.state, self.runner.config.store)  # type: ignore[arg-type]
 

@@ -12,8 +12,9 @@
 
 The pieces: `parsers.py` (the command lines), `run_mode.py` (whether a cell waits for its
 run), `transformer.py` (rewriting a `%%awf` cell to `await` its run), `handle.py`
-(`RunHandle`, `AwfCellError`); the frontend itself is picked and connected by
-`frontends/connect.py`: the widget panel in a kernel, the terminal in a terminal IPython.
+(`RunHandle`, `AwfCellError`). The run is prepared like every other run
+(`awf_nb.runs.prepare_run`), with the frontend `frontends/connect.py` picks: the widget
+panel in a kernel, the terminal in a terminal IPython.
 """
 
 from __future__ import annotations
@@ -32,14 +33,14 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from awf_nb.errors import AwfError
 from awf_nb.frontends.notebook.handle import AwfCellError, RunHandle, cell_error
 from awf_nb.frontends.notebook.parsers import (
+    CellOptions,
     HelpShown,
-    RunOptions,
     build_cell_parser,
     build_line_parser,
+    cell_options,
     cell_workflow,
     expand_braces,
     parse_line,
-    run_options,
 )
 from awf_nb.frontends.notebook.run_mode import (
     RunMode,
@@ -116,7 +117,7 @@ class AwfMagics(Magics):
 
     # --- parsing and preparing --------------------------------------------------------------
 
-    def _line(self, line: str) -> tuple[RunHandle, RunMode, RunOptions] | None:
+    def _line(self, line: str) -> tuple[RunHandle, RunMode, CellOptions] | None:
         """Run a `%awf` command that is not a run; for `run`/`resume`, what to launch."""
         args = self._parse(self.line_parser, line)
         if args is None:
@@ -132,16 +133,16 @@ class AwfMagics(Magics):
         except HelpShown:
             return None
         if parser is self.line_parser and args.command is None:
-            from awf_nb.cli import COMMANDS
+            from awf_nb.frontends.commands import COMMANDS
 
             raise UsageError(f"%awf: choose a command: {', '.join(COMMANDS)}")
         return args
 
-    def _cell_launch(self, line: str, body: str) -> tuple[RunHandle, RunMode, RunOptions] | None:
+    def _cell_launch(self, line: str, body: str) -> tuple[RunHandle, RunMode, CellOptions] | None:
         args = self._parse(self.cell_parser, line)
         if args is None:
             return None
-        options = run_options(args, self.shell.user_ns)
+        options = cell_options(args, self.shell.user_ns)
         try:
             workflow = cell_workflow(args.workflow, body)
             if args.diagram:
@@ -158,10 +159,10 @@ class AwfMagics(Magics):
 
     def _line_launch(
         self, args: argparse.Namespace
-    ) -> tuple[RunHandle, RunMode, RunOptions] | None:
+    ) -> tuple[RunHandle, RunMode, CellOptions] | None:
         from awf_nb.workflow.loader import load_workflow
 
-        options = run_options(args, self.shell.user_ns)
+        options = cell_options(args, self.shell.user_ns)
         try:
             if args.command == "resume":
                 run_id = expand_braces(args.run_id, self.shell.user_ns)
@@ -174,75 +175,67 @@ class AwfMagics(Magics):
         except AwfError as exc:
             raise cell_error(exc) from None
 
-    def _dry_run(self, workflow: Workflow, options: RunOptions) -> None:
+    def _dry_run(self, workflow: Workflow, options: CellOptions) -> None:
         from awf_nb.engine.plan import describe_plan
 
-        print(describe_plan(workflow, options.inputs, cwd=Path.cwd()))
+        print(describe_plan(workflow, options.inputs, cwd=Path.cwd(), user=options.user))
 
     def _prepare(
         self,
-        options: RunOptions,
+        options: CellOptions,
         *,
         workflow: Workflow | None = None,
         resume: tuple[str, str | None] | None = None,
-    ) -> tuple[RunHandle, RunMode, RunOptions]:
-        """Build the runner, connect its frontend, bind its handle in the user namespace."""
-        from awf_nb.api import prepare_resume, prepare_run, use_cassette_input
-        from awf_nb.frontends.connect import connect, pick_frontend
-        from awf_nb.store import Store
+    ) -> tuple[RunHandle, RunMode, CellOptions]:
+        """Prepare the run (its frontend included), bind its handle in the user namespace."""
+        from awf_nb.frontends.connect import FrontendChoice, pick_frontend
+        from awf_nb.frontends.notebook.reader import WidgetReader
+        from awf_nb.runs.options import Resume, RunOptions
+        from awf_nb.runs.setup import prepare_run
 
-        store = Store(options.storage)
-        if resume is not None:
-            run_id, from_step = resume
-            runner = prepare_resume(
-                run_id,
-                store=store,
-                from_step=from_step,
-                inputs=options.inputs,
-                **options.flags,
-            )
-        else:
-            assert workflow is not None
-            runner = prepare_run(workflow, options.inputs, store=store, **options.flags)
-        # A replayed conversation takes its messages from the cassette: the cell waits for
-        # it like a headless run instead of offering a text box (add --reply to go on).
-        interactive = (
-            options.replies is None
-            and options.user is None
-            and not options.headless
-            and not options.replaying
-            and workflow_needs_input(runner.workflow)
-        )
         # A kernel draws the panel, a terminal IPython prints like `awf run`; --output silent
-        # shows nothing (and so cannot ask anything either).
-        frontend = pick_frontend(options.output != "silent", shell=self.shell)
+        # shows nothing (and so cannot ask anything either). The person is asked only when
+        # the workflow has a conversation, and not on a replay: a replayed conversation takes
+        # its messages from the cassette, and the cell waits for it like a headless run
+        # instead of offering a text box (add --reply to go on).
+        kind = pick_frontend(options.output != "silent", shell=self.shell)
+        frontend = FrontendChoice(
+            kind,
+            output=options.output or "streaming",  # type: ignore[arg-type]
+            asks_if=workflow_needs_input,
+            asks_when_replayed=False,
+        )
+        run_options = RunOptions(
+            inputs=options.inputs,
+            replies=options.replies,
+            interactive=options.user is None and not options.headless,
+            frontend=frontend,
+            **options.flags,
+        )
+        target = Resume(*resume) if resume is not None else workflow
+        assert target is not None
         try:
-            shown = connect(
-                runner,
-                frontend,
-                replies=options.replies,
-                interactive=interactive,
-                output=options.output or "streaming",
-            )
+            prepared = prepare_run(target, run_options)
         except ImportError as exc:
             raise AwfCellError(
                 f"the run panel needs {exc.name}: pip install 'awf-nb[notebook]'"
             ) from None
-        use_cassette_input(runner)
+        shown = prepared.frontend
         mode = choose_run_mode(
-            needs_input=interactive and frontend != "headless",
+            needs_input=shown.asks,
             kernel_version=kernel_version(self.shell),
             wait=options.wait,
         )
-        panel = shown if frontend == "notebook" else None
-        handle = RunHandle(runner, panel=panel, name=options.out)  # type: ignore[arg-type]
+        panel = shown.view if kind == "notebook" else None
+        reader = shown.reader if isinstance(shown.reader, WidgetReader) else None
+        handle = RunHandle(prepared.runner, panel=panel, reader=reader, name=options.out)
         self.shell.user_ns[options.out] = handle
         return handle, mode, options
 
     # --- running ----------------------------------------------------------------------------
 
     async def _run_async(
-        self, handle: RunHandle, mode: RunMode, options: RunOptions | None = None
+        self, handle: RunHandle, mode: RunMode, options: CellOptions | None = None
     ) -> None:
         """The awaiting cell: show the panel, start the run, wait for it unless background."""
         self._show(handle)
@@ -271,7 +264,7 @@ class AwfMagics(Magics):
             print(handle.state.to_json())
         handle.result()
 
-    def _run_sync(self, handle: RunHandle, mode: RunMode, options: RunOptions) -> None:
+    def _run_sync(self, handle: RunHandle, mode: RunMode, options: CellOptions) -> None:
         """The magic itself (not rewritten to await): run on IPython's loop when no loop is
         running; inside a running loop (a kernel with autoawait off) the cell cannot wait."""
         try:
@@ -306,7 +299,7 @@ class AwfMagics(Magics):
 
     def _command(self, args: argparse.Namespace) -> None:
         """Any other `awf` command, run by the CLI's own handler (output into the cell)."""
-        from awf_nb import cli
+        from awf_nb.frontends.commands import COMMANDS
 
         if args.command == "eval":  # it runs on the kernel's loop, with the live table
             raise AwfCellError(
@@ -318,7 +311,7 @@ class AwfMagics(Magics):
         if args.command == "status":
             args.run_id = expand_braces(args.run_id, self.shell.user_ns)
         try:
-            code = cli.COMMANDS[args.command].handler(args)
+            code = COMMANDS[args.command].handler(args)
         except AwfError as exc:
             raise cell_error(exc) from None
         if code == 0:
@@ -376,7 +369,16 @@ def _remove_ctrl_c() -> None:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register `%%awf` / `%awf` and the cell transformer that makes `%%awf` cells await."""
+    """Register `%%awf` / `%awf` and the cell transformer that makes `%%awf` cells await.
+    `AWF_LOG` (debug, info, warning, error) shows awf's log messages in the cells."""
+    import sys
+
+    from awf_nb import logs
+
+    try:
+        logs.configure_from_env()
+    except AwfError as exc:  # a bad AWF_LOG must not keep the magics away
+        print(f"awf: {exc}", file=sys.stderr)
     ipython.register_magics(AwfMagics)
     remove_transformers(ipython)
     ipython.input_transformer_manager.cleanup_transforms.append(make_transformer(ipython))

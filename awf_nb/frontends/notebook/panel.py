@@ -30,7 +30,7 @@ import ipywidgets as widgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
 from awf_nb.engine import events as ev
-from awf_nb.engine.summary import RunSummary, format_elapsed
+from awf_nb.engine.summary import RunSummary, format_elapsed, format_tokens
 from awf_nb.frontends.notebook.panel_controls import Controls
 from awf_nb.frontends.notebook.panel_flush import Flusher
 from awf_nb.frontends.notebook.panel_items import (
@@ -89,6 +89,7 @@ class RunPanel:
         self._tick_handle: asyncio.TimerHandle | None = None
         self._started = time.monotonic()
         self._tokens = 0
+        self._tokens_estimated = False
         self._activity = "starting"
         self._status_sent = ""
         self._build()
@@ -244,6 +245,14 @@ class RunPanel:
             # The status line is left alone here: the new bubble shows that a reply comes.
             self._activity = f"running {event.step}"
 
+    def _on_model_loading(self, event: ev.ModelLoading) -> None:
+        # The first reply waits for the model to load: the status line says so meanwhile.
+        if event.done:
+            self._activity = f"running {event.step}"
+        else:
+            self._activity = f"{event.step}: loading model {event.model}…"
+        self._update_status()
+
     def _on_tool_use(self, event: ev.AgentToolUse) -> None:
         section = self._sections.get(event.step)
         if section is None:
@@ -271,6 +280,7 @@ class RunPanel:
 
     def _on_turn_finished(self, event: ev.TurnFinished) -> None:
         self._tokens += event.tokens
+        self._tokens_estimated = self._tokens_estimated or event.tokens_estimated
         section = self._sections.get(event.step)
         if section is not None:
             if section.tools_in_turn:
@@ -432,6 +442,7 @@ class RunPanel:
         self.finished = True
         self._cancel_timers()
         self._tokens = event.tokens or self._tokens
+        self._tokens_estimated = event.summary.tokens_estimated
         self.summary = event.summary
         self._activity = event.status
         self._update_status()
@@ -515,7 +526,7 @@ class RunPanel:
             return f'{title} · <b style="color:{color}">{esc(s.status)}</b> {esc(s.figures())}'
         parts = [title, esc(self._activity), format_elapsed(time.monotonic() - self._started)]
         if self._tokens:
-            parts.append(f"{self._tokens} tokens")
+            parts.append(format_tokens(self._tokens, self._tokens_estimated))
         return " · ".join(parts)
 
 
@@ -536,6 +547,7 @@ _HANDLERS: dict[type, Callable[[RunPanel, Any], None]] = {
     ev.StepStarted: RunPanel._on_step_started,
     ev.StepOutput: RunPanel._on_step_output,
     ev.TurnStarted: RunPanel._on_turn_started,
+    ev.ModelLoading: RunPanel._on_model_loading,
     ev.AgentToolUse: RunPanel._on_tool_use,
     ev.ToolCallStarted: RunPanel._on_tool_started,
     ev.AwaitingConfirmation: RunPanel._on_awaiting_confirmation,

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import ipywidgets as widgets
 
 from awf_nb.engine import events as ev
-from awf_nb.engine.summary import STATUS_MARKS, format_duration
+from awf_nb.engine.summary import STATUS_MARKS, format_duration, format_tokens
 from awf_nb.frontends.notebook.markdown_html import render_markdown
 from awf_nb.frontends.notebook.markdown_stream import BlockCutter
 from awf_nb.frontends.notebook.stream_view import StreamHTML
@@ -281,7 +281,7 @@ class Section:
     def finish(self, event: ev.StepFinished) -> None:
         if self.output is not None:
             self.output.close()
-        extra = f" · {event.tokens} tokens" if event.tokens else ""
+        extra = f" · {format_tokens(event.tokens, event.tokens_estimated)}" if event.tokens else ""
         mark = STATUS_MARKS.get(event.status, "·")
         word = "" if event.status == "completed" else f" · {event.status}"
         self.widget.set_title(

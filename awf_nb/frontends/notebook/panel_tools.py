@@ -20,9 +20,10 @@ from typing import Literal
 import ipywidgets as widgets
 
 from awf_nb.engine import events as ev
+from awf_nb.engine.summary import format_duration
 from awf_nb.frontends.notebook.panel_items import HtmlMaker, clean_output
 from awf_nb.frontends.notebook.summary import esc
-from awf_nb.frontends.tool_calls import format_duration, shorten_arguments, shorten_result
+from awf_nb.frontends.tool_calls import shorten_arguments, shorten_result
 
 SUMMARY_ARGUMENT_CHARS = 100  # a panel is wider than the terminal's one line
 RESULT_CHARS = 4_000  # of a result, in the open block (tools cap their output already)

@@ -1,7 +1,8 @@
 """The `%%awf` and `%awf` command lines, built from the `awf` command line's own commands.
 
 Every `awf` command is also a `%awf` command, with the same arguments: each is defined once,
-by the command's `configure` function in `awf_nb.cli` (`cli.COMMANDS`). The notebook adds
+by the command's `configure` function in the command table (`awf_nb.frontends.commands`,
+which the `awf` program uses too). The notebook adds
 three flags of its own to `%awf run`, `%awf resume` and `%%awf` (`NOTEBOOK_RUN_FLAGS`:
 `--out`, `--no-interactive`, `--wait`), and `%%awf` adds `--diagram`. In a notebook,
 `{name}` in an input value or a RUN_ID is replaced by the Python variable `name`.
@@ -22,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import MagicArgumentParser
 
-from awf_nb import cli
 from awf_nb.errors import AwfError
+from awf_nb.frontends.commands import COMMANDS, flags
 from awf_nb.frontends.notebook.handle import DEFAULT_HANDLE, cell_error
 from awf_nb.frontends.notebook.run_mode import is_headless
 
@@ -32,14 +33,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NOTEBOOK_RUN_FLAGS",
+    "CellOptions",
     "HelpShown",
-    "RunOptions",
     "build_cell_parser",
     "build_line_parser",
+    "cell_options",
     "cell_workflow",
     "expand_braces",
     "parse_line",
-    "run_options",
 ]
 
 NOTEBOOK_RUN_FLAGS = ("--out", "--no-interactive", "--wait", "--no-wait")
@@ -102,8 +103,8 @@ def build_cell_parser() -> MagicArgumentParser:
         help="the workflow's name when the YAML has none; with an empty body, the workflow "
         "to run from the search path",
     )
-    cli.configure_run_io(parser)
-    cli.configure_dry_run(parser)
+    flags.configure_run_io(parser)
+    flags.configure_dry_run(parser)
     add_notebook_run_flags(parser)
     parser.add_argument(
         "--diagram", action="store_true", help="show the workflow as a diagram; do not run it"
@@ -117,7 +118,7 @@ def build_line_parser() -> MagicArgumentParser:
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", parser_class=MagicArgumentParser
     )
-    for command in cli.COMMANDS.values():
+    for command in COMMANDS.values():
         sub = commands.add_parser(
             command.name,
             help=command.help,
@@ -145,22 +146,19 @@ def parse_line(parser: MagicArgumentParser, line: str) -> argparse.Namespace:
 
 
 @dataclass
-class RunOptions:
+class CellOptions:
+    """What a `%%awf` cell or a `%awf run|resume` line asked for."""
+
     inputs: dict[str, str]
     replies: list[str] | None
     out: str
-    storage: str | None
     headless: bool
     wait: bool | None
     output: str | None  # streaming | buffered | silent (None: the frontend's default)
     json: bool  # print the final state as JSON when the run ends
-    # --simulate-user, --record / --replay / --replay-speed, --yes: as `prepare_run` takes
-    # them (`cli.run_flags`)
+    # --simulate-user, --record / --replay / --record-missing / --replay-speed, --yes,
+    # --storage: the `RunOptions` fields they set (`commands.flags.run_flags`)
     flags: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def replaying(self) -> bool:
-        return self.flags.get("replay") is not None
 
     @property
     def user(self) -> Any:
@@ -168,7 +166,7 @@ class RunOptions:
         return self.flags.get("user")
 
 
-def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOptions:
+def cell_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> CellOptions:
     from awf_nb.engine.inputs import parse_input_args
 
     if not args.out.isidentifier() or keyword.iskeyword(args.out):
@@ -176,19 +174,18 @@ def run_options(args: argparse.Namespace, namespace: Mapping[str, Any]) -> RunOp
     given = [expand_braces(pair, namespace) for pair in args.input]
     try:
         inputs = parse_input_args(given, cwd=Path.cwd())
-        flags = cli.run_flags(args)
+        run_flags = flags.run_flags(args)
     except AwfError as exc:
         raise cell_error(exc) from None
-    return RunOptions(
+    return CellOptions(
         inputs=inputs,
         replies=args.reply,
         out=args.out,
-        storage=args.storage,
         headless=is_headless(args.no_interactive),
         wait=args.wait,
         output=args.output,
         json=args.json,
-        flags=flags,
+        flags=run_flags,
     )
 
 

@@ -44,6 +44,11 @@ class WidgetReader:
         self._loop = loop
 
     @property
+    def queued(self) -> tuple[str | None, ...]:
+        """Messages submitted while no read was pending: they answer the next reads."""
+        return tuple(self._queued)
+
+    @property
     def waiting(self) -> bool:
         """True while the run waits for a message."""
         return self._pending is not None and not self._pending.done()

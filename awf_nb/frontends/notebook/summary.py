@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from awf_nb.engine.summary import RunSummary, format_duration
+from awf_nb.engine.summary import RunSummary, format_duration, format_tokens
 from awf_nb.safe_text import mark_bidi
 
 RESUME_COMMAND = "%awf resume"
@@ -32,7 +32,7 @@ def summary_html(summary: RunSummary) -> str:
         rows = "".join(
             f"<tr><td>{s.mark}</td><td>{esc(s.name)}</td><td>{esc(s.status)}</td>"
             f"<td>{format_duration(s.duration)}</td>"
-            f"<td>{f'{s.tokens} tokens' if s.tokens else ''}</td></tr>"
+            f"<td>{format_tokens(s.tokens, s.tokens_estimated) if s.tokens else ''}</td></tr>"
             for s in summary.steps
         )
         parts.append(f'<table class="awf-steps-table">{rows}</table>')

@@ -18,6 +18,7 @@ from awf_nb.engine.ports import (
     Confirmer,
     Final,
     InputReader,
+    ModelLoad,
     Notice,
     Provider,
     ProviderEvent,
@@ -157,6 +158,8 @@ class _TurnTape:
         return round(max(clock() - self.started, 0.0), 4)
 
     def add(self, event: ProviderEvent) -> None:
+        if isinstance(event, ModelLoad):
+            return  # about this process, not the conversation: a replay loads no model
         at = self._at()
         if isinstance(event, TextDelta):
             self.last_text_at = at

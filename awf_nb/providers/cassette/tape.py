@@ -310,7 +310,7 @@ class CassetteWriter:
 
 
 def header(workflow: str) -> dict[str, Any]:
-    from awf_nb import __version__
+    from awf_nb._version import __version__
 
     return {
         "type": "header",

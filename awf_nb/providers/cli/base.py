@@ -47,6 +47,7 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.engine.process import EOF_GRACE_SECONDS, KILL_GRACE_SECONDS, ProcessGroup
+from awf_nb.engine.reply_limits import DEFAULT_MAX_REPLY_BYTES, token_count
 from awf_nb.errors import EXIT_USER, ProviderError
 from awf_nb.providers.options import OptionsModel, parse_options, unknown_options
 
@@ -62,6 +63,7 @@ MCP_STARTUP_TIMEOUT_SECONDS = 60
 # replayed history) go through stdin for the CLIs that read one there.
 ARGV_PROMPT_LIMIT = 100_000
 STDERR_TAIL_LINES = 60
+STDERR_LINE_CHARS = 2000
 MAX_DIAGNOSTIC_LINES = 10_000  # non-JSON stdout lines kept per turn
 TOOL_ARGUMENT_WIDTH = 80
 
@@ -272,12 +274,8 @@ class CliProvider(ABC):
         options = self._options(turn.options)
         for notice in self._option_notices(turn.options, options):
             yield notice
-        cli_turn, replayed = self._prepare(turn, options)
-        if replayed:
-            yield Notice(
-                f"{self.name}: no session id to resume; replaying {replayed} earlier "
-                "messages in the prompt of a new session"
-            )
+        # History without a session id is replayed in the prompt (the engine says so).
+        cli_turn, _ = self._prepare(turn, options)
         command = self.build_command(cli_turn)
         # The CLI's own defaults first (e.g. IS_SANDBOX), so the user can override them.
         env = {**os.environ, **command.env, **options.env, **_strings(turn.env)}
@@ -287,7 +285,7 @@ class CliProvider(ABC):
         with contextlib.ExitStack() as turn_files:
             self.prepare_env(cli_turn, env, turn_files)
             command = self.prepare_command(command, parser, turn_files)
-            run = _Run(self, command, env, Path(turn.working_dir))
+            run = _Run(self, command, env, Path(turn.working_dir), turn.max_reply_bytes)
             async with contextlib.aclosing(run.lines()) as lines:
                 async for line in lines:
                     for event in parse_line(parser, line, run.diagnostics):
@@ -497,11 +495,41 @@ def parse_line(parser: OutputParser, line: str, diagnostics: list[str]) -> list[
         event = None
     if not isinstance(event, dict):
         # A banner or warning on stdout: kept for error messages, within bounds.
+        if isinstance(diagnostics, DiagnosticLines):
+            diagnostics.keep(text)
+            return []
         if len(diagnostics) >= MAX_DIAGNOSTIC_LINES:
             del diagnostics[: MAX_DIAGNOSTIC_LINES // 10]
         diagnostics.append(text)
         return []
     return parser.feed(event)
+
+
+class DiagnosticLines(list[str]):
+    """A turn's stdout lines that are not JSON events (banners, warnings, a pretty-printed
+    JSON document), kept for error messages and `parse_whole_document`: at most
+    `MAX_DIAGNOSTIC_LINES` lines and `max_chars` characters (the turn's reply bound), the
+    oldest dropped first. A CLI printing garbage without end costs no more than that."""
+
+    def __init__(self, max_chars: int = DEFAULT_MAX_REPLY_BYTES) -> None:
+        super().__init__()
+        self.max_chars = max_chars
+        self.chars = 0
+
+    def keep(self, line: str) -> None:
+        line = line[: self.max_chars]
+        self.append(line)
+        self.chars += len(line)
+        drop = 0
+        while self.chars > self.max_chars or len(self) - drop > MAX_DIAGNOSTIC_LINES:
+            self.chars -= len(self[drop])
+            drop += 1
+        if drop:
+            del self[:drop]
+
+    def clear(self) -> None:
+        super().clear()
+        self.chars = 0
 
 
 def parse_whole_document(parser: OutputParser, diagnostics: list[str]) -> list[ProviderEvent]:
@@ -516,6 +544,12 @@ def parse_whole_document(parser: OutputParser, diagnostics: list[str]) -> list[P
         return []
     diagnostics.clear()
     return parser.feed(document)
+
+
+def usage_count(value: Any) -> int:
+    """A token count from a CLI's output to add up; what is no count (`NaN`, `1e400`, a
+    negative or fractional number, text) adds nothing, instead of crashing the turn."""
+    return token_count(value) or 0
 
 
 def _env_value(value: Any) -> str:
@@ -552,14 +586,19 @@ class _Run:
     """One CLI process: started in its own group, read line by line, always cleaned up."""
 
     def __init__(
-        self, provider: CliProvider, command: Command, env: dict[str, str], cwd: Path
+        self,
+        provider: CliProvider,
+        command: Command,
+        env: dict[str, str],
+        cwd: Path,
+        max_chars: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self.provider = provider
         self.command = command
         self.env = env
         self.cwd = cwd
         self.returncode: int | None = None
-        self.diagnostics: list[str] = []
+        self.diagnostics = DiagnosticLines(max_chars)
         self.stderr_lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
 
     async def lines(self) -> AsyncIterator[str]:
@@ -618,6 +657,8 @@ class _Run:
                 limit=STDOUT_LINE_LIMIT,
                 eof_grace=provider.eof_grace,
                 kill_grace=provider.kill_grace,
+                # Nothing a turn started (the CLI's tools' processes) outlives the turn.
+                contain=True,
             )
         except OSError as error:
             reason = error.strerror or str(error)
@@ -633,8 +674,8 @@ class _Run:
             if not raw:
                 return
             line = _ANSI_ESCAPE.sub("", raw.decode("utf-8", errors="replace")).strip()
-            if line:
-                self.stderr_lines.append(line)
+            if line:  # cut: only the start of a line is ever shown
+                self.stderr_lines.append(line[:STDERR_LINE_CHARS])
 
     def stderr_summary(self, noise: tuple[str, ...]) -> str:
         """The CLI's explanation on stderr: its first `Error…` line, else its last lines."""

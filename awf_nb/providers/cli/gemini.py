@@ -39,6 +39,7 @@ from awf_nb.providers.cli.base import (
     mcp_server_entry,
     readable_error,
     short_argument,
+    usage_count,
 )
 
 # Exit status of a headless gemini whose --resume names no known session.
@@ -279,6 +280,6 @@ def _document_stats(stats: Any) -> dict[str, int]:
     for model in (models or {}).values():
         tokens = model.get("tokens") if isinstance(model, dict) else None
         if isinstance(tokens, dict):
-            totals["input_tokens"] += int(tokens.get("prompt") or 0)
-            totals["output_tokens"] += int(tokens.get("candidates") or 0)
+            totals["input_tokens"] += usage_count(tokens.get("prompt"))
+            totals["output_tokens"] += usage_count(tokens.get("candidates"))
     return totals

@@ -31,6 +31,7 @@ from awf_nb.providers.cli.base import (
     TurnOutcome,
     readable_error,
     short_argument,
+    usage_count,
 )
 
 
@@ -137,8 +138,8 @@ class OpencodeParser(OutputParser):
         tokens = part.get("tokens")
         if isinstance(tokens, dict):
             self._counted = True
-            self._input_tokens += int(tokens.get("input") or 0)
-            self._output_tokens += int(tokens.get("output") or 0)
+            self._input_tokens += usage_count(tokens.get("input"))
+            self._output_tokens += usage_count(tokens.get("output"))
         cost = part.get("cost")
         if isinstance(cost, int | float):
             self._cost += float(cost)

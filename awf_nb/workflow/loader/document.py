@@ -47,9 +47,6 @@ class _Document:
     def warn(self, message: str, path: str, hint: str | None = None) -> None:
         self.problems.append(self.problem(message, path, severity="warning", hint=hint))
 
-    def has_errors(self) -> bool:
-        return any(p.severity == "error" for p in self.problems)
-
 
 def _located(problem: Problem, doc: _Document) -> Problem:
     """Fill in the file and position of a problem reported by `checks` without them."""

@@ -216,3 +216,21 @@ def shell() -> Iterator[Any]:
     ip = InteractiveShell.instance()
     ip.extension_manager.load_extension("awf_nb")
     yield ip
+
+
+# Names the `%%awf` / `%awf` tests bind in the shell's namespace (`--out NAME`, `_awf`): the
+# shell is shared by a module, so each test starts without the previous test's handles.
+BOUND_NAMES = ("_awf", "h", "chat", "result", "recorded", "replayed")
+
+
+@pytest.fixture
+def ip(shell: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The module's shell working in `tmp_path`, with its own run store and no handles left
+    by an earlier test; `autoawait` is back on afterwards for a test that turned it off."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWF_STORAGE", str(tmp_path / "storage"))
+    monkeypatch.delenv("AWF_NO_INTERACTIVE", raising=False)
+    for name in BOUND_NAMES:
+        shell.user_ns.pop(name, None)
+    yield shell
+    shell.autoawait = True

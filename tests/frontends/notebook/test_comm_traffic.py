@@ -19,9 +19,10 @@ import comm
 import pytest
 from comm.base_comm import BaseComm
 
-from awf_nb.api import load, prepare_run
+from awf_nb.api import load
 from awf_nb.engine import events as ev
 from awf_nb.frontends.notebook.panel import FLUSH_INTERVAL, RunPanel
+from awf_nb.runs import prepare_run
 
 TOKENS = 1000
 STREAM_SECONDS = 5.0
@@ -106,7 +107,7 @@ states:
 async def test_a_five_second_stream_of_1000_tokens_sends_few_messages(traffic: Traffic) -> None:
     workflow = load(long_reply_workflow(TOKENS, STREAM_SECONDS * 1000 / TOKENS))
     panel = WindowedPanel(workflow.name, traffic=traffic)
-    runner = prepare_run(workflow, {}, sink=panel, store=None)
+    runner = prepare_run(workflow, sink=panel, storage=False).runner
     stats_before = (panel.stats.flushes, panel.stats.updates)
 
     state = await asyncio.wait_for(runner.execute(), timeout=60)
@@ -155,7 +156,7 @@ states:
 """
     workflow = load(text)
     panel = RunPanel(workflow.name)
-    runner = prepare_run(workflow, {}, sink=panel, store=None)
+    runner = prepare_run(workflow, sink=panel, storage=False).runner
     first_reply: list[tuple[Any, int]] = []  # (the reply widget, traffic mark when finished)
 
     original = RunPanel.emit

@@ -10,16 +10,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+from IPython.core.interactiveshell import InteractiveShell
 
 from awf_nb.api import RunResult
 from awf_nb.frontends.notebook.handle import AwfCellError, RunHandle
 from awf_nb.frontends.notebook.parsers import expand_braces
+from tests.support.notebook import cell
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -74,28 +74,6 @@ states:
     on_success: done
   done: {type: terminal}
 """
-
-
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.extension_manager.load_extension("awf_nb")
-    yield ip
-
-
-@pytest.fixture
-def ip(
-    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> InteractiveShell:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("AWF_STORAGE", str(tmp_path / "storage"))
-    monkeypatch.delenv("AWF_NO_INTERACTIVE", raising=False)
-    for name in ("_awf", "h", "chat", "result"):
-        shell.user_ns.pop(name, None)
-    return shell
-
-
-def cell(ip: InteractiveShell, text: str) -> ExecutionResult:
-    return ip.run_cell(text, store_history=False)
 
 
 def test_a_cell_runs_its_workflow_and_binds_the_handle(ip: InteractiveShell, capsys) -> None:

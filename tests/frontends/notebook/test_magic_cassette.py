@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+from IPython.core.interactiveshell import InteractiveShell
 
 from awf_nb.frontends.notebook.handle import AwfCellError
+from tests.support.notebook import cell
 
 CHAT = """\
 name: chat
@@ -26,22 +27,6 @@ states:
     type: terminal
     message: "{{.states.talk.Conversation.TotalTurns}} replies"
 """
-
-
-@pytest.fixture
-def ip(
-    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> InteractiveShell:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("AWF_STORAGE", str(tmp_path / "storage"))
-    monkeypatch.delenv("AWF_NO_INTERACTIVE", raising=False)
-    for name in ("_awf", "recorded", "replayed"):
-        shell.user_ns.pop(name, None)
-    return shell
-
-
-def cell(ip: InteractiveShell, text: str) -> ExecutionResult:
-    return ip.run_cell(text, store_history=False)
 
 
 def test_a_cell_recorded_then_replayed_prints_and_returns_the_same(

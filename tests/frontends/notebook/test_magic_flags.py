@@ -11,16 +11,16 @@ import argparse
 
 import pytest
 
-from awf_nb import cli
+from awf_nb.frontends import cli, commands
 from awf_nb.frontends.notebook.parsers import (
     NOTEBOOK_RUN_FLAGS,
     build_cell_parser,
     build_line_parser,
 )
 
-# Not compared: help, which each parser has; `--debug`, the `awf` program's own flag (in a
-# notebook, %tb shows a traceback).
-NOT_COMPARED = {"-h", "--help", "--debug"}
+# Not compared: help, which each parser has; `--debug` and `--verbose`, the `awf` program's
+# own flags (in a notebook, %tb shows a traceback and AWF_LOG sets what is logged).
+NOT_COMPARED = {"-h", "--help", "--debug", "-v", "--verbose"}
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -45,10 +45,10 @@ MAGIC_COMMANDS = _subparsers(build_line_parser())
 
 
 def test_every_awf_command_is_a_percent_awf_command() -> None:
-    assert set(MAGIC_COMMANDS) == set(CLI_COMMANDS) == set(cli.COMMANDS)
+    assert set(MAGIC_COMMANDS) == set(CLI_COMMANDS) == set(commands.COMMANDS)
 
 
-@pytest.mark.parametrize("name", sorted(cli.COMMANDS))
+@pytest.mark.parametrize("name", sorted(commands.COMMANDS))
 def test_a_percent_awf_command_has_the_cli_flags_and_only_the_notebook_run_flags_besides(
     name: str,
 ) -> None:

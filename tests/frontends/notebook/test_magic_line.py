@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+from IPython.core.interactiveshell import InteractiveShell
 
 from awf_nb.frontends.notebook.handle import AwfCellError
+from tests.support.notebook import cell as line
 
 GOOD = """\
 name: good
@@ -32,31 +32,17 @@ states:
 """
 
 
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.extension_manager.load_extension("awf_nb")
-    yield ip
-
-
 @pytest.fixture
-def ip(
-    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> InteractiveShell:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("AWF_STORAGE", str(tmp_path / "storage"))
+def ip(ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> InteractiveShell:
+    """The notebook `ip` (conftest.py) with a workflow folder of its own: `good` and `flaky`
+    found by name, `bad.yaml` invalid, no user configuration."""
     monkeypatch.delenv("AWF_WORKFLOWS_PATH", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     (tmp_path / "workflows").mkdir()
     (tmp_path / "workflows" / "good.yaml").write_text(GOOD)
     (tmp_path / "workflows" / "flaky.yaml").write_text(FLAKY)
     (tmp_path / "bad.yaml").write_text("name: bad\nstates:\n  initial: nowhere\n")
-    for name in ("_awf", "h"):
-        shell.user_ns.pop(name, None)
-    return shell
-
-
-def line(ip: InteractiveShell, text: str) -> ExecutionResult:
-    return ip.run_cell(text, store_history=False)
+    return ip
 
 
 def test_run_a_workflow_by_name(ip: InteractiveShell, capsys) -> None:

@@ -1,7 +1,9 @@
 """Run modes: the cell transformer, the mode choice, and the panel driven through the magic.
 
 A kernel is emulated where it matters: `in_kernel` and `kernel_version` are patched so the
-magic draws the widget panel and decides as it would on ipykernel 6.29 or 7.4. Clicks come
+magic draws the widget panel and decides as it would on ipykernel 6.29 or 7.4 (the tests
+named `reported_kernel_…` run in this process, with that version reported; real kernels
+are driven in test_kernel_runs.py). Clicks come
 from another thread, as ipykernel 7 subshells deliver them.
 """
 
@@ -9,11 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+from IPython.core.interactiveshell import InteractiveShell
 
 from awf_nb.api import load
 from awf_nb.frontends import connect
@@ -26,9 +27,10 @@ from awf_nb.frontends.notebook.run_mode import (
     workflow_needs_input,
 )
 from awf_nb.frontends.notebook.transformer import make_transformer
+from tests.support.notebook import cell
+from tests.support.panel_widgets import click
 from tests.support.waiting import wait_until
 
-CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
 WAIT_SECONDS = 20.0
 
 CHAT = """\
@@ -168,32 +170,9 @@ def test_no_rewrite_without_asyncio_autoawait() -> None:
 # --- through a shell --------------------------------------------------------------------------
 
 
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.extension_manager.load_extension("awf_nb")
-    yield ip
-
-
-@pytest.fixture
-def ip(
-    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[InteractiveShell]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("AWF_STORAGE", str(tmp_path / "storage"))
-    monkeypatch.delenv("AWF_NO_INTERACTIVE", raising=False)
-    for name in ("_awf", "chat", "result"):
-        shell.user_ns.pop(name, None)
-    yield shell
-    shell.autoawait = True
-
-
 def as_kernel(monkeypatch: pytest.MonkeyPatch, version: tuple[int, ...]) -> None:
     monkeypatch.setattr(connect, "in_kernel", lambda shell=None: True)
     monkeypatch.setattr(magic, "kernel_version", lambda shell: version)
-
-
-def cell(ip: InteractiveShell, text: str) -> ExecutionResult:
-    return ip.run_cell(text, store_history=False)
 
 
 def give_up(ip: InteractiveShell) -> None:
@@ -216,11 +195,11 @@ def person_in_another_thread(ip: InteractiveShell, messages: list[str]) -> threa
             for message in messages:
                 wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
                 panel.input.text.value = message
-                panel.input.send_button._handle_msg(CLICK)
+                click(panel.input.send_button)
                 shown = lambda m=message: any(c.value == m for c in section.body.children)  # noqa: E731
                 wait_until(shown, "the message in the chat")
             wait_until(lambda: not panel.input.end_button.disabled, "the last prompt")
-            panel.input.end_button._handle_msg(CLICK)
+            click(panel.input.end_button)
         except BaseException as exc:  # reported by the test
             errors.append(exc)
             give_up(ip)
@@ -231,7 +210,7 @@ def person_in_another_thread(ip: InteractiveShell, messages: list[str]) -> threa
     return thread
 
 
-def test_on_ipykernel_7_4_the_cell_awaits_a_conversation_driven_by_clicks(
+def test_reported_kernel_7_4_the_cell_awaits_a_conversation_driven_by_clicks(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     as_kernel(monkeypatch, (7, 4, 0))
@@ -249,7 +228,7 @@ def test_on_ipykernel_7_4_the_cell_awaits_a_conversation_driven_by_clicks(
     assert "completed" in handle.panel.status.value
 
 
-def test_on_ipykernel_6_a_conversation_runs_in_the_background(
+def test_reported_kernel_6_a_conversation_runs_in_the_background(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     as_kernel(monkeypatch, (6, 29, 5))
@@ -272,7 +251,7 @@ def test_on_ipykernel_6_a_conversation_runs_in_the_background(
 
 
 @pytest.mark.parametrize("line", ["--reply ''", "--no-interactive"])
-def test_on_ipykernel_6_a_run_without_input_still_awaits(
+def test_reported_kernel_6_a_run_without_input_still_awaits(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, line: str
 ) -> None:
     as_kernel(monkeypatch, (6, 29, 5))
@@ -308,7 +287,7 @@ def test_stop_at_the_prompt_cancels_an_awaiting_run(
             wait_until(lambda: "chat" in ip.user_ns, "the handle")
             panel = ip.user_ns["chat"].panel
             wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
-            panel.input.stop_button._handle_msg(CLICK)
+            click(panel.input.stop_button)
         except AssertionError:
             give_up(ip)  # the assertions below then report what went wrong
 
@@ -349,14 +328,15 @@ def test_headless_panel_runs_show_the_summary(
 
 
 async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveShell) -> None:
-    from awf_nb.api import prepare_run
     from awf_nb.frontends.notebook.panel import RunPanel
     from awf_nb.frontends.notebook.reader import WidgetReader
+    from awf_nb.runs import prepare_run
 
     workflow = load(CHAT)
     panel = RunPanel(workflow.name, interactive=True)
-    runner = prepare_run(workflow, {}, reader=WidgetReader(), sink=panel, store=None)
-    handle = magic.RunHandle(runner, panel=panel, name="chat")
+    reader = WidgetReader()
+    runner = prepare_run(workflow, reader=reader, sink=panel, storage=False).runner
+    handle = magic.RunHandle(runner, panel=panel, reader=reader, name="chat")
     magics = magic.AwfMagics(shell)
     cell_task = asyncio.create_task(magics._run_async(handle, "await"))
     async with asyncio.timeout(WAIT_SECONDS):
@@ -369,3 +349,24 @@ async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveS
 
     assert handle.state.status == "cancelled"
     assert "cancelled" in panel.status.value
+
+
+def test_a_recorded_notebook_conversation_keeps_what_the_person_typed(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With --record, the panel's text box is read through the cassette's recorder: the
+    typed messages reach the run, and the cassette holds them for the replay."""
+    as_kernel(monkeypatch, (7, 4, 0))
+    person = person_in_another_thread(ip, ["Typed in the panel"])
+
+    outcome = cell(ip, "%%awf --out chat --record chat.cassette.jsonl\n" + CHAT)
+    person.join(timeout=WAIT_SECONDS)
+
+    assert not person.errors, person.errors  # type: ignore[attr-defined]
+    assert outcome.success, outcome.error_in_exec
+    recorded = (tmp_path / "chat.cassette.jsonl").read_text()
+    assert '"text": "Typed in the panel"' in recorded.replace('":"', '": "')
+    outcome = cell(ip, "%%awf --out chat --replay chat.cassette.jsonl\n" + CHAT)
+    assert outcome.success, outcome.error_in_exec
+    turns = ip.user_ns["chat"].result().steps["talk"].conversation.turns
+    assert "Typed in the panel" in [t.content for t in turns]

@@ -4,37 +4,24 @@ typing are delivered exactly as the browser sends them (`_handle_msg` with `buff
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import ipywidgets as widgets
 import pytest
 
-from awf_nb.api import load, prepare_run
+from awf_nb.api import load
 from awf_nb.engine import events as ev
 from awf_nb.frontends.notebook.handle import AwfCellError, RunHandle
 from awf_nb.frontends.notebook.panel import RunPanel
+from awf_nb.frontends.notebook.panel_controls import SEND_PATIENCE, SEND_SETTLE
 from awf_nb.frontends.notebook.panel_items import clean_output, render_markdown
 from awf_nb.frontends.notebook.panel_static import static_html
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.frontends.notebook.stream_view import StreamHTML
+from awf_nb.runs import prepare_run
+from tests.support.panel_widgets import click, find, type_into
 from tests.support.waiting import until
 
-CLICK = {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
 WAIT_SECONDS = 20.0
-
-
-def click(button: widgets.Button) -> None:
-    button._handle_msg(CLICK)
-
-
-def type_into(box: widgets.Textarea, text: str) -> None:
-    """What the browser sends when the text box changes."""
-    box._handle_msg(
-        {
-            "content": {"data": {"method": "update", "state": {"value": text}, "buffer_paths": []}},
-            "buffers": [],
-        }
-    )
 
 
 def conversation(replies: list[str], delay_ms: int = 0) -> str:
@@ -62,8 +49,8 @@ def start(yaml_text: str, *, interactive: bool = True) -> tuple[RunPanel, RunHan
     workflow = load(yaml_text)
     panel = RunPanel(workflow.name, interactive=interactive)
     reader = WidgetReader() if interactive else None
-    runner = prepare_run(workflow, {}, reader=reader, sink=panel, store=None)
-    handle = RunHandle(runner, panel=panel, name="chat")
+    runner = prepare_run(workflow, reader=reader, sink=panel, storage=False).runner
+    handle = RunHandle(runner, panel=panel, reader=reader, name="chat")
     handle.start()
     return panel, handle
 
@@ -75,13 +62,6 @@ def bubbles(panel: RunPanel, step: str = "talk") -> list[tuple[str, str]]:
         for child in section.body.children
         if isinstance(child, widgets.HTML | StreamHTML)
     ]
-
-
-def find(widget: widgets.Widget, kind: type) -> list[Any]:
-    found = [widget] if isinstance(widget, kind) else []
-    for child in getattr(widget, "children", ()):
-        found.extend(find(child, kind))
-    return found
 
 
 async def test_a_conversation_driven_only_by_clicks_completes() -> None:
@@ -176,12 +156,21 @@ async def test_stop_at_the_prompt_cancels_the_run() -> None:
         handle.result()
     assert "cancelled" in panel.status.value
     assert panel.input.widget not in panel.widget.children
-    # A late click does nothing: no message is taken, nothing on the panel changes.
-    shown = (panel.status.value, tuple(panel.widget.children))
+    # A late click does nothing: the text typed is not taken as a message, and the panel
+    # says nothing of it (no note asking for a message, no new status).
+    reader = panel.input.reader
+    assert reader is not None
+    shown = (panel.status.value, tuple(panel.widget.children), tuple(panel.notes.children))
     transcript = [t.content for t in handle.state.steps["talk"].conversation.turns]
+    type_into(panel.input.text, "too late")
     click(panel.input.send_button)
-    await asyncio.sleep(0.01)
-    assert (panel.status.value, tuple(panel.widget.children)) == shown
+    # Send reads the box SEND_SETTLE after the click, again until SEND_PATIENCE has passed:
+    # a timer set after the click's handling, that much later, fires after all of it.
+    window = asyncio.Event()
+    panel.on_loop(lambda: panel.later(SEND_SETTLE + SEND_PATIENCE, window.set))
+    await asyncio.wait_for(window.wait(), WAIT_SECONDS)
+    assert reader.queued == ()
+    assert (panel.status.value, tuple(panel.widget.children), tuple(panel.notes.children)) == shown
     assert [t.content for t in handle.state.steps["talk"].conversation.turns] == transcript
     assert handle.state.status == "cancelled"
 
@@ -272,11 +261,12 @@ async def test_streamed_text_is_sent_at_flushes_not_per_token() -> None:
 
     for _ in range(100):
         panel.emit(ev.AgentText("r", "a", "tok "))
-    await asyncio.sleep(0.12)
+    assert panel.stats.flushes == 0  # 100 tokens, nothing sent yet: they wait for the timer
+    await until(lambda: panel.stats.flushes > 0, "the flusher's timer")
+    assert (panel.stats.flushes, panel.stats.updates) == (1, 1)  # one update for them all
     panel.emit(ev.TurnFinished("r", "a", 1, tokens=100, duration=0.1, text="tok " * 100))
 
-    assert 1 <= len(sent) <= 3
-    assert sent[-1].count("tok") == 100
+    assert sent[-1].count("tok") == 100  # the reply's final text
 
 
 async def test_tool_uses_warnings_and_logs_are_shown() -> None:

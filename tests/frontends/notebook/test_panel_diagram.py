@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from awf_nb.api import load, prepare_run
+from awf_nb.api import load
 from awf_nb.frontends.notebook.diagram import MERMAID_MIME
 from awf_nb.frontends.notebook.panel import RunPanel
+from awf_nb.runs import prepare_run
 from tests.support.waiting import until
 
 WORKFLOW = """
@@ -28,7 +29,7 @@ def mermaid(panel: RunPanel) -> str:
 async def test_the_diagram_is_off_by_default_and_sends_nothing() -> None:
     workflow = load(WORKFLOW.replace("sleep 30", "echo two"))
     panel = RunPanel(workflow.name, workflow=workflow)
-    state = await prepare_run(workflow, {}, sink=panel, store=None).execute()
+    state = await prepare_run(workflow, sink=panel, storage=False).runner.execute()
     assert state.status == "completed"
     assert panel.diagram_toggle.value is False
     assert panel.diagram.outputs == ()
@@ -38,7 +39,7 @@ async def test_the_diagram_is_off_by_default_and_sends_nothing() -> None:
 async def test_the_running_step_is_highlighted_and_finished_ones_marked() -> None:
     workflow = load(WORKFLOW)
     panel = RunPanel(workflow.name, workflow=workflow)
-    runner = prepare_run(workflow, {}, sink=panel, store=None)
+    runner = prepare_run(workflow, sink=panel, storage=False).runner
     task = asyncio.create_task(runner.execute())
     try:
         await until(lambda: "second" in panel._sections, "the second step to start")

@@ -16,7 +16,7 @@ from awf_nb.frontends.notebook.panel import RunPanel
 from awf_nb.frontends.notebook.panel_static import static_html
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.frontends.notebook.stream_view import StreamHTML
-from tests.frontends.notebook.test_panel import click, find
+from tests.support.panel_widgets import click, find, type_into
 from tests.support.waiting import until
 
 ARGS = '{"command": "ls -la"}'
@@ -86,7 +86,7 @@ async def test_a_call_is_a_block_after_the_reply_text_that_led_to_it() -> None:
 
     (_, block) = items(panel)
     call = "({&quot;command&quot;: &quot;ls -la&quot;})"
-    assert f"{call} → total 0 (+1 line) · 0.1 s</summary>" in block[1]
+    assert f"{call} → total 0 (+1 line) · 0.12 s</summary>" in block[1]
     assert "<pre>total 0\na.txt\n</pre>" in block[1]
     assert "running" not in block[1]
 
@@ -156,7 +156,7 @@ def test_errors_refusals_and_interruptions_are_said_plainly() -> None:
     assert '<span class="awf-tool-error">error: no such file</span>' in error
     assert '<pre class="awf-tool-error">no such file</pre>' in error
     assert '→ <span class="awf-tool-refused">refused</span></summary>' in refused
-    assert '<span class="awf-tool-refused">interrupted</span> · 2.0 s' in interrupted
+    assert '<span class="awf-tool-refused">interrupted</span> · 2.00 s' in interrupted
 
 
 def test_everything_the_model_and_the_tool_wrote_is_escaped() -> None:
@@ -262,12 +262,16 @@ async def test_stop_while_waiting_cancels_the_question_and_the_buttons_go() -> N
     assert box.children == (box.children[0],)
     assert buttons(panel) == ["Send", "End conversation", "Stop"]
     assert "interrupted" in items(panel)[0][1]
-    click(allow)  # a click on the button that just went: nothing answers a later question
-    await asyncio.sleep(0.01)
+    status = panel.status.value
+    click(allow)  # a click on the button that just went: it changes nothing...
+    handled = asyncio.Event()
+    panel.on_loop(handled.set)  # queued after the click's own handling, which runs first
+    await asyncio.wait_for(handled.wait(), 5)
+    assert panel.status.value == status
     panel.emit(started("c2"))
     second = asyncio.create_task(ask(panel, reader, "c2"))
-    await until(lambda: reader.confirming, "the next question")
-    assert not second.done()
+    await until(lambda: reader.confirming or second.done(), "the next question")
+    assert not second.done()  # ...and answers no later question
     second.cancel()
 
 
@@ -336,21 +340,25 @@ states:
 """
 
 
-async def test_allow_and_deny_in_a_real_run(tmp_path: Any) -> None:
-    from awf_nb.api import load, prepare_run
+async def test_allow_and_deny_through_the_engine_with_a_scripted_model(tmp_path: Any) -> None:
+    from awf_nb.api import load
     from awf_nb.frontends.notebook.handle import RunHandle
     from awf_nb.providers.scripted import ScriptedProvider
-    from tests.frontends.notebook.test_panel import type_into
+    from awf_nb.runs import prepare_run
 
     workflow = load(TOOLS_CHAT)
     panel = RunPanel(workflow.name, interactive=True)
     reader = WidgetReader()
     model = ScriptedProvider()
     runner = prepare_run(
-        workflow, {}, reader=reader, sink=panel, store=None, cwd=tmp_path,
+        workflow,
+        reader=reader,
+        sink=panel,
+        storage=False,
+        cwd=tmp_path,
         providers=lambda name: model,
-    )  # fmt: skip
-    handle = RunHandle(runner, panel=panel, name="tidy")
+    ).runner
+    handle = RunHandle(runner, panel=panel, reader=reader, name="tidy")
     handle.start()
 
     await until(lambda: "Allow" in buttons(panel), "the question about the first call")
@@ -403,18 +411,24 @@ states:
 async def test_stop_during_a_running_call_interrupts_it_and_opens_the_prompt(
     tmp_path: Any,
 ) -> None:
-    from awf_nb.api import load, prepare_run
+    from awf_nb.api import load
     from awf_nb.frontends.notebook.handle import RunHandle
     from awf_nb.providers.scripted import ScriptedProvider
+    from awf_nb.runs import prepare_run
 
     workflow = load(SLOW_TOOL)
     panel = RunPanel(workflow.name, interactive=True)
     model = ScriptedProvider()
+    reader = WidgetReader()
     runner = prepare_run(
-        workflow, {}, reader=WidgetReader(), sink=panel, store=None, cwd=tmp_path,
+        workflow,
+        reader=reader,
+        sink=panel,
+        storage=False,
+        cwd=tmp_path,
         providers=lambda name: model,
-    )  # fmt: skip
-    handle = RunHandle(runner, panel=panel, name="slow")
+    ).runner
+    handle = RunHandle(runner, panel=panel, reader=reader, name="slow")
     handle.start()
     await until(lambda: (tmp_path / "started").exists(), "the command to start")
     assert "running…" in items(panel)[-1][1]

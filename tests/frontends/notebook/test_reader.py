@@ -10,6 +10,7 @@ import pytest
 
 from awf_nb.engine.ports import Confirmer, InputReader
 from awf_nb.frontends.notebook.reader import WidgetReader
+from tests.support.waiting import until
 
 
 def test_it_is_an_input_reader() -> None:
@@ -29,22 +30,52 @@ async def test_submit_answers_the_pending_read() -> None:
     assert reader.prompts == ["> "]
 
 
-async def test_a_submit_from_another_thread_wakes_the_idle_loop_promptly() -> None:
+async def test_a_submit_from_another_thread_wakes_the_idle_loop_promptly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     reader = WidgetReader()
     read = asyncio.create_task(reader.read("> "))
     await asyncio.sleep(0)
+    assert reader.waiting
+    # The positive signal that the loop is idle: it has entered select() with the read
+    # pending (and nothing else to do).
+    idle = threading.Event()
+    selector = asyncio.get_running_loop()._selector  # type: ignore[attr-defined]
+    select = selector.select
+
+    def watched_select(timeout: float | None = None) -> object:
+        if reader.waiting:
+            idle.set()
+        return select(timeout)
+
+    monkeypatch.setattr(selector, "select", watched_select)
     submitted = []
 
     def click() -> None:
-        time.sleep(0.05)  # the loop is idle, blocked in select(), when the answer comes
+        assert idle.wait(30), "the loop never went idle"
         submitted.append(time.monotonic())
         reader.submit("from a subshell thread")
 
-    threading.Thread(target=click, daemon=True).start()
-    # The loop has nothing else to do: had the submit not woken it, nothing would, and the
-    # read would never finish (wait_for is only the hang guard).
-    text = await asyncio.wait_for(read, 30)
+    # The hang guard lives in a thread of its own: a timer on the loop would wake the loop
+    # itself, and the read would finish even if the submit had not woken it.
+    finished, woken_by_the_guard = threading.Event(), threading.Event()
+    loop = asyncio.get_running_loop()
 
+    def hang_guard() -> None:
+        if not finished.wait(30):
+            woken_by_the_guard.set()
+            loop.call_soon_threadsafe(read.cancel)
+
+    threading.Thread(target=hang_guard, daemon=True).start()
+    threading.Thread(target=click, daemon=True).start()
+    try:
+        text = await read
+    except asyncio.CancelledError:
+        text = None
+    finally:
+        finished.set()
+
+    assert not woken_by_the_guard.is_set(), "the submit did not wake the idle loop"
     assert text == "from a subshell thread"
     assert submitted, "the answer came from the other thread"
 
@@ -124,7 +155,9 @@ async def test_messages_and_answers_never_mix() -> None:
     reader = WidgetReader(asyncio.get_running_loop())
     reader.submit("y")  # a message typed early: for the next read, not for a question
     question = asyncio.create_task(reader.confirm("Allow Bash({})?"))
-    await asyncio.sleep(0.01)
+    # The question either waits for its buttons or (wrongly) took the message: whichever
+    # comes first decides, without waiting for a time.
+    await until(lambda: reader.confirming or question.done(), "the question to settle")
     assert not question.done()
 
     reader.answer(True)
@@ -147,7 +180,7 @@ async def test_a_cancelled_question_is_abandoned_and_a_late_answer_dropped() -> 
 
     reader.new_question()  # the panel shows the next question's buttons
     second = asyncio.create_task(reader.confirm("Allow Write({})?"))
-    await asyncio.sleep(0.01)
-    assert not second.done()
+    await until(lambda: reader.confirming or second.done(), "the second question to settle")
+    assert not second.done()  # the late answer to the cancelled one did not answer it
     reader.answer(False)
     assert await asyncio.wait_for(second, 1) is False

@@ -14,6 +14,8 @@ one repeats):
   hang          after printing, sleep 60 s (for cancel and timeout tests)
   spawn_child   start a child process (same group, inheriting stdout) that sleeps 60 s
   ignore_term   ignore SIGTERM, and so does the child (the provider must use SIGKILL)
+  repeat        [N, times]: print line N of the sample `times` times, without delay (an
+                agent that never stops, e.g. endless tool_use events)
 """
 
 import json
@@ -77,7 +79,12 @@ def print_sample(folder: Path, step: dict, number: int) -> None:
     name = step.get("sample", "")
     lines = (Path(os.environ["FAKE_CLI_SAMPLES"]) / name).read_text().splitlines() if name else []
     delay = float(step.get("delay", 0.005))
+    repeat_line, repeat_times = step.get("repeat", (-1, 0))
     for index, line in enumerate(lines):
+        if index == repeat_line:
+            for _ in range(repeat_times):
+                sys.stdout.write(line + "\n")
+            sys.stdout.flush()
         if step.get("gate") and index == len(lines) - 1:
             passed = wait_for(folder / "gate", 5.0)
             (folder / f"gate-{number}.json").write_text(json.dumps({"passed": passed}))

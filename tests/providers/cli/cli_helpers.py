@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support.processes import process_alive
 from tests.support.waiting import poll
 
 HERE = Path(__file__).parent
@@ -54,18 +55,7 @@ class FakeCli:
         return path.exists() and json.loads(path.read_text())["passed"]
 
 
-def is_alive(pid: int | None) -> bool:
-    """True while `pid` runs (a zombie nobody reaped yet counts as gone)."""
-    if pid is None:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 def wait_until_gone(pids: list[int | None], seconds: float = 3.0) -> list[int]:
     """The pids still alive after waiting up to `seconds` (a hang guard)."""
-    poll(lambda: not any(pid is not None and is_alive(pid) for pid in pids), seconds)
-    return [pid for pid in pids if pid is not None and is_alive(pid)]
+    poll(lambda: not any(pid is not None and process_alive(pid) for pid in pids), seconds)
+    return [pid for pid in pids if pid is not None and process_alive(pid)]

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import FakeCli, is_alive, wait_until_gone
+import yaml
+from cli_helpers import SAMPLES, FakeCli, wait_until_gone
 
+from awf_nb.api import arun
+from awf_nb.engine.events import RunWarning
 from awf_nb.engine.ports import (
     Final,
     Message,
@@ -41,6 +43,9 @@ from awf_nb.providers.cli.copilot import CopilotProvider
 from awf_nb.providers.cli.gemini import GeminiProvider
 from awf_nb.providers.cli.opencode import OpencodeProvider
 from tests.support import collect
+from tests.support.events import Collect
+from tests.support.processes import process_alive
+from tests.support.waiting import until
 
 
 def _after(argv: list[str], flag: str) -> str | None:
@@ -280,8 +285,9 @@ async def test_history_is_replayed_when_there_is_no_session_id(fake_cli: FakeCli
     ]
     events = await collect(cli.make().stream(turn(fake_cli, "and times 3?", history=history)))
 
-    notices = [n.message for n in only(events, Notice)]
-    assert any("replaying 2 earlier messages" in n for n in notices)
+    # The engine says that history is replayed, once per step (a notice here would be a
+    # second warning for the same event): see the test below.
+    assert only(events, Notice) == []
     [record] = fake_cli.records()
     assert cli.resumed_id(record["argv"]) is None
     prompt = cli.prompt_of(record)
@@ -294,6 +300,52 @@ async def test_history_is_replayed_when_there_is_no_session_id(fake_cli: FakeCli
     else:
         assert prompt.startswith("Be brief.\n\n")
     assert isinstance(events[-1], Final)
+
+
+async def test_a_session_replayed_in_a_later_step_is_one_warning(
+    fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    """`continue_from` a step whose CLI reported no session id: its turns are replayed in
+    the prompt of a new session, and the run says so once (not once per layer)."""
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    lines = (SAMPLES / "claude-turn1.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines if line.strip()]
+    for event in events:
+        event.pop("session_id", None)
+    (samples / "no-session.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (samples / "turn1.jsonl").write_text((SAMPLES / "claude-turn1.jsonl").read_text())
+    fake_cli.install("claude")
+    fake_cli.plan({"sample": "no-session.jsonl"}, {"sample": "turn1.jsonl"})
+    env = {**fake_cli.env, "FAKE_CLI_SAMPLES": str(samples)}
+    step = {"type": "agent", "provider": "claude", "options": {"env": env}}
+    workflow = {
+        "name": "seeded",
+        "states": {
+            "initial": "seed",
+            "seed": {**step, "prompt": "summarise", "conversation": {}, "on_success": "recall"},
+            "recall": {
+                **step,
+                "prompt": "now the risks",
+                "conversation": {"continue_from": "seed"},
+                "on_success": "done",
+            },
+            "done": {"type": "terminal"},
+        },
+    }
+    sink = Collect()
+    result = await arun(
+        yaml.safe_dump(workflow), {}, storage=False, cwd=fake_cli.workdir, sink=sink
+    )
+    assert result.ok, result.error
+    assert result.steps["seed"].conversation.session_id == ""
+    assert [w.message for w in sink.of(RunWarning)] == [
+        "step recall: claude has no session id to resume; replaying 2 earlier messages in "
+        "the prompt of a new session"
+    ]
+    _seed, second = fake_cli.records()
+    assert CLAUDE.resumed_id(second["argv"]) is None
+    assert "User: summarise" in (CLAUDE.prompt_of(second) or "")
 
 
 async def test_resumed_turn_ignores_history(fake_cli: FakeCli) -> None:
@@ -337,7 +389,7 @@ async def test_cancel_mid_stream_kills_the_process_group(fake_cli: FakeCli, cli:
     task = asyncio.create_task(consume())
     await asyncio.wait_for(first_text.wait(), 10)
     [record] = fake_cli.records()
-    assert is_alive(record["pid"]) and is_alive(record["child_pid"])
+    assert process_alive(record["pid"]) and process_alive(record["child_pid"])
     assert record["pgid"] == record["pid"]  # its own process group
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -391,9 +443,7 @@ async def test_aclose_kills_a_turn_still_running(fake_cli: FakeCli) -> None:
     fake_cli.plan({"sample": "codex-turn1.jsonl", "hang": True})
     provider = CODEX.make()
     task = asyncio.create_task(collect(provider.stream(turn(fake_cli))))
-    deadline = time.monotonic() + 10
-    while not (fake_cli.records() and provider._running) and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    await until(lambda: bool(fake_cli.records() and provider._running), "the CLI to start")
     await provider.aclose()
     [record] = fake_cli.records()
     assert wait_until_gone([record["pid"]], 1.0) == []

@@ -48,11 +48,11 @@ from awf_nb.providers.cli.gemini import GeminiProvider
 from awf_nb.providers.cli.mistral_vibe import MistralVibeProvider
 from awf_nb.providers.cli.opencode import OpencodeProvider
 from tests.support import collect
+from tests.support.peers import NPM_BIN
 
 pytestmark = pytest.mark.real_cli
 
 REPO = Path(__file__).resolve().parents[3]
-NPM_BIN = Path(os.environ.get("AWF_NPM_PREFIX") or REPO / ".npm-cli") / "node_modules" / ".bin"
 VIBE_BIN = Path(os.environ.get("AWF_VIBE_VENV") or REPO / ".vibe-cli") / "bin"
 # Generous: a cold start of a Node CLI on a busy 2-core machine takes seconds.
 TURN_TIMEOUT = 120.0

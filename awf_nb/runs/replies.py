@@ -1,7 +1,8 @@
 """A scripted `InputReader`: replies from a list, then end of input.
 
-Used by tests, by `awf run --reply TEXT`, and by headless notebook runs (`--reply`). It
-also answers tool-call confirmations (`confirm`), from the same list, in order.
+What `RunOptions(replies=[…])` answers a run with: `awf run --reply TEXT`, `%%awf --reply`,
+`awf_nb.run(…, replies=[…])`, an evaluation case's scripted replies, and tests. It also
+answers tool-call confirmations (`confirm`), from the same list, in order.
 """
 
 from __future__ import annotations

@@ -1,0 +1,20 @@
+"""The `awf` commands, shared by the `awf` program and the notebook's `%awf` (see
+`table.py`). Importing the package registers every command (the evaluation commands are
+in `frontends/eval_commands.py`)."""
+
+from __future__ import annotations
+
+from awf_nb.frontends.commands.table import COMMANDS, Command, command
+
+# isort: off
+# Imported in the order `awf --help` lists the commands (each module registers its own).
+from awf_nb.frontends.commands import workflows
+from awf_nb.frontends.commands import runs
+from awf_nb.frontends.commands import serve
+
+# isort: on
+from awf_nb.frontends import eval_commands  # awf eval, awf evals, awf eval-show
+
+eval_commands.register(command)
+
+__all__ = ["COMMANDS", "Command", "command", "runs", "serve", "workflows"]

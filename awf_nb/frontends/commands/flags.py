@@ -1,0 +1,187 @@
+"""The flags `awf run`, `awf resume` and `%%awf` share (inputs, replies, the simulated
+user, cassettes, `--yes`, storage, output), and what they ask of a run (`run_flags`: the
+fields of `RunOptions` they set)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from awf_nb.errors import UserError
+
+if TYPE_CHECKING:
+    from awf_nb.engine.partner import SimulatedUser
+
+__all__ = [
+    "configure_cassette",
+    "configure_dry_run",
+    "configure_run_io",
+    "configure_storage",
+    "run_flags",
+    "simulated_user",
+    "utf8",
+]
+
+
+def configure_run_io(parser: argparse.ArgumentParser) -> None:
+    """The flags `awf run` and `awf resume` share."""
+    parser.add_argument(
+        "-i",
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a workflow input (repeatable); NAME=@path reads the value from a file",
+    )
+    parser.add_argument(
+        "--reply",
+        action="append",
+        metavar="TEXT",
+        help="answer the next conversation turn with TEXT instead of reading stdin "
+        '(repeatable; --reply "" ends the conversation)',
+    )
+    parser.add_argument(
+        "--output",
+        choices=["streaming", "buffered", "silent"],
+        default=None,
+        help="show agent replies as they arrive (default), when complete, or not at all",
+    )
+    parser.add_argument(
+        "--simulate-user",
+        metavar="TEXT|@FILE",
+        help="an agent plays the person in every conversation; TEXT (or the file) is who it "
+        "is and what it wants",
+    )
+    parser.add_argument(
+        "--user-provider",
+        metavar="NAME",
+        help="the provider of the simulated user (default: local)",
+    )
+    parser.add_argument(
+        "--max-turns",
+        type=int,
+        metavar="N",
+        help="replies per conversation with the simulated user (default 5)",
+    )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="run tool calls that ask for confirmation (tools.confirm) without asking",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="run `provider: local` steps on this model instead of the bundled one: "
+        "ollama:NAME, openai:NAME, NAME@URL, a .gguf file or an agent CLI "
+        "(default: $AWF_MODEL)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the final run state as JSON")
+    configure_storage(parser)
+    configure_cassette(parser)
+
+
+def configure_cassette(parser: argparse.ArgumentParser) -> None:
+    """--record / --replay / --record-missing (one of them) and --replay-speed."""
+    cassette = parser.add_mutually_exclusive_group()
+    cassette.add_argument(
+        "--record",
+        metavar="PATH",
+        help="write every agent reply and conversation message to the cassette PATH",
+    )
+    cassette.add_argument(
+        "--replay",
+        metavar="PATH",
+        help="answer agent turns and conversation messages from the cassette PATH "
+        "(no provider is called)",
+    )
+    cassette.add_argument(
+        "--record-missing",
+        metavar="PATH",
+        help="replay the cassette PATH if it exists, else record it",
+    )
+    parser.add_argument(
+        "--replay-speed",
+        type=_replay_speed,
+        metavar="X",
+        help="with --replay (or --record-missing replaying): 0 replays at once (default), "
+        "1 at the recorded pace; "
+        "X multiplies the recorded delays",
+    )
+
+
+def _replay_speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (got {text})")
+    return value
+
+
+def run_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The `RunOptions` fields that `configure_run_io`'s flags set, the same for `awf run`,
+    `awf resume` and `%%awf`: the simulated user, the cassette, `--yes`, `--model`,
+    `--storage`."""
+    if args.replay_speed is not None and args.replay is None and args.record_missing is None:
+        raise UserError("--replay-speed only applies with --replay PATH")
+    persona = args.simulate_user
+    return {
+        "user": simulated_user(
+            None if persona is None else utf8(persona),
+            provider=args.user_provider,
+            max_turns=args.max_turns,
+        ),
+        "record": args.record,
+        "replay": args.replay,
+        "record_missing": args.record_missing,
+        "replay_speed": args.replay_speed or 0.0,
+        "yes": args.yes,
+        "model": args.model,
+        "storage": args.storage,
+    }
+
+
+def simulated_user(
+    persona: str | None, *, provider: str | None = None, max_turns: int | None = None
+) -> SimulatedUser | None:
+    """The simulated user `--simulate-user TEXT|@FILE [--user-provider P] [--max-turns N]`
+    asks for (None without a persona); `@FILE` reads the persona from a file."""
+    from awf_nb.engine.partner import SimulatedUser
+
+    if persona is None:
+        if provider is not None or max_turns is not None:
+            raise UserError("--user-provider and --max-turns need --simulate-user")
+        return None
+    if persona.startswith("@"):
+        from awf_nb.workflow.files import read_text_capped
+
+        path = Path(persona[1:]).expanduser()
+        try:
+            persona = read_text_capped(path)
+        except OSError as exc:
+            raise UserError(
+                f"--simulate-user {persona}: cannot read {path}: {exc.strerror or exc}"
+            ) from None
+    if not persona.strip():
+        raise UserError("--simulate-user: the persona is empty; say who the user is")
+    turns = 5 if max_turns is None else max_turns
+    if not 1 <= turns <= 1000:
+        raise UserError(f"--max-turns must be between 1 and 1000, got {turns}")
+    return SimulatedUser(persona=persona, provider=provider or "local", max_turns=turns)
+
+
+def utf8(text: str) -> str:
+    """argv text whose bytes were not UTF-8 (surrogate escapes), with U+FFFD for them."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def configure_storage(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage", metavar="DIR", help="where runs are stored")
+
+
+def configure_dry_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the resolved plan; run nothing"
+    )

@@ -1,0 +1,181 @@
+"""The commands about runs: `awf run`, `awf resume` (in this terminal), `awf status`,
+`awf history`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from awf_nb.errors import EXIT_CANCELLED, EXIT_EXECUTION
+from awf_nb.frontends.commands.flags import (
+    configure_dry_run,
+    configure_run_io,
+    configure_storage,
+    run_flags,
+    utf8,
+)
+from awf_nb.frontends.commands.table import command
+from awf_nb.frontends.commands.workflows import one_line
+
+if TYPE_CHECKING:
+    from awf_nb.runs.options import RunOptions
+    from awf_nb.runs.setup import PreparedRun
+
+
+def _configure_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("workflow", metavar="WORKFLOW", help="file path or workflow name")
+    configure_run_io(parser)
+    configure_dry_run(parser)
+
+
+def _in_terminal(args: argparse.Namespace, **fields: Any) -> RunOptions:
+    """The `RunOptions` of `awf run` / `awf resume`: the flags, shown in this terminal."""
+    from awf_nb.frontends.connect import FrontendChoice
+    from awf_nb.runs.options import RunOptions
+
+    replies = None
+    if args.reply is not None:  # argv bytes that are not UTF-8 are shown as U+FFFD
+        replies = [utf8(reply) for reply in args.reply]
+    output = args.output or ("silent" if args.json else "streaming")
+    return RunOptions(
+        replies=replies,
+        frontend=FrontendChoice("terminal", output=output),
+        **run_flags(args),
+        **fields,
+    )
+
+
+def _run_here(prepared: PreparedRun, args: argparse.Namespace) -> int:
+    from awf_nb.frontends.terminal import run_in_terminal
+
+    return _run_outcome(run_in_terminal(prepared.runner, prepared.frontend.view), args)
+
+
+def _ask_on_tty(spec: Any) -> str | None:
+    """Ask for a missing required input, only when a person is at the terminal."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None
+    hint = f" ({spec.description})" if spec.description else ""
+    try:
+        sys.stderr.write(f"{spec.name}{hint}: ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline()
+    except (OSError, KeyboardInterrupt):
+        return None
+    return answer.rstrip("\n") if answer else None
+
+
+def _run_outcome(state: Any, args: argparse.Namespace) -> int:
+    if args.json:
+        print(state.to_json())
+    if state.status == "completed":
+        return 0
+    if state.status == "cancelled":
+        print(
+            f"run {state.run_id} cancelled; continue it with: awf resume {state.run_id}",
+            file=sys.stderr,
+        )
+        return EXIT_CANCELLED
+    print(f"error: {state.error}", file=sys.stderr)
+    print(f"run {state.run_id} failed; retry with: awf resume {state.run_id}", file=sys.stderr)
+    return state.exit_code or EXIT_EXECUTION
+
+
+@command("run", "run a workflow", _configure_run)
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a workflow. Agent replies stream to stdout, progress goes to stderr.
+
+    In a conversation, type at the `> ` prompt; an empty line, `exit` or `quit` ends it.
+    Ctrl-C interrupts a streaming reply; at the prompt (or twice) it cancels the run.
+    """
+    from awf_nb.engine.inputs import parse_input_args
+    from awf_nb.engine.plan import describe_plan
+    from awf_nb.runs.setup import prepare_run
+    from awf_nb.workflow.loader import load_workflow
+
+    workflow = load_workflow(args.workflow)
+    given = parse_input_args(args.input, cwd=Path.cwd())
+    if args.dry_run:
+        print(describe_plan(workflow, given, user=run_flags(args)["user"]))
+        return 0
+    prepared = prepare_run(workflow, _in_terminal(args, inputs=given, ask=_ask_on_tty))
+    return _run_here(prepared, args)
+
+
+def _configure_resume(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID", help="the run (a unique prefix is enough)")
+    parser.add_argument(
+        "--from", dest="from_step", metavar="STEP", help="start at this step instead"
+    )
+    configure_run_io(parser)
+
+
+@command("resume", "continue a failed, cancelled or interrupted run", _configure_resume)
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Continue a run from the step it stopped at (or --from STEP), with the recorded
+    outputs of the steps before it. An interrupted conversation re-opens with its turns."""
+    from awf_nb.engine.inputs import parse_input_args
+    from awf_nb.runs.options import Resume
+    from awf_nb.runs.setup import prepare_run
+
+    given = parse_input_args(args.input, cwd=Path.cwd())
+    prepared = prepare_run(Resume(args.run_id, args.from_step), _in_terminal(args, inputs=given))
+    return _run_here(prepared, args)
+
+
+def _configure_status(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID", help="the run (a unique prefix is enough)")
+    parser.add_argument("--json", action="store_true", help="print the state file as JSON")
+    configure_storage(parser)
+
+
+@command("status", "show a run: status, steps, outputs, conversations", _configure_status)
+def cmd_status(args: argparse.Namespace) -> int:
+    from awf_nb.frontends.terminal_text import describe_state
+    from awf_nb.store import Store
+
+    store = Store(args.storage)
+    state = store.load_state(args.run_id)
+    if args.json:
+        from awf_nb.runs.results import status_json
+
+        print(status_json(state, store))
+    else:
+        print(describe_state(state))
+    return 0
+
+
+def _configure_history(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-w", "--workflow", metavar="NAME", help="only runs of this workflow")
+    parser.add_argument("-s", "--status", metavar="STATUS", help="only runs with this status")
+    parser.add_argument("-n", type=int, default=20, metavar="N", help="how many (default 20)")
+    parser.add_argument("--json", action="store_true", help="print the runs as JSON")
+    configure_storage(parser)
+
+
+@command("history", "list recent runs", _configure_history)
+def cmd_history(args: argparse.Namespace) -> int:
+    from awf_nb.engine.summary import format_duration
+    from awf_nb.store import Store
+
+    entries = Store(args.storage).history(workflow=args.workflow, status=args.status, limit=args.n)
+    if args.json:
+        print(json.dumps([e.as_dict() for e in entries], indent=2))
+        return 0
+    if not entries:
+        print("no runs yet", file=sys.stderr)
+        return 0
+    print(
+        f"{'RUN ID':<23}  {'WORKFLOW':<20}  {'STATUS':<9}  {'STARTED (UTC)':<19}  "
+        f"{'TIME':>10}  {'TOKENS':>6}"
+    )
+    for entry in entries:
+        started = entry.started_at.strftime("%Y-%m-%d %H:%M:%S")
+        print(
+            f"{entry.run_id:<23}  {one_line(entry.workflow, 20):<20}  {entry.status:<9}  "
+            f"{started:<19}  {format_duration(entry.duration):>10}  {entry.tokens:>6}"
+        )
+    return 0

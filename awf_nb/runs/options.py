@@ -1,0 +1,162 @@
+"""How to run a workflow: `RunOptions` (everything but the workflow), `Resume` (which run to
+continue), and the seam through which a frontend takes part (`Frontend`).
+
+`RunOptions` is one frozen object, checked when it is made, given to the one set-up
+function (`awf_nb.runs.prepare_run`) by every entry point: `awf run` / `awf resume`, the
+`%%awf` magic, `awf_nb.run` / `arun`, and evaluations (which make one per case).
+
+A frontend (`awf_nb.frontends.connect`) is chosen by the entry point and handed in as a
+`Frontend`: the set-up asks it once for its reader and sink (`open`), before the run is
+made, so nothing is connected to a run afterwards. This package imports no frontend.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from awf_nb.errors import UserError
+
+if TYPE_CHECKING:
+    from awf_nb.engine.inputs import AskFunction
+    from awf_nb.engine.partner import SimulatedUser
+    from awf_nb.engine.ports import EventSink, InputReader, ProviderFactory
+    from awf_nb.store import Store
+    from awf_nb.workflow.model import Limits, Workflow
+
+PathLike = str | os.PathLike[str]
+
+__all__ = ["Frontend", "FrontendIO", "FrontendRequest", "Resume", "RunOptions"]
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Continue the stored run `run_id` (a unique prefix is enough) at the step it stopped
+    at, or at `from_step`."""
+
+    run_id: str
+    from_step: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """Everything about a run that is not in the workflow file. All optional.
+
+    Who answers the conversations:
+      `replies` — messages given up front, in order, then end of input (`--reply`);
+      `reader` — an `InputReader` of your own; `user` — a `SimulatedUser` playing the
+      person in every conversation the person would answer; `interactive` — whether the
+      frontend may ask the person (a `> ` prompt, a text box) when neither `replies` nor
+      `reader` answers; `ask` — asks for a missing required input (the CLI, on a
+      terminal); `yes` — tool calls listed in `tools.confirm` run without asking.
+
+    How it is shown: `frontend` — a frontend chosen by the entry point
+      (`awf_nb.frontends.connect`); `sink` — an `EventSink` of your own, which replaces the
+      frontend's (the frontend may still ask). Neither: nothing is shown.
+
+    Cassettes (at most one of the three): `record=PATH` writes every provider turn and
+      person message (secrets masked); `replay=PATH` answers them from one, calling no
+      provider; `record_missing=PATH` replays PATH when it exists and records it when it
+      does not. `replay_speed` multiplies the recorded delays (0, the default: at once).
+
+    Where and with what: `storage` — a `Store`, a folder, True/None for the default
+      folder, False to keep nothing; `providers` — a provider factory of your own (the
+      registry's otherwise); `model` — what `provider: local` steps run on instead of the
+      bundled model (`ollama:llama3.2`, …; default: $AWF_MODEL; not with `providers`);
+      `cwd` (default: the working directory); `env` (default:
+      this process's environment); `limits` — `max_agent_turns`, `max_tokens`, `timeout`
+      on top of the workflow's own `limits:` (of each, the stricter applies).
+    """
+
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    replies: Sequence[str] | None = None
+    reader: InputReader | None = None
+    user: SimulatedUser | None = None
+    interactive: bool = True
+    ask: AskFunction | None = None
+    yes: bool = False
+    frontend: Frontend | None = None
+    sink: EventSink | None = None
+    record: PathLike | None = None
+    replay: PathLike | None = None
+    record_missing: PathLike | None = None
+    replay_speed: float = 0.0
+    storage: Store | PathLike | bool | None = None
+    providers: ProviderFactory | None = None
+    model: str | None = None
+    cwd: PathLike | None = None
+    env: Mapping[str, str] | None = None
+    limits: Limits | Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # Frozen: what the caller passed is copied, so changing their list later changes
+        # nothing here.
+        if self.replies is not None:
+            if isinstance(self.replies, str):
+                raise UserError("replies must be a list of messages, not one string")
+            object.__setattr__(self, "replies", tuple(self.replies))
+        object.__setattr__(self, "inputs", dict(self.inputs or {}))
+        given = [
+            name
+            for name in ("record", "replay", "record_missing")
+            if getattr(self, name) is not None
+        ]
+        if len(given) > 1:
+            raise UserError(f"{' and '.join(given)} cannot be used together: choose one")
+        if self.limits is not None:
+            object.__setattr__(self, "limits", _limits(self.limits))
+
+    @property
+    def working_dir(self) -> Path:
+        return Path(self.cwd if self.cwd is not None else Path.cwd()).resolve()
+
+
+def _limits(value: Limits | Mapping[str, Any]) -> Limits:
+    from pydantic import ValidationError
+
+    from awf_nb.workflow.model import Limits
+
+    if isinstance(value, Limits):
+        return value
+    try:
+        return Limits.model_validate(value)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error['loc']) or 'limits'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise UserError(f"limits: {problems}") from None
+
+
+# --- the frontend seam -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FrontendRequest:
+    """What a frontend is told when a run is made."""
+
+    workflow: Workflow
+    store: Store | None
+    asks: bool  # the person may be asked: no replies or reader of the caller's answer
+    replayed: bool  # a cassette's recorded messages answer first
+
+
+@dataclass(frozen=True)
+class FrontendIO:
+    """What a frontend gives a run: where the person's messages come from (None: nobody
+    is asked), where events go, and what the entry point shows (the notebook panel, the
+    terminal sink)."""
+
+    reader: InputReader | None = None
+    sink: EventSink | None = None
+    view: Any = None
+    asks: bool = False  # the person is asked through this frontend
+
+
+class Frontend(Protocol):
+    """How a run is shown, and who is asked (implemented in awf_nb.frontends.connect)."""
+
+    def open(self, request: FrontendRequest) -> FrontendIO: ...
