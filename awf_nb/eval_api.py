@@ -53,15 +53,15 @@ async def aevaluate(
 ) -> Any:
     """Run an eval on the running event loop and return its `EvalResult`.
 
-        Give the eval file's path as `source`, or the eval as keyword arguments (`workflow`,
-        `dataset`, `inputs`, `user`, `scorers`, `epochs`, `concurrency`, `limits`, `yes`,
-        `seed`: the file's keys). `epochs`, `concurrency` and `seed` also override a file's.
-        `limit`: the first N cases only; `record` / `replay` / `record_missing`: a folder of
-        one cassette per (case, epoch). `executor="ray"` runs the cases on a Ray cluster's
+    Give the eval file's path as `source`, or the eval as keyword arguments (`workflow`,
+    `dataset`, `inputs`, `user`, `scorers`, `epochs`, `concurrency`, `limits`, `yes`,
+    `seed`: the file's keys). `epochs`, `concurrency` and `seed` also override a file's.
+    `limit`: the first N cases only; `record` / `replay` / `record_missing`: a folder of
+    one cassette per (case, epoch). `executor="ray"` runs the cases on a Ray cluster's
     workers (`ray_address`: the cluster, else Ray's default; `workers`: how many, else one
     per CPU of the cluster). `show`: "auto" (the default) shows a live table in a
-        notebook and a progress bar in a terminal, True always, False never; a `progress` of
-        your own (an `awf_nb.evals.driver.EvalProgress`) replaces them.
+    notebook and a progress bar in a terminal, True always, False never; a `progress` of
+    your own (an `awf_nb.evals.driver.EvalProgress`) replaces them.
     """
     from awf_nb.evals.api import prepare_eval, spec_from_arguments
 

@@ -25,7 +25,7 @@ from typing import Any
 from awf_nb.evals.scorers import ScoreValue
 
 Outcome = str  # "pass" | "fail" | "error"
-ERROR_KINDS = ("setup", "cassette", "run", "limit", "scorer")
+ERROR_KINDS = ("setup", "cassette", "run", "limit", "scorer", "worker")
 
 
 @dataclass

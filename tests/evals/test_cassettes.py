@@ -10,7 +10,7 @@ import pytest
 
 import awf_nb.providers
 from awf_nb.errors import UserError
-from awf_nb.evals.api import prepare_eval
+from awf_nb.evals.api import prepare_eval, prepare_resume
 from awf_nb.evals.results import EvalResult
 from tests.support.eval_project import Project
 from tests.support.openai_server import OpenAIServer, Reply
@@ -147,3 +147,13 @@ async def test_an_erroring_judge_server_is_an_error_in_its_cell(
         assert "judge model not loaded" in row.scores["stars"].error
         assert row.scores["long"].passed is True
         assert row.outcome == "error" and row.error_kind == "scorer"
+
+
+async def test_an_eval_with_a_judge_resumes(project: Project, served: OpenAIServer) -> None:
+    # the judge's `pass: ">= 3"` is kept in the eval's folder and read back on resume
+    first = await evaluate(project, eval_text(served.base_url))
+    results = project.store.root / "evals" / first.eval_id / "results.jsonl"
+    results.write_text(results.read_text().splitlines()[0] + "\n")
+    resumed = await prepare_resume(first.eval_id, storage=project.store).execute()
+    assert resumed.status == "completed" and len(resumed.rows) == 4
+    assert all(row.scores["stars"].passed for row in resumed.rows)

@@ -1,5 +1,7 @@
-"""`--executor ray` on a real Ray cluster: a head node started as its own processes (`ray
-start --head`, usage reporting off, every socket on 127.0.0.1), with two worker CPUs.
+"""`--executor ray` on a real Ray cluster, driven as a user drives it: the `awf` command
+line (and a Python script) in a subprocess, connecting to a head node started as its own
+processes (tests/support/ray_cluster.py: usage reporting off, every socket on 127.0.0.1,
+two worker CPUs).
 
 The eval runs against the local fake OpenAI-compatible server: its rows are the local
 executor's on the same cassettes; the runs Ray workers executed are in the driver's store
@@ -9,7 +11,7 @@ variables the workflow names travel, masked in all that comes back. No mock of R
 
 from __future__ import annotations
 
-import asyncio
+import ipaddress
 import json
 import os
 import signal
@@ -17,189 +19,198 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 
-from awf_nb.cli import main
-from awf_nb.errors import UserError
-from awf_nb.evals.api import prepare_eval, prepare_resume
-from awf_nb.evals.results import EvalResult, EvalRow
-from tests.evals.conftest import Project
 from tests.evals.test_cassettes import WORKFLOW as SERVED_WORKFLOW
-from tests.evals.test_cassettes import comparable, eval_text
+from tests.evals.test_cassettes import eval_text
+from tests.support.cli import AWF, awf_environment, run_awf
+from tests.support.eval_project import Project
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.waiting import until
+from tests.support.peers import require_module
+from tests.support.ray_cluster import RayCluster
+from tests.support.waiting import free_port, wait_until
 
-pytestmark = pytest.mark.ray
-
-# Ray's variables for every process of the test cluster (and the driver): no usage
-# reporting; with the second, Ray binds and advertises loopback only (and so stays one node);
-# no worker processes started ahead of use (they would slow the node's start on a busy CPU).
-RAY_ENV = {
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    "RAY_enable_worker_prestart": "0",
-}
 CLUSTER_CPUS = 2
-RAY_START_TIMEOUT = 180
-CLUSTER: dict[str, str] = {}  # the running test cluster's temp dir
+# A Ray eval's command: connecting, starting the workers (each imports awf-nb), the runs.
+RAY_EVAL_TIMEOUT = 300.0
 
 
-def ray_command() -> list[str]:
-    """`ray` (through the launcher that waits longer for the node to register)."""
-    return [sys.executable, "-m", "tests.support.ray_start"]
-
-
-@pytest.fixture(scope="session")
-def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A one-node Ray cluster of its own processes; its address (also RAY_ADDRESS)."""
-    pytest.importorskip("ray", reason="Ray is not installed (pip install 'awf-nb[ray]')")
-    temp = tmp_path_factory.mktemp("ray")
-    CLUSTER["temp"] = str(temp)
-    saved = {name: os.environ.get(name) for name in (*RAY_ENV, "RAY_ADDRESS")}
-    os.environ.update(RAY_ENV)
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(root)}
-    started = subprocess.run(
-        [*ray_command(), "start", "--head", "--port=0", "--include-dashboard=false",
-         "--include-log-monitor=false", "--disable-usage-stats", f"--num-cpus={CLUSTER_CPUS}",
-         f"--temp-dir={temp}"],
-        env=env, capture_output=True, text=True, timeout=RAY_START_TIMEOUT, check=False,
-    )  # fmt: skip
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[RayCluster]:
+    """A one-node Ray cluster of its own processes, for this file's tests."""
+    require_module("ray", "pip install 'awf-nb[ray]'")
+    cluster = RayCluster(CLUSTER_CPUS)
     try:
-        assert started.returncode == 0, started.stdout + started.stderr
-        address = (temp / "ray_current_cluster").read_text().strip()
-        assert address.startswith("127.0.0.1:"), address
-        os.environ["RAY_ADDRESS"] = address
-        yield address
+        cluster.start()
+        yield cluster
     finally:
-        subprocess.run(
-            [*ray_command(), "stop", "--force"], env=env, capture_output=True,
-            timeout=RAY_START_TIMEOUT, check=False,
-        )  # fmt: skip
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        cluster.stop()
 
 
 @pytest.fixture
-def served(project: Project, monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIServer]:
+def served(project: Project) -> Iterator[OpenAIServer]:
     with OpenAIServer(default_reply=Reply.text("I give it 3 stars")) as server:
-        monkeypatch.setenv("SERVER", server.base_url)
         # the workflow names SERVER: it travels to the workers
         project.write("wf2.yaml", SERVED_WORKFLOW.replace("inputs:", "env: [SERVER]\ninputs:", 1))
         project.rows(
             "cases.jsonl", [{"id": "bread", "topic": "bread"}, {"id": "jam", "topic": "jam"}]
         )
+        project.write_eval(eval_text(server.base_url))
         yield server
 
 
-async def evaluate(project: Project, text: str, **kwargs: object) -> EvalResult:
-    path = project.write_eval(text)
-    return await prepare_eval(path, storage=project.store, **kwargs).execute()  # type: ignore[arg-type]
+def awf(
+    project: Project, *args: str, env: dict[str, str] | None = None, **kw: Any
+) -> subprocess.CompletedProcess[str]:
+    """`awf ARGS --storage STORE` in the project folder (a Ray eval's bound)."""
+    kw.setdefault("timeout", RAY_EVAL_TIMEOUT)
+    return run_awf(*args, "--storage", str(project.store.root), cwd=project.root, env=env, **kw)
 
 
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out + err
+def rows_of(completed: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    """The rows of `awf eval --json`, without what differs from one eval to the next."""
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    rows = json.loads(completed.stdout)["rows"]
+    for row in rows:
+        for varying in ("run_id", "seconds", "seed"):
+            row.pop(varying)
+    return sorted(rows, key=lambda row: (row["case"], row["epoch"]))
 
 
-async def test_rows_on_ray_are_the_local_rows_and_its_runs_are_in_the_drivers_store(
-    ray_cluster: str,
-    project: Project,
-    served: OpenAIServer,
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.ray
+def test_rows_on_ray_are_the_local_rows_and_its_runs_are_in_the_drivers_store(
+    ray_cluster: RayCluster, project: Project, served: OpenAIServer
 ) -> None:
-    text = eval_text(served.base_url)
-    recorded = await evaluate(project, text, record="cassettes")
-    local = await evaluate(project, text, replay="cassettes")
-    on_ray = await evaluate(
-        project, text, replay="cassettes", executor="ray", ray_address=ray_cluster, workers=2
-    )
-    assert on_ray.status == "completed" and len(on_ray.rows) == 4
-    assert comparable(on_ray) == comparable(local) == comparable(recorded)
-    # recording on Ray writes the cassettes where a local eval does
-    again = await evaluate(project, text, record="tapes", executor="ray", workers=1)
-    assert comparable(again) == comparable(recorded)
-    assert sorted(p.name for p in (project.root / "tapes").iterdir()) == sorted(
-        p.name for p in (project.root / "cassettes").iterdir()
-    )
-    storage = ["--storage", str(project.store.root)]
-    run_id = on_ray.rows[0].run_id
-    code, out = cli(capsys, "status", run_id, *storage)
-    assert code == 0 and run_id in out and "completed" in out
-    assert "sk-test-secret-123456" not in (project.store.run_dir(run_id) / "state.json").read_text()
-    code, out = cli(capsys, "eval-show", on_ray.eval_id, *storage)
-    assert code == 0 and "bread" in out and "jam" in out
-
-
-async def test_the_cli_runs_on_ray_and_resume_finishes_there(
-    ray_cluster: str,
-    project: Project,
-    served: OpenAIServer,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    project.write_eval(eval_text(served.base_url))
-    storage = ["--storage", str(project.store.root)]
-    code, out = cli(
-        capsys, "eval", "t.eval.yaml", "--executor", "ray", "--ray-address", ray_cluster,
-        "--workers", "2", "--epochs", "1", "--json", *storage,
+    env = {**ray_cluster.env, "SERVER": served.base_url}
+    recorded = awf(project, "eval", "t.eval.yaml", "--record", "cassettes", "--json", env=env)
+    local = awf(project, "eval", "t.eval.yaml", "--replay", "cassettes", "--json", env=env)
+    on_ray = awf(
+        project, "eval", "t.eval.yaml", "--replay", "cassettes", "--json",
+        "--executor", "ray", "--ray-address", ray_cluster.address, "--workers", "2", env=env,
     )  # fmt: skip
-    result = json.loads(out)
-    assert code == 0, out
-    assert [row["passed"] for row in result["rows"]] == [True, True]
+    assert len(rows_of(on_ray)) == 4
+    assert rows_of(on_ray) == rows_of(local) == rows_of(recorded)
+    result = json.loads(on_ray.stdout)
+    assert result["status"] == "completed"
+    # the runs the workers executed, in the driver's store
+    run_id = result["rows"][0]["run_id"]
+    status = awf(project, "status", run_id, env=env)
+    assert status.returncode == 0 and run_id in status.stdout and "completed" in status.stdout
+    state = (project.store.run_dir(run_id) / "state.json").read_text()
+    assert "sk-test-secret-123456" not in state  # the agent's key, masked on the worker
+    shown = awf(project, "eval-show", result["eval_id"], env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "bread" in shown.stdout and "jam" in shown.stdout
+    # recording on Ray writes the cassettes where a local eval writes them
+    again = awf(
+        project, "eval", "t.eval.yaml", "--record", "tapes", "--json", "--executor", "ray",
+        "--workers", "1", env=env,  # the cluster from RAY_ADDRESS, as Ray does
+    )  # fmt: skip
+    assert rows_of(again) == rows_of(recorded)
+    tapes = sorted(p.name for p in (project.root / "tapes").iterdir())
+    assert tapes == sorted(p.name for p in (project.root / "cassettes").iterdir())
+
+
+@pytest.mark.ray
+def test_the_python_api_runs_on_ray_and_the_cli_resumes_there(
+    ray_cluster: RayCluster, project: Project, served: OpenAIServer
+) -> None:
+    env = {**ray_cluster.env, "SERVER": served.base_url}
+    script = (
+        (
+            "import json, awf_nb\n"
+            "result = awf_nb.evaluate('t.eval.yaml', executor='ray', ray_address=ADDRESS,\n"
+            "                         workers=2, epochs=1, storage=STORE, show=False)\n"
+            "print(json.dumps({'eval_id': result.eval_id, 'status': result.status,\n"
+            "                  'passed': [row.passed for row in result.rows]}))\n"
+        )
+        .replace("ADDRESS", repr(ray_cluster.address))
+        .replace("STORE", repr(str(project.store.root)))
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], cwd=project.root, env=awf_environment(env),
+        capture_output=True, text=True, timeout=RAY_EVAL_TIMEOUT, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout.splitlines()[-1])
+    assert result["status"] == "completed" and result["passed"] == [True, True]
     # an interrupted Ray eval (here: one row taken away) resumes on Ray
-    eval_id = result["eval_id"]
-    results = project.store.root / "evals" / eval_id / "results.jsonl"
-    lines = results.read_text().splitlines()
-    results.write_text(lines[0] + "\n")
-    resumed = await prepare_resume(eval_id, storage=project.store, workers=1).execute()
-    assert resumed.status == "completed" and len(resumed.rows) == 2
-    assert type(resumed).__name__ == "EvalResult"
+    results = project.store.root / "evals" / result["eval_id"] / "results.jsonl"
+    results.write_text(results.read_text().splitlines()[0] + "\n")
+    resumed = awf(
+        project, "eval", "--resume", result["eval_id"], "--workers", "1", "--json", env=env
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    rows = json.loads(resumed.stdout)["rows"]
+    assert sorted(row["case"] for row in rows) == ["bread", "jam"]
+    assert all(row["passed"] for row in rows)
 
 
-async def test_a_killed_worker_loses_no_run(
-    ray_cluster: str, project: Project, monkeypatch: pytest.MonkeyPatch
+KILL_WORKFLOW = """\
+name: waits
+env: [MARKS]
+inputs: [{name: topic}]
+states:
+  initial: wait
+  wait:
+    type: step
+    # the run's shell is a child of the Ray worker's process: $PPID is the worker
+    command: 'echo $PPID > "$MARKS/$AWF_EVAL_CASE.pid"; until [ -e "$MARKS/go" ]; do sleep 0.05; done; echo went'
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+@pytest.mark.ray
+def test_a_killed_worker_loses_no_run(ray_cluster: RayCluster, project: Project) -> None:
+    marks = project.root / "marks"
+    marks.mkdir()
+    project.write("waits.yaml", KILL_WORKFLOW)
+    cases = [f"c{n}" for n in range(8)]
+    project.rows("cases.jsonl", [{"id": case, "topic": case} for case in cases])
+    project.write_eval("workflow: waits.yaml\ndataset: cases.jsonl\nconcurrency: 2\n")
+    env = awf_environment({**ray_cluster.env, "MARKS": str(marks), "NO_COLOR": "1"})
+    command = [*AWF, "eval", "t.eval.yaml", "--executor", "ray", "--workers", "2", "--json",
+               "--storage", str(project.store.root)]  # fmt: skip
+    with subprocess.Popen(
+        command, cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    ) as process:  # fmt: skip
+        try:
+            # two runs in flight on each of the two workers
+            wait_until(lambda: len(list(marks.glob("*.pid"))) >= 4, "4 runs in flight", 240)
+            first = sorted(marks.glob("*.pid"))[0]
+            pid = int(first.read_text())
+            worker = psutil.Process(pid)
+            assert "CaseWorker" in " ".join(worker.cmdline()), worker.cmdline()
+            os.kill(pid, signal.SIGKILL)
+            psutil.wait_procs([worker], timeout=30)
+            (marks / "go").touch()
+            out, err = process.communicate(timeout=RAY_EVAL_TIMEOUT)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 0, out + err
+    result = json.loads(out)
+    assert result["status"] == "completed"
+    rows = result["rows"]
+    assert sorted(row["case"] for row in rows) == cases  # every case, once
+    # the killed worker's runs ran again on its restarted process (or say why not)
+    for row in rows:
+        assert row["passed"] is True or row["error_kind"] == "worker", row
+        if row["run_id"]:  # the run that gave the row, in the driver's store
+            assert (project.store.run_dir(row["run_id"]) / "state.json").is_file(), row
+    assert "a Ray worker died running case" in err
+    assert f'case "{first.name.removesuffix(".pid")}" epoch 1' in err
+
+
+@pytest.mark.ray
+def test_only_the_variables_the_workflow_names_travel_and_come_back_masked(
+    ray_cluster: RayCluster, project: Project
 ) -> None:
-    # slow replies: runs are in flight on both workers when one is killed
-    with OpenAIServer(default_reply=Reply.text("a slow 3 answer", delay=0.05)) as server:
-        monkeypatch.setenv("SERVER", server.base_url)
-        project.write("wf2.yaml", SERVED_WORKFLOW.replace("inputs:", "env: [SERVER]\ninputs:", 1))
-        project.rows("cases.jsonl", [{"id": f"c{n}", "topic": f"t{n}"} for n in range(8)])
-        path = project.write_eval(eval_text(server.base_url).replace("epochs: 2", "epochs: 1"))
-        run = prepare_eval(path, storage=project.store, executor="ray", workers=2, concurrency=2)
-        started: list[str] = []
-
-        class Progress:
-            def eval_started(self, run: object) -> None: ...
-            def run_started(self, case: str, epoch: int, run_id: str) -> None:
-                started.append(run_id)
-
-            def run_finished(self, row: EvalRow) -> None: ...
-            def eval_finished(self, result: EvalResult) -> None: ...
-
-        task = asyncio.create_task(run.execute(Progress()))
-        await until(lambda: len(started) >= 3, "runs in flight on the Ray workers", 120)
-        actor = run.executor.actors[0]  # type: ignore[attr-defined]
-        pid = await actor.pid.remote()
-        assert pid != os.getpid()
-        os.kill(pid, signal.SIGKILL)
-        result = await asyncio.wait_for(task, 300)
-    assert result.status == "completed"
-    assert sorted(row.case for row in result.rows) == [f"c{n}" for n in range(8)]
-    for row in result.rows:  # retried on the restarted worker, or an error saying so
-        assert row.passed is True or row.error_kind == "worker", row
-    assert any(row.passed for row in result.rows)
-
-
-async def test_only_the_variables_the_workflow_names_travel_and_come_back_masked(
-    ray_cluster: str, project: Project, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("DEPLOY_TOKEN", "tok-very-secret-987")
-    monkeypatch.setenv("NOT_NAMED", "driver-only-value")
     project.write(
         "env.yaml",
         """\
@@ -216,55 +227,81 @@ async def test_only_the_variables_the_workflow_names_travel_and_come_back_masked
         """,
     )
     project.rows("cases.jsonl", [{"id": "a", "topic": "x"}])
-    text = (
-        "workflow: env.yaml\ndataset: cases.jsonl\nscorers:\n"
-        "  - {name: out, condition: 'transcript contains \"other=unset\"'}\n"
-    )
-    result = await evaluate(project, text, executor="ray", workers=1)
-    (row,) = result.rows
-    assert row.status == "completed", row
-    run_dir = project.store.run_dir(row.run_id)
+    project.write_eval("workflow: env.yaml\ndataset: cases.jsonl\n")
+    env = {**ray_cluster.env, "DEPLOY_TOKEN": "tok-very-secret-987", "NOT_NAMED": "driver-only"}
+    completed = awf(project, "eval", "t.eval.yaml", "--executor", "ray", "--json", env=env)
+    assert completed.returncode == 0, completed.stderr
+    (row,) = json.loads(completed.stdout)["rows"]
+    assert row["status"] == "completed" and row["passed"] is True, row
+    run_dir = project.store.run_dir(row["run_id"])
     files = "".join(p.read_text() for p in run_dir.iterdir() if p.is_file())
     assert "other=unset" in files  # NOT_NAMED stayed on the driver
     assert "token=" in files and "tok-very-secret-987" not in files  # travelled, masked
 
 
-async def test_without_ray_the_error_names_the_extra(
-    project: Project, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.ray
+def test_a_cluster_that_refuses_the_driver_is_a_clear_error(
+    ray_cluster: RayCluster, project: Project, tmp_path: Path
 ) -> None:
     project.rows("cases.jsonl", [{"id": "a", "topic": "x"}])
-    path = project.write_eval(
-        'workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "{{.case.topic}}"}\n'
+    project.write_eval('workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "x"}\n')
+    # no token: the cluster (token authentication, Ray's default) refuses the driver
+    env = {**ray_cluster.env, "RAY_AUTH_TOKEN": None, "HOME": str(tmp_path)}
+    completed = awf(project, "eval", "t.eval.yaml", "--executor", "ray", env=env)
+    assert completed.returncode == 1, completed.stderr
+    # the progress says where the runs go
+    assert "on each Ray worker (one per CPU of the cluster)" in completed.stderr
+    assert f"cannot connect to the Ray cluster at {ray_cluster.address}" in completed.stderr
+    assert "RAY_AUTH_MODE=token" in completed.stderr
+    assert "internal error" not in completed.stderr
+    # nothing listens there: said at once, not after Ray's minutes of retries
+    nowhere = f"127.0.0.1:{free_port()}"
+    completed = awf(
+        project, "eval", "t.eval.yaml", "--executor", "ray", "--ray-address", nowhere, env=env
     )
-    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
-    with pytest.raises(UserError, match="needs Ray") as caught:
-        prepare_eval(path, storage=project.store, executor="ray")
-    assert "pip install 'awf-nb[ray]'" in str(caught.value.hint)
-    with pytest.raises(UserError, match="options of --executor ray"):
-        prepare_eval(path, storage=project.store, workers=2)
+    assert completed.returncode == 1, completed.stderr
+    assert f"cannot connect to the Ray cluster at {nowhere}: Connection refused" in (
+        completed.stderr
+    )
 
 
-def test_no_ray_process_listens_on_a_non_loopback_address(ray_cluster: str) -> None:
-    import psutil
+def test_without_ray_the_error_names_the_extra(project: Project, tmp_path: Path) -> None:
+    project.rows("cases.jsonl", [{"id": "a", "topic": "x"}])
+    project.write_eval('workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "x"}\n')
+    hidden = tmp_path / "no-ray"
+    hidden.mkdir()
+    # first on the import path: `import ray` fails as it does where Ray is not installed
+    (hidden / "ray.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'ray'\", name='ray')\n"
+    )
+    completed = awf(project, "eval", "t.eval.yaml", "--executor", "ray", import_first=[hidden])
+    assert completed.returncode == 1, completed.stderr
+    assert "--executor ray needs Ray, which is not installed" in completed.stderr
+    assert "pip install 'awf-nb[ray]'" in completed.stderr
+    assert not (project.store.root / "evals").exists() or not any(
+        (project.store.root / "evals").iterdir()
+    )  # nothing started
 
-    # the cluster's processes name its temp dir; the workers are their children; the
-    # driver (this process) has Ray's servers too
-    roots = [
-        p for p in psutil.process_iter(["cmdline"])
-        if any(CLUSTER["temp"] in part for part in p.info["cmdline"] or [])
-    ]  # fmt: skip
-    assert roots, "no Ray process found"
-    processes = {p.pid: p for root in roots for p in [root, *root.children(recursive=True)]}
-    processes[os.getpid()] = psutil.Process()
+
+def is_loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return (mapped or ip).is_loopback
+
+
+@pytest.mark.ray
+def test_no_ray_process_listens_on_a_non_loopback_address(ray_cluster: RayCluster) -> None:
     listening = []
-    for process in processes.values():
+    for process in ray_cluster.processes():
         try:
             connections = process.net_connections(kind="inet")
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        for conn in connections:
-            if conn.status == psutil.CONN_LISTEN:
-                listening.append((process.pid, conn.laddr.ip, conn.laddr.port))
+        listening += [
+            (process.pid, conn.laddr.ip, conn.laddr.port)
+            for conn in connections
+            if conn.status == psutil.CONN_LISTEN
+        ]
     assert listening, "the Ray processes listen nowhere?"
-    outside = [entry for entry in listening if entry[1] not in ("127.0.0.1", "::1")]
+    outside = [entry for entry in listening if not is_loopback(entry[1])]
     assert not outside, outside
