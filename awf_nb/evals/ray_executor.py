@@ -161,7 +161,9 @@ class CaseWorker:
         return os.getpid()
 
     def close(self) -> None:
-        """Remove the worker's own folder (its runs are in the driver's store by now)."""
+        """Close the worker's store and remove its folder (its runs are in the driver's
+        store by now)."""
+        self.store.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     async def run(self, remote: RemoteItem) -> AsyncIterator[RunStarted | RemoteOutcome]:
@@ -194,10 +196,16 @@ class CaseWorker:
             if outcome.row.run_id:
                 await asyncio.to_thread(self.store.settle, outcome.row.run_id)
                 artifacts = self._masked(collect_artifacts(self.store, outcome.row.run_id))
+                # the driver's store keeps it: the worker's disk does not fill up
+                await asyncio.to_thread(
+                    shutil.rmtree, self.store.run_dir(outcome.row.run_id), ignore_errors=True
+                )
             recorded = None
-            if item.cassette is not None and item.cassette.mode == "record":
+            if item.cassette is not None:
                 path = item.cassette.path
-                recorded = path.read_bytes() if path.is_file() else None
+                if item.cassette.mode == "record" and path.is_file():
+                    recorded = path.read_bytes()
+                path.unlink(missing_ok=True)
             row = self.masker.mask_data(outcome.row) if self.masker else outcome.row
             yield RemoteOutcome(RunOutcome(row, artifacts), recorded)
 
@@ -266,7 +274,7 @@ class RayExecutor:
                 log_to_driver=False,
                 configure_logging=False,
             )
-        except (ConnectionError, ray.exceptions.AuthenticationError) as exc:
+        except (ConnectionError, *_refusals(ray)) as exc:
             raise UserError(
                 f"cannot connect to the Ray cluster at {where}: {_first_line(exc)}", hint=hint
             ) from None
@@ -434,6 +442,12 @@ class RayExecutor:
             with contextlib.suppress(Exception):
                 self.ray.cancel(stream)
             raise
+
+
+def _refusals(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's error for a cluster that refuses the driver (Ray with token authentication)."""
+    refused = getattr(ray.exceptions, "AuthenticationError", None)
+    return (refused,) if refused is not None else ()
 
 
 def _worker_errors(ray: Any) -> tuple[type[BaseException], ...]:

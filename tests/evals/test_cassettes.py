@@ -12,47 +12,10 @@ import awf_nb.providers
 from awf_nb.errors import UserError
 from awf_nb.evals.api import prepare_eval, prepare_resume
 from awf_nb.evals.results import EvalResult
+from tests.support.eval_project import SERVED_WORKFLOW as WORKFLOW
 from tests.support.eval_project import Project
+from tests.support.eval_project import served_eval_text as eval_text
 from tests.support.openai_server import OpenAIServer, Reply
-
-WORKFLOW = """\
-name: served
-inputs: [{name: topic, required: true}]
-states:
-  initial: chat
-  chat:
-    type: agent
-    provider: openai_compatible
-    mode: conversation
-    prompt: "Help me with {{.inputs.topic}}"
-    options: {base_url: "{{.env.SERVER}}", model: m, api_key: sk-test-secret-123456}
-    on_success: done
-  done: {type: terminal}
-"""
-
-
-def eval_text(url: str, judge_url: str | None = None, max_turns: int = 2) -> str:
-    judge_url = judge_url or url
-    return f"""\
-workflow: wf2.yaml
-dataset: cases.jsonl
-inputs: {{topic: "{{{{.case.topic}}}}"}}
-user:
-  provider: openai_compatible
-  options: {{base_url: "{url}", model: m}}
-  persona: "You want {{{{.case.topic}}}}"
-  max_turns: {max_turns}
-scorers:
-  - name: stars
-    judge:
-      provider: openai_compatible
-      options: {{base_url: "{judge_url}", model: m}}
-      prompt: "How many stars? {{{{.transcript}}}}"
-      pass: ">= 3"
-  - name: long
-    condition: 'turns >= 2'
-epochs: 2
-"""
 
 
 def comparable(result: EvalResult) -> list[dict[str, object]]:

@@ -24,10 +24,8 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.evals.test_cassettes import WORKFLOW as SERVED_WORKFLOW
-from tests.evals.test_cassettes import eval_text
 from tests.support.cli import AWF, awf_environment, run_awf
-from tests.support.eval_project import Project
+from tests.support.eval_project import SERVED_WORKFLOW, Project, served_eval_text
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.peers import require_module
 from tests.support.ray_cluster import RayCluster
@@ -58,7 +56,7 @@ def served(project: Project) -> Iterator[OpenAIServer]:
         project.rows(
             "cases.jsonl", [{"id": "bread", "topic": "bread"}, {"id": "jam", "topic": "jam"}]
         )
-        project.write_eval(eval_text(server.base_url))
+        project.write_eval(served_eval_text(server.base_url))
         yield server
 
 
