@@ -303,3 +303,18 @@ def test_no_ray_process_listens_on_a_non_loopback_address(ray_cluster: RayCluste
     assert listening, "the Ray processes listen nowhere?"
     outside = [entry for entry in listening if not is_loopback(entry[1])]
     assert not outside, outside
+
+
+@pytest.mark.ray
+def test_the_notebook_magic_passes_the_ray_options_on(project: Project) -> None:
+    from awf_nb.frontends.notebook.eval_magic import _parse, _prepare
+
+    require_module("ray", "pip install 'awf-nb[ray]'")
+    project.rows("cases.jsonl", [{"id": "a", "topic": "x"}])
+    body = 'workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "x"}\n'
+    line = f"--executor ray --ray-address 127.0.0.1:1 --workers 3 --storage {project.store.root}"
+    run = _prepare(_parse(line), body)
+    assert run.executor.name == "ray"
+    assert (run.executor.address, run.executor.workers) == ("127.0.0.1:1", 3)
+    assert run.manifest.executor == "ray"  # and so --resume runs it on Ray
+    assert run.executor.describe(4) == "4 at a time on each of 3 Ray workers"
