@@ -2,29 +2,40 @@
 
 Runs an eval of N cases, each a conversation of `--turns` agent replies with a simulated
 user, both on a local fake model server in its own process (Starlette on uvicorn) that is
-paced like a model: `--token-ms` per token, `--tokens` per reply. Prints, from one run:
+paced like a model: `--token-ms` per token, `--tokens` per reply. The ideal is what the
+same conversations cost when made directly, with nothing of awf's: a bare
+`httpx.AsyncClient` script (the HTTP stack awf streams with) sending the same number of
+streamed requests, each conversation's in sequence, `--concurrency` conversations at once,
+to the same server, and decoding each reply (every event's JSON, the text joined). It is
+timed just before and just after the eval (their mean is the baseline), so a shared
+machine's load weighs on both sides alike. Prints, from one run:
 
-1. wall time ÷ the ideal (model time × cases ÷ concurrency), where model time is what one
-   conversation spends waiting for the server (replies × tokens × token time): how close
-   the one-process executor comes to keeping `--concurrency` conversations streaming;
-2. awf's CPU time per conversation (this process: the engine, the store, the scorers);
-3. peak memory (max RSS) and its growth over the eval, per conversation in flight;
-4. peak threads of this process;
-5. the same conversations made by a bare `httpx.AsyncClient` (no engine, no store, no
-   simulated user's prompt building): its wall time ÷ the ideal too. On a busy machine
-   both ratios grow; awf's ratio ÷ the bare client's is the engine's own share;
-6. the fake server's CPU time, to see when it is the bottleneck.
+1. overhead: the eval's wall time ÷ the direct client's at the same concurrency (the
+   target, <= 1.25): what the engine, the store, the simulated user and the scorers add;
+2. both wall times ÷ the theoretical floor (model time × cases ÷ concurrency, where model
+   time is replies × tokens × token time): the direct client does not reach it either, as
+   its HTTP client pays per request for its connection pool and per chunk for its parser,
+   and both processes share the machine's cores with the server;
+3. CPU time per conversation of awf (this process during the eval: the engine, the
+   store, the scorers) and of the direct client, and their difference (awf's own share);
+4. peak memory (max RSS) and its growth over the eval, per conversation in flight;
+5. peak threads of this process;
+6. the fake server's CPU time, to see when it is the bottleneck, and the load average.
 
     python benchmarks/eval.py [--cases 200] [--concurrency 50] [--turns 3]
                               [--tokens 40] [--token-ms 20]
+
+A real store on disk is used, as `awf eval` uses it (each run's files forced onto the disk
+when the run ends, the results line fsynced).
 
 With `--executor ray` (needs `pip install 'awf-nb[ray]'`), the same eval runs three times
 instead: on the local executor, then on a Ray cluster with 1 and with 2 workers (each with
 `--concurrency` runs in flight), and it prints, from that one run:
 
 - the Ray path's set-up (connecting, starting the workers: until the first run starts);
-- wall time per case after the set-up and the ratio to the ideal (`--concurrency` ×
-  workers in flight), and the Ray path's overhead per case against the local executor;
+- wall time per case after the set-up and the ratio to the floor (model time × cases ÷
+  runs in flight: `--concurrency` × workers), and the Ray path's overhead per case
+  against the local executor;
 - throughput (cases per second after the set-up) with 2 workers ÷ with 1;
 - the driver's CPU per case (writing the rows and the runs the workers send back), the
   fake server's CPU, and how busy the machine's CPUs were: when they are all busy, the
@@ -32,8 +43,6 @@ instead: on the local executor, then on a Ray cluster with 1 and with 2 workers 
 
 The cluster is `--ray-address ADDR`, or one the benchmark starts for itself on this
 machine (`ray start --head`, loopback only, 2 CPUs) and stops at the end.
-
-A real store on disk is used (state files fsynced at every checkpoint), as `awf eval` does.
 """
 
 from __future__ import annotations
@@ -231,9 +240,10 @@ async def measure(
     }
 
 
-async def bare_client(args: argparse.Namespace, base: str) -> float:
-    """The same requests (replies per conversation in sequence, `--concurrency` at once)
-    with a bare httpx client: the wall time ÷ the ideal."""
+async def bare_client(args: argparse.Namespace, base: str) -> tuple[float, float]:
+    """The same requests (replies per conversation in sequence, `--concurrency`
+    conversations at once) with a bare httpx client, each streamed reply decoded (every
+    event's JSON, the text joined): its wall time and its CPU time (seconds)."""
     import httpx
 
     replies = args.turns + (args.turns - 1)
@@ -247,17 +257,29 @@ async def bare_client(args: argparse.Namespace, base: str) -> float:
         async def conversation() -> None:
             async with gate:
                 for _ in range(replies):
+                    pieces: list[str] = []
                     async with client.stream(
                         "POST", f"{base}/chat/completions", json=body
                     ) as response:
-                        async for _line in response.aiter_lines():
-                            pass
+                        async for line in response.aiter_lines():
+                            add_text(pieces, line)
+                    "".join(pieces)  # the reply, as a client would keep it
 
+        cpu_before = time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(conversation() for _ in range(args.cases)))
         wall = time.perf_counter() - started
-    ideal = replies * args.tokens * args.token_ms / 1000 * args.cases / args.concurrency
-    return wall / ideal
+        cpu = time.process_time() - cpu_before
+    return wall, cpu
+
+
+def add_text(pieces: list[str], line: str) -> None:
+    """The text of one SSE line of a streamed completion, added to `pieces`: the decoding
+    no client can skip (it has to read the reply to use it)."""
+    if not line.startswith("data: ") or line == "data: [DONE]":
+        return
+    for choice in json.loads(line[6:])["choices"]:
+        pieces.append(choice["delta"].get("content") or "")
 
 
 def machine_busy(since: tuple[float, float] | None = None) -> Any:
@@ -309,7 +331,7 @@ def ray_comparison(args: argparse.Namespace, base: str, server_pid: int) -> None
           f"{args.concurrency} in flight per worker; {args.tokens} tokens per reply at "
           f"{args.token_ms:g} ms per token ({runs['local']['model_time']:.2f}s of model time "
           f"per conversation)")  # fmt: skip
-    print(f"{'':10}{'set-up':>9}{'after':>9}{'ideal':>9}{'ratio':>8}{'per case':>11}"
+    print(f"{'':10}{'set-up':>9}{'after':>9}{'floor':>9}{'ratio':>8}{'per case':>11}"
           f"{'driver CPU':>13}{'server CPU':>12}{'CPUs busy':>11}")  # fmt: skip
     for label, f in runs.items():
         print(f"{label:10}{f['setup']:8.2f}s{f['after_setup']:8.2f}s{f['ideal']:8.2f}s"
@@ -354,27 +376,37 @@ def main() -> None:
         if args.executor == "ray":
             ray_comparison(args, base, server.pid)
             return
+        load_before = os.getloadavg()[0]
+        bare_before = asyncio.run(bare_client(args, base))
         server_cpu = process_cpu(server.pid)
         with tempfile.TemporaryDirectory(prefix="awf-eval-bench-") as tmp:
             figures = asyncio.run(measure(args, base, Path(tmp)))
         figures["server_cpu"] = process_cpu(server.pid) - server_cpu
-        figures["bare_ratio"] = asyncio.run(bare_client(args, base))
+        bare_after = asyncio.run(bare_client(args, base))
+        load_after = os.getloadavg()[0]
     finally:
         server.terminate()
         server.wait(timeout=10)
+    bare_wall = (bare_before[0] + bare_after[0]) / 2
+    bare_cpu_ms = (bare_before[1] + bare_after[1]) / 2 / args.cases * 1000
+    awf_cpu_ms = figures["cpu_per_conversation_ms"]
     print(f"{args.cases} conversations of {args.turns} agent replies with a simulated user, "
           f"{args.concurrency} in flight; {args.tokens} tokens per reply at {args.token_ms:g} ms "
           f"per token ({figures['model_time']:.2f}s of model time per conversation)")  # fmt: skip
-    print(f"wall time        {figures['wall']:.2f}s; ideal {figures['ideal']:.2f}s; "
-          f"ratio {figures['ratio']:.3f} (target <= 1.25)")  # fmt: skip
-    print(f"awf CPU          {figures['cpu_per_conversation_ms']:.1f} ms per conversation")
+    print(f"overhead         {figures['wall'] / bare_wall:.3f} (target <= 1.25): the eval "
+          f"{figures['wall']:.2f}s ÷ the direct client {bare_wall:.2f}s (mean of "
+          f"{bare_before[0]:.2f}s before and {bare_after[0]:.2f}s after)")  # fmt: skip
+    floor = figures["ideal"]
+    print(f"vs the floor     {floor:.2f}s (model time × cases ÷ concurrency): the eval "
+          f"{figures['ratio']:.3f}, the direct client {bare_wall / floor:.3f}")  # fmt: skip
+    print(f"CPU              awf {awf_cpu_ms:.1f} ms per conversation; the direct client "
+          f"{bare_cpu_ms:.1f} ms; awf's own {awf_cpu_ms - bare_cpu_ms:.1f} ms")  # fmt: skip
     growth = figures["rss_growth_per_conversation_kib"]
     print(f"peak memory      {figures['peak_rss_mib']:.0f} MiB max RSS; "
           f"{growth:.0f} KiB of growth per conversation in flight")  # fmt: skip
     print(f"peak threads     {figures['peak_threads']}")
     print(f"fake server      {figures['server_cpu']:.1f}s of CPU during the eval")
-    print(f"bare httpx       ratio {figures['bare_ratio']:.3f} on the same server; awf ÷ bare "
-          f"{figures['ratio'] / figures['bare_ratio']:.3f}")  # fmt: skip
+    print(f"load average     {load_before:.2f} before, {load_after:.2f} after (1 minute)")
 
 
 if __name__ == "__main__":

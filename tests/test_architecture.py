@@ -289,3 +289,35 @@ def test_the_process_check_catches_a_direct_start() -> None:
     assert process_starts("awf_nb.engine.operations.github", source) == [
         'awf_nb.engine.operations.github:2: url = subprocess.run(["git", "remote"]).stdout'
     ]
+
+
+# --- module size ------------------------------------------------------------------------------
+
+LONG_MODULE_LINES = 600
+
+
+def long_modules_without_a_reason(package: Path) -> list[str]:
+    """Modules over `LONG_MODULE_LINES` lines whose docstring does not say why they are one
+    module (a paragraph starting "Why one module:")."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text()
+        lines = source.count("\n")
+        if lines > LONG_MODULE_LINES and "Why one module:" not in (
+            ast.get_docstring(ast.parse(source)) or ""
+        ):
+            found.append(f"{path.relative_to(package.parent)} ({lines} lines)")
+    return found
+
+
+def test_a_module_over_600_lines_says_why_it_is_one_module() -> None:
+    assert long_modules_without_a_reason(PACKAGE) == []
+
+
+def test_the_size_check_sees_a_long_module(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "big.py").write_text('"""A big module."""\n' + "x = 1\n" * 700)
+    (tmp_path / "pkg" / "said.py").write_text(
+        '"""A big module.\n\nWhy one module: because.\n"""\n' + "x = 1\n" * 700
+    )
+    assert long_modules_without_a_reason(tmp_path / "pkg") == ["pkg/big.py (701 lines)"]

@@ -10,6 +10,11 @@ estimate). Ctrl-C / Stop during a reply interrupts that turn only: the partial r
 kept, marked interrupted. With tools, a reply's rounds of tool calls (tool_calls.py) are
 part of its turn. A partner agent (partner.py) is an `AgentSession` speaking for the
 partner.
+
+Why one module: a turn is one sequence (request → stream → bounds → retry → record →
+checkpoint) whose steps share the turn's progress (`_Progress`: what was streamed, the
+session id, the tool rounds so far); the parts that stand on their own already live
+beside it (reply_limits.py, tool_calls.py, tokens.py, partner.py).
 """
 
 from __future__ import annotations

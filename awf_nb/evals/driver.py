@@ -135,7 +135,10 @@ class EvalRun:
         ]
 
     def plan(self) -> EvalPlan:
-        items = [self._item(case, epoch) for case, epoch in self.pending()]
+        from awf_nb.evals.run_setup import environment
+
+        env = environment(self.env)  # `.env` of the eval file's templates
+        items = [self._item(case, epoch, env) for case, epoch in self.pending()]
         return EvalPlan(
             workflow=with_limits(self.spec.workflow, self.spec.file.limits),
             scorers=list(self.spec.file.scorers),
@@ -147,32 +150,37 @@ class EvalRun:
             env=self.env,
         )
 
-    def _item(self, case: Case, epoch: int) -> WorkItem:
+    def _item(self, case: Case, epoch: int, env: dict[str, str]) -> WorkItem:
         from awf_nb.engine.partner import SimulatedUser
         from awf_nb.errors import AwfError
-        from awf_nb.evals.scorers import render_case_template
+        from awf_nb.evals.scorers import render_case_template, render_case_value
 
-        file = self.spec.file
-        data = {"case": dict(case.row), "epoch": epoch}
+        file, base_dir = self.spec.file, self.spec.base_dir
+        data = {"case": dict(case.row), "epoch": epoch, "env": env}
         seed = run_seed(self.manifest.seed, case.id, epoch)
         cassette = self._cassette(case, epoch)
         try:
             inputs = {
-                name: render_case_template(value, data, what=f"inputs.{name}",
-                                           base_dir=self.spec.base_dir)
+                name: render_case_template(value, data, what=f"inputs.{name}", base_dir=base_dir)
                 if isinstance(value, str) else value
                 for name, value in file.inputs.items()
             }  # fmt: skip
             user = None
             if file.user is not None and case.replies is None:
-                persona = render_case_template(
-                    file.user.persona, data, what="user.persona", base_dir=self.spec.base_dir
-                )
+                spec = file.user
+                # Provider and options are templates too, as a step's are: a server's
+                # address or key from the environment, a model from the case.
                 user = SimulatedUser(
-                    persona=persona,
-                    provider=file.user.provider,
-                    options=dict(file.user.options),
-                    max_turns=file.user.max_turns,
+                    persona=render_case_template(
+                        spec.persona, data, what="user.persona", base_dir=base_dir
+                    ),
+                    provider=render_case_template(
+                        spec.provider, data, what="user.provider", base_dir=base_dir
+                    ).strip(),
+                    options=render_case_value(
+                        spec.options, data, what="user.options", base_dir=base_dir
+                    ),
+                    max_turns=spec.max_turns,
                 )
         except AwfError as exc:
             return WorkItem(case, epoch, seed=seed, setup_error=exc.message)
@@ -274,6 +282,8 @@ class EvalRun:
             status=self.manifest.status,
             total=self.manifest.total,
             storage=str(self.folder.store.root),
+            created_at=self.manifest.created_at,
+            finished_at=self.manifest.finished_at,
         )
 
 

@@ -219,6 +219,16 @@ def _check_model(model: EvalFile, doc: Any) -> None:
         except template.TemplateError as exc:
             doc.error(str(exc), where)
 
+    def check_templates(value: Any, where: str) -> None:  # every string of options
+        if isinstance(value, dict):
+            for key, item in value.items():
+                check_templates(item, join_path(where, str(key)))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                check_templates(item, f"{where}[{index}]")
+        else:
+            check_template(value, where)
+
     def check_provider(name: str, where: str) -> None:
         if "{{" in name:
             return
@@ -230,7 +240,9 @@ def _check_model(model: EvalFile, doc: Any) -> None:
         check_template(value, join_path("inputs", key))
     if model.user is not None:
         check_template(model.user.persona, "user.persona")
+        check_template(model.user.provider, "user.provider")
         check_provider(model.user.provider, "user.provider")
+        check_templates(model.user.options, "user.options")
     for index, scorer in enumerate(model.scorers):
         where = f"scorers[{index}]"
         if scorer.condition is not None:
@@ -241,7 +253,9 @@ def _check_model(model: EvalFile, doc: Any) -> None:
         if scorer.judge is not None:
             check_template(scorer.judge.prompt, f"{where}.judge.prompt")
             check_template(scorer.judge.system_prompt, f"{where}.judge.system_prompt")
+            check_template(scorer.judge.provider, f"{where}.judge.provider")
             check_provider(scorer.judge.provider, f"{where}.judge.provider")
+            check_templates(scorer.judge.options, f"{where}.judge.options")
         if scorer.command is not None and not scorer.command.strip():
             doc.error("command is empty", f"{where}.command")
 

@@ -305,6 +305,8 @@ class EvalResult:
     status: str = "completed"  # completed | cancelled | running | interrupted
     total: int = 0  # (case, epoch) pairs the eval asked for
     storage: str = ""  # the storage root, for links to runs
+    created_at: str = ""  # when the eval started (UTC, ISO 8601)
+    finished_at: str = ""  # when it last stopped ("" while it runs)
 
     @property
     def summary(self) -> EvalSummary:
@@ -334,6 +336,8 @@ class EvalResult:
             "eval_id": self.eval_id,
             "workflow": self.workflow,
             "status": self.status,
+            "created_at": self.created_at,
+            "finished_at": self.finished_at,
             "total": self.total,
             "summary": self.summary.as_dict(),
             "rows": [row.as_dict() for row in self.rows],

@@ -226,10 +226,25 @@ def render_case_template(source: str, data: Mapping[str, Any], *, what: str, bas
         raise ExecutionError(f"{what}: {exc}") from None
 
 
+def render_case_value(value: Any, data: Mapping[str, Any], *, what: str, base_dir: Path) -> Any:
+    """Every string inside `value` (a provider's options) rendered as `render_case_template`
+    renders one; errors name the key (`user.options.base_url`)."""
+    if isinstance(value, str):
+        return render_case_template(value, data, what=what, base_dir=base_dir)
+    if isinstance(value, list):
+        return [render_case_value(v, data, what=what, base_dir=base_dir) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: render_case_value(v, data, what=f"{what}.{k}", base_dir=base_dir)
+            for k, v in value.items()
+        }
+    return value
+
+
 async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringContext) -> ScoreValue:
     from awf_nb.engine.ports import Final, TextDelta, TurnRequest, Usage
 
-    data = run.data()
+    data = {**run.data(), "env": dict(ctx.env)}
     prompt = render_case_template(
         spec.prompt, data, what=f"scorer {name}: judge.prompt", base_dir=ctx.base_dir
     )
@@ -241,18 +256,24 @@ async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringConte
         if spec.system_prompt is not None
         else None
     )  # fmt: skip
-    run.masker.add_option_secrets(spec.options)
+    where = f"scorer {name}: judge"
+    # Provider and options are templates, as a step's are (`api_key: "{{.env.KEY}}"`).
+    provider_name = render_case_template(
+        spec.provider, data, what=f"{where}.provider", base_dir=ctx.base_dir
+    ).strip()
+    options = render_case_value(spec.options, data, what=f"{where}.options", base_dir=ctx.base_dir)
+    run.masker.add_option_secrets(options)
     turn = TurnRequest(
         prompt=prompt,
         system_prompt=system,
-        options=dict(spec.options),
+        options=options,
         working_dir=ctx.cwd,
         timeout=spec.timeout,
         step=f"score.{name}",
         run_id=run.state.run_id,
         speaker=JUDGE_SPEAKER,
     )
-    provider = ctx.providers(spec.provider)
+    provider = ctx.providers(provider_name)
     pieces: list[str] = []
     size = 0
     final: str | None = None

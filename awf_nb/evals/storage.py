@@ -272,6 +272,8 @@ class EvalFolder:
             status=manifest.shown_status(),
             total=manifest.total,
             storage=str(self.store.root),
+            created_at=manifest.created_at,
+            finished_at=manifest.finished_at,
         )
 
 

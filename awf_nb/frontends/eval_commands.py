@@ -145,7 +145,8 @@ def _configure_evals(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_evals(args: argparse.Namespace) -> int:
-    """List past evals, newest first: id, workflow, status, runs done, pass rate."""
+    """List past evals, newest first: id, workflow, when it started, status, runs done,
+    pass rate and pass^k (--json: also each scorer's pass rate and when it stopped)."""
     from awf_nb.evals.api import list_evals
     from awf_nb.safe_text import terminal_safe
     from awf_nb.store import Store
@@ -159,18 +160,26 @@ def cmd_evals(args: argparse.Namespace) -> int:
     if not results:
         print("no evals yet", file=sys.stderr)
         return 0
-    print(f"{'EVAL ID':<23}  {'WORKFLOW':<20}  {'STATUS':<11}  {'RUNS':>9}  {'PASSED':>6}  PASS^k")
+    from awf_nb.evals.results import percent
+
+    print(
+        f"{'EVAL ID':<23}  {'WORKFLOW':<20}  {'STARTED (UTC)':<19}  {'STATUS':<11}  "
+        f"{'RUNS':>9}  {'PASSED':>6}  PASS^k"
+    )
     for result in results:
         s = result.summary
-        from awf_nb.evals.results import percent
-
         pass_k = " ".join(percent(s.pass_hat.get(k)) for k in range(1, s.epochs + 1))
         print(
             f"{result.eval_id:<23}  {terminal_safe(result.workflow)[:20]:<20}  "
-            f"{result.status:<11}  {f'{len(result.rows)}/{result.total}':>9}  "
-            f"{percent(s.pass_rate):>6}  {pass_k}"
+            f"{_started(result.created_at):<19}  {result.status:<11}  "
+            f"{f'{len(result.rows)}/{result.total}':>9}  {percent(s.pass_rate):>6}  {pass_k}"
         )
     return 0
+
+
+def _started(created_at: str) -> str:
+    """`2026-11-25T09:15:00.123456Z` as `2026-11-25 09:15:00` (as `awf history` shows)."""
+    return created_at[:19].replace("T", " ")
 
 
 def _listed(result: Any) -> dict[str, Any]:
@@ -178,11 +187,14 @@ def _listed(result: Any) -> dict[str, Any]:
     return {
         "eval_id": result.eval_id,
         "workflow": result.workflow,
+        "created_at": result.created_at,
+        "finished_at": result.finished_at,
         "status": result.status,
         "runs": len(result.rows),
         "total": result.total,
         "pass_rate": s.pass_rate,
         "pass_hat_k": {str(k): v for k, v in s.pass_hat.items()},
+        "scorers": {name: scorer.pass_rate for name, scorer in s.scorers.items()},
     }
 
 

@@ -4,6 +4,11 @@ stdout carries what the workflow produces (streamed agent replies, command outpu
 stderr carries progress (step started/finished, durations, tokens), warnings and errors,
 so `awf run wf > out.txt` captures just the content. Output modes: `streaming` (text as it
 arrives), `buffered` (each reply when complete), `silent` (only errors).
+
+Why one module: the sink, the `> ` reader and Ctrl-C share one terminal — the reader
+must know what the sink has written on the prompt's line, Ctrl-C must reach the reader
+waiting at the prompt and the reply being streamed — and `run_in_terminal` ties them to
+one run; the text they render lives in terminal_text.py.
 """
 
 from __future__ import annotations

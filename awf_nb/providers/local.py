@@ -9,6 +9,10 @@ told about them and its `<tool_call>` blocks become `ToolCall` events (`local_to
 Loaded models are cached per process (keyed by file and context size) and shared by every
 run and provider instance. Loading and generation run in a worker thread that hands events
 to the event loop, so the loop never blocks; a cancelled turn stops within one token.
+
+Why one module: the model cache, the worker thread's generation loop and the provider
+share the same locks and the same `LoadedModel` (a freed model is loaded again under the
+turn's lock); what stands alone already lives beside it (local_tools.py, history.py).
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ into shell commands without escaping.
 Problems found only in agent prompts, options and terminal messages are warnings, so every
 file AWF accepts is still accepted. Each problem carries the YAML path of the field it is
 about, located with `Workflow.locations`.
+
+Why one module: every check reads the same facts about the workflow, computed once by
+`_Checker` (execution order, loop bodies, parallel branches, which steps have run by a
+given step); split apart, each part would recompute them or receive them all.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ lives in the `loader` package. Field names follow the YAML keys; `while` is `whi
 
 Models allow extra keys (`extra="allow"`) so the loader can report each unknown key as a
 warning with a did-you-mean suggestion instead of failing, as AWF ignores them.
+
+Why one module: it is the language's schema, read top to bottom like the spec (inputs,
+the parts steps share, each step kind, the workflow); the step kinds refer to the shared
+parts and the workflow to every kind, so a split would only scatter one picture.
 """
 
 from __future__ import annotations

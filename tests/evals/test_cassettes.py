@@ -120,3 +120,60 @@ async def test_an_eval_with_a_judge_resumes(project: Project, served: OpenAIServ
     resumed = await prepare_resume(first.eval_id, storage=project.store).execute()
     assert resumed.status == "completed" and len(resumed.rows) == 4
     assert all(row.scores["stars"].passed for row in resumed.rows)
+
+
+async def test_the_user_s_and_the_judge_s_provider_and_options_are_templates(
+    project: Project, served: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a step's options are: the server and its key from the environment, the model from
+    # the case; the key never shows.
+    monkeypatch.setenv("USER_KEY", "sk-user-key-000111222")
+    monkeypatch.setenv("JUDGE_KEY", "sk-judge-key-333444555")
+    monkeypatch.setenv("JUDGE_PROVIDER", "openai_compatible")
+    text = """\
+workflow: wf2.yaml
+dataset: cases.jsonl
+inputs: {topic: "{{.case.topic}}"}
+user:
+  provider: "{{.env.JUDGE_PROVIDER}}"
+  options: {base_url: "{{.env.SERVER}}", model: "user-{{.case.id}}", api_key: "{{.env.USER_KEY}}"}
+  persona: "You want {{.case.topic}}"
+  max_turns: 2
+scorers:
+  - name: stars
+    judge:
+      provider: "{{.env.JUDGE_PROVIDER}}"
+      options:
+        base_url: "{{.env.SERVER}}"
+        model: "judge-{{.case.id}}-{{.status}}"
+        api_key: "{{.env.JUDGE_KEY}}"
+        stop: ["{{.case.topic}}!"]
+      prompt: "How many stars? {{.transcript}}"
+      pass: ">= 3"
+"""
+    result = await evaluate(project, text, epochs=1)
+    assert [row.outcome for row in result.rows] == ["pass", "pass"], result.rows
+    sent = {
+        (r.body["model"], r.headers.get("authorization"), str(r.body.get("stop")))
+        for r in served.requests
+    }
+    assert ("user-bread", "Bearer sk-user-key-000111222", "None") in sent
+    assert ("judge-jam-completed", "Bearer sk-judge-key-333444555", "['jam!']") in sent
+    assert {model for model, _key, _stop in sent} == {
+        "m", "user-bread", "user-jam", "judge-bread-completed", "judge-jam-completed"
+    }  # fmt: skip
+    stored = b"".join(p.read_bytes() for p in project.store.root.rglob("*") if p.is_file())
+    assert b"sk-user-key" not in stored and b"sk-judge-key" not in stored
+
+
+async def test_an_options_template_that_does_not_render_is_an_error_of_its_row(
+    project: Project, served: OpenAIServer
+) -> None:
+    text = eval_text(served.base_url).replace(
+        "model: m}\n  persona", 'model: "{{.case.nope}}"}\n  persona'
+    )
+    assert "{{.case.nope}}" in text
+    result = await evaluate(project, text, epochs=1)
+    for row in result.rows:
+        assert row.outcome == "error" and row.error_kind == "setup"
+        assert "user.options.model" in row.error and "nope" in row.error

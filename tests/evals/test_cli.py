@@ -65,6 +65,18 @@ def test_evals_and_eval_show_with_case_failed_and_vs(
     newer, older = json.loads(out)
     assert (newer["eval_id"], older["eval_id"]) == (second, first)  # newest first
     assert newer["workflow"] == "chatty" and newer["runs"] == newer["total"] == 2
+    # when each started and stopped, and each scorer's pass rate
+    manifest = json.loads((project.store.root / "evals" / second / "manifest.json").read_text())
+    assert (newer["created_at"], newer["finished_at"]) == (
+        manifest["created_at"], manifest["finished_at"]
+    )  # fmt: skip
+    assert newer["created_at"] < newer["finished_at"]
+    assert (newer["scorers"], older["scorers"]) == ({"mentions": 0.5}, {"mentions": 0.5})
+    code, out, _ = run(capsys, "evals", *storage)
+    header, *lines = out.splitlines()
+    assert "STARTED (UTC)" in header and len(lines) == 2
+    started = manifest["created_at"][:19].replace("T", " ")
+    assert lines[0].startswith(second) and f"  {started}  completed" in lines[0]
 
     code, out, _ = run(capsys, "eval-show", older["eval_id"], "--failed", *storage)
     assert code == 0

@@ -106,6 +106,33 @@ def test_checks_that_need_the_model_report_every_mistake_where_it_is(project: Pr
     assert "t.eval.yaml:14:7: error: scorers[2].judge.prompt: template:" in text
 
 
+def test_a_bad_template_in_the_user_s_or_judge_s_options_is_located(project: Project) -> None:
+    project.rows("cases.jsonl", [{"topic": "bread"}])
+    found = problems(
+        project,
+        """\
+        workflow: wf.yaml
+        dataset: cases.jsonl
+        inputs: {topic: x}
+        user:
+          persona: p
+          provider: "{{.env.P"
+          options: {base_url: "{{.env.URL", stop: [a, "{{.case.x"]}
+        scorers:
+          - name: j
+            judge:
+              prompt: p
+              pass: ">= 1"
+              options: {headers: {X-Key: "{{.env.KEY"}}
+        """,
+    )
+    text = "\n".join(found)
+    assert "t.eval.yaml:6:3: error: user.provider: template:" in text
+    assert "t.eval.yaml:7:13: error: user.options.base_url: template:" in text
+    assert "t.eval.yaml:7:47: error: user.options.stop[1]: template:" in text
+    assert "t.eval.yaml:13:27: error: scorers[0].judge.options.headers.X-Key: template:" in text
+
+
 @pytest.mark.parametrize(
     ("scorer", "message"),
     [

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import types
 
 import pytest
 
@@ -61,6 +62,29 @@ def test_to_pandas_names_the_missing_package(
     with pytest.raises(UserError, match="needs pandas, which awf-nb does not install"):
         result.to_pandas()
     assert result.rows[0].flat()["case"] == "1"  # what each data frame row holds
+
+
+def test_to_pandas_gives_one_data_frame_row_per_run_and_a_column_per_scorer(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pandas is not a dependency (nor installed for the tests): a stand-in module takes
+    # what `to_pandas` hands to `pandas.DataFrame`.
+    project.rows("cases.jsonl", [{"id": "a", "topic": "x"}])
+    project.write_eval(
+        'workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "{{.case.topic}}"}\n'
+        "scorers: [{name: ok, condition: 'status == \"completed\"'}]\nepochs: 2\n"
+    )
+    result = awf_nb.evaluate("t.eval.yaml", storage=project.store, show=False)
+    frames: list[object] = []
+    pandas = types.ModuleType("pandas")
+    pandas.DataFrame = lambda records: frames.append(records) or "frame"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pandas", pandas)
+    assert result.to_pandas() == "frame"
+    (records,) = frames
+    assert sorted((r["case"], r["epoch"], r["ok"], r["ok_score"]) for r in records) == [
+        ("a", 1, True, 1.0), ("a", 2, True, 1.0)
+    ]  # fmt: skip
+    assert {"run_id", "status", "turns", "tokens", "seconds", "passed"} <= set(records[0])
 
 
 def test_errors_of_the_arguments(project: Project) -> None:

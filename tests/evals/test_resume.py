@@ -1,5 +1,6 @@
 """kill -9 in the middle of an eval loses only the runs in flight; `awf eval --resume`
-reruns exactly the (case, epoch) pairs that had not finished. Real processes throughout."""
+reruns exactly the (case, epoch) pairs that had not finished, and a run the kill cut short
+is an ordinary run (`awf status`, `awf resume`). Real processes throughout."""
 
 from __future__ import annotations
 
@@ -87,6 +88,15 @@ def test_kill_9_mid_eval_then_resume_runs_exactly_the_unfinished_cases(project: 
     )
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["status"] == "interrupted"
+    # and `awf resume` finishes it like any run (its case given as the eval gave it)
+    case = next(r["case"] for r in lines(runs) if r["run_id"] == killed[0])
+    resumed = run_awf(
+        "resume", killed[0], "--storage", str(project.store.root),
+        cwd=project.root, env={"AWF_EVAL_CASE": str(case)},
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    state = project.store.load_state(killed[0])
+    assert state.status == "completed" and state.steps["wait"].output.strip() == f"passed {case}"
 
 
 def test_resume_refuses_options_that_would_change_the_eval(project: Project) -> None:

@@ -73,7 +73,7 @@ class EvalTable:
         self._rows: dict[tuple[str, int], dict[str, Any]] = {}
         self._total = 0
         self._done_before = 0
-        self._executor: Any = None  # the eval's, which says where its runs are in flight
+        self._executor: Any = None  # a remote eval's, which says where its runs are
         self._concurrency = 0
         self._finished = 0
         self._counts = {"pass": 0, "fail": 0, "error": 0}
@@ -105,8 +105,11 @@ class EvalTable:
         self.eval_id = run.eval_id
         self._scorers = list(run.scorers)
         self._total = run.total
-        self._executor = run.executor
-        self._concurrency = run.manifest.concurrency
+        # where the runs go, when not in this kernel (a local eval's is the default)
+        executor = getattr(run, "executor", None)
+        if executor is not None and executor.name != "local":
+            self._executor = executor
+            self._concurrency = run.manifest.concurrency
         self._done_before = len(run.done)
         self.view.header = table_header(self._scorers)
         for row in run.done:

@@ -15,6 +15,10 @@ CLI says "unknown session" (`session_missing_pattern`). MCP servers a turn bring
 (`mcp_proxy`: awf serving the step's tools) reach the CLI through its own MCP flags in
 `build_command`, or through its configuration in `prepare_env` when that must be merged
 with the user's own (an environment variable, a settings file written for the turn).
+
+Why one module: every CLI provider is this runner with three pieces of its own; the run of
+one process (`_Run`: start, read, drain stderr, kill the group) and the error texts it
+produces are shared by all six and change together.
 """
 
 from __future__ import annotations

@@ -1,0 +1,65 @@
+"""The eval table's progress line: runs done out of all, the counts, the time elapsed and
+the estimate of what is left (ETA), from this session's pace (a resumed eval's earlier
+rows count as done but not as this session's pace). The clock is the module's, set by the
+test: no wall-clock timing."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from awf_nb.evals.results import EvalResult, EvalRow
+from awf_nb.frontends.notebook import eval_table
+from awf_nb.frontends.notebook.eval_table import EvalTable
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+async def test_the_progress_line_counts_the_runs_and_estimates_what_is_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(eval_table, "time", clock)
+    table = EvalTable()
+    # a resumed eval: 2 of its 6 runs were done before
+    done = [EvalRow("a", 1, passed=True), EvalRow("b", 1, passed=False)]
+    run = SimpleNamespace(
+        folder=SimpleNamespace(store=None), eval_id="e1", scorers=[], total=6, done=done
+    )
+    table.eval_started(run)  # type: ignore[arg-type]
+    for case in ("c", "d", "e"):
+        table.run_started(case, 1, f"run-{case}")
+    assert table.progress.value.startswith("eval e1: 2/6 runs · ✓ 1 ✗ 1 ! 0 · 0:00 elapsed")
+    assert "ETA" not in table.progress.value  # no pace to go by yet
+
+    clock.now += 30
+    table.run_finished(EvalRow("c", 1, passed=True))
+    # one run in 30 s, three left: 1:30
+    assert table.progress.value == "eval e1: 3/6 runs · ✓ 2 ✗ 1 ! 0 · 0:30 elapsed · ETA 1:30"
+
+    clock.now += 10
+    table.run_finished(EvalRow("d", 1, passed=None, error="boom"))
+    assert table.progress.value.endswith("4/6 runs · ✓ 2 ✗ 1 ! 1 · 0:40 elapsed · ETA 0:40")
+
+    for case in ("e", "f"):
+        table.run_finished(EvalRow(case, 1, passed=True))
+    table.eval_finished(EvalResult("e1", "w", [], [], 1, status="completed", total=6))
+    assert table.progress.value == "eval e1: 6/6 runs · ✓ 4 ✗ 1 ! 1 · 0:40 elapsed · completed"
+
+
+async def test_the_progress_line_says_where_a_remote_eval_runs() -> None:
+    table = EvalTable()
+    executor = SimpleNamespace(name="ray", describe=lambda n: f"{n} at a time on each of 3 workers")
+    run = SimpleNamespace(
+        folder=SimpleNamespace(store=None), eval_id="e1", scorers=[], total=6, done=[],
+        executor=executor, manifest=SimpleNamespace(concurrency=4),
+    )  # fmt: skip
+    table.eval_started(run)  # type: ignore[arg-type]
+    assert table.progress.value.startswith("eval e1: 0/6 runs · 4 at a time on each of 3 workers ·")
