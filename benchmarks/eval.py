@@ -308,10 +308,11 @@ def ray_comparison(args: argparse.Namespace, base: str, server_pid: int) -> None
         from tests.support.ray_cluster import RayCluster
 
         cluster = RayCluster(cpus=2)
-        cluster.start()
-        address = cluster.address
-        os.environ.update(cluster.env)
     try:
+        if cluster is not None:
+            cluster.start()
+            address = cluster.address
+            os.environ.update(cluster.env)
         runs: dict[str, dict[str, float]] = {}
         for label, executor in [
             ("local", {}),

@@ -12,6 +12,9 @@ command line (`ray start --head`), stopped with `ray stop`.
   limit).
 
 Every wait is bounded: `ray start` at `COMMAND_TIMEOUT`, the stop at `STOP_TIMEOUT`.
+`ray start` gives its node a fixed 30 s to register, which a machine whose CPUs are busy
+with other work can miss; a start that fails is cleaned up and tried again, up to
+`START_ATTEMPTS` times.
 `stop()` ends this cluster's processes by their ids (those that name its temp dir or its
 address, and their children), not every Ray process of the machine as `ray stop` would.
 """
@@ -32,6 +35,7 @@ from tests.support.waiting import free_port
 
 COMMAND_TIMEOUT = 240.0  # `ray start` on a busy CPU: Ray's own wait for its node is 30 s
 STOP_TIMEOUT = 30.0  # from SIGTERM to SIGKILL
+START_ATTEMPTS = 3
 # Ray's variables for every process of the cluster and for the drivers that use it.
 RAY_BASE_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -66,14 +70,21 @@ class RayCluster:
         )
 
     def start(self) -> None:
-        started = self._ray(
-            "start", "--head", "--port=0", "--include-dashboard=false",
-            "--disable-usage-stats", f"--num-cpus={self.cpus}", f"--temp-dir={self.temp}",
-            # ports of their own: Ray's defaults (8265, 10001) may be another cluster's
-            f"--dashboard-port={free_port()}", f"--ray-client-server-port={free_port()}",
-        )  # fmt: skip
-        if started.returncode != 0:
-            raise RuntimeError(f"ray start failed:\n{started.stdout}\n{started.stderr}")
+        failures = []
+        for _ in range(START_ATTEMPTS):
+            started = self._ray(
+                "start", "--head", "--port=0", "--include-dashboard=false",
+                "--disable-usage-stats", f"--num-cpus={self.cpus}", f"--temp-dir={self.temp}",
+                # ports of their own: Ray's defaults (8265, 10001) may be another cluster's
+                f"--dashboard-port={free_port()}", f"--ray-client-server-port={free_port()}",
+            )  # fmt: skip
+            if started.returncode == 0:
+                break
+            failures.append(started.stderr.strip().splitlines()[-1:] or ["?"])
+            self.stop()  # what the failed start left running
+            self.temp = Path(tempfile.mkdtemp(prefix="awf-ray-"))
+        else:
+            raise RuntimeError(f"ray start failed {START_ATTEMPTS} times: {failures}")
         self.address = (self.temp / "ray_current_cluster").read_text().strip()
         if not self.address.startswith("127.0.0.1:"):
             raise RuntimeError(f"the Ray cluster is not on loopback: {self.address}")
