@@ -318,3 +318,68 @@ def test_the_notebook_magic_passes_the_ray_options_on(project: Project) -> None:
     assert (run.executor.address, run.executor.workers) == ("127.0.0.1:1", 3)
     assert run.manifest.executor == "ray"  # and so --resume runs it on Ray
     assert run.executor.describe(4) == "4 at a time on each of 3 Ray workers"
+
+
+GATED = """\
+name: gated
+states:
+  initial: wait
+  wait:
+    type: step
+    command: 'until [ -f "gate-$AWF_EVAL_CASE" ]; do sleep 0.02; done; echo passed'
+    timeout: 120
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+@pytest.mark.ray
+def test_ctrl_c_cancels_a_ray_eval_and_resume_finishes_it_on_ray(
+    ray_cluster: RayCluster, project: Project
+) -> None:
+    # the workers run in a copy of the project folder (the job's working directory): a gate
+    # the test opened in the project would not reach them, so the runs wait on absolute paths
+    gates = project.root / "gates"
+    gates.mkdir()
+    project.write("gated.yaml", GATED.replace("gate-$AWF_EVAL_CASE", f"{gates}/$AWF_EVAL_CASE"))
+    project.rows("cases.jsonl", [{"id": f"c{i}"} for i in range(1, 4)])
+    project.write_eval("workflow: gated.yaml\ndataset: cases.jsonl\nconcurrency: 1\n")
+    (gates / "c1").touch()
+    env = awf_environment({**ray_cluster.env, "NO_COLOR": "1"})
+    command = [*AWF, "eval", "t.eval.yaml", "--executor", "ray", "--workers", "2",
+               "--storage", str(project.store.root)]  # fmt: skip
+    evals = project.store.root / "evals"
+    with subprocess.Popen(
+        command, cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    ) as process:  # fmt: skip
+        try:
+            wait_until(lambda: evals.is_dir() and any(evals.iterdir()), "the eval's folder", 120)
+            folder = next(evals.iterdir())
+            results, runs = folder / "results.jsonl", folder / "runs.jsonl"
+            wait_until(lambda: results.is_file() and results.read_text().count("\n") == 1,
+                       "the first run finished", 240)  # fmt: skip
+            wait_until(lambda: runs.read_text().count("\n") == 3, "two runs in flight", 240)
+            process.send_signal(signal.SIGINT)
+            _out, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, err
+    assert f"finish it with: awf eval --resume {folder.name}" in err
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "cancelled"
+
+    # the runs in flight were stopped on the workers, their commands too
+    def waiting() -> list[int]:
+        return [p.pid for p in psutil.process_iter(["cmdline"])
+                if str(gates) in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+
+    wait_until(lambda: not waiting(), "the cancelled runs' commands stopped", 60)
+    for case in ("c2", "c3"):
+        (gates / case).touch()
+    resumed = awf(project, "eval", "--resume", folder.name, "--json", env=ray_cluster.env)
+    assert resumed.returncode == 0, resumed.stderr
+    rows = json.loads(resumed.stdout)["rows"]
+    assert sorted(row["case"] for row in rows) == ["c1", "c2", "c3"]
+    assert all(row["passed"] for row in rows), rows
