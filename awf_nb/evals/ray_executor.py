@@ -1,8 +1,8 @@
 """`--executor ray`: an eval's (case, epoch) work items run by Ray workers.
 
 Imported only when an eval asks for `executor="ray"` (Ray is the optional extra
-`awf-nb[ray]`). The driver connects to a Ray cluster (`ray_address`, else Ray's own default:
-`RAY_ADDRESS`, or the cluster started on this machine with `ray start`) and starts
+`awf-nb[ray]`). The driver connects to a Ray cluster (`ray_address`, else `RAY_ADDRESS`,
+else the cluster started on this machine with `ray start`; never one of its own) and starts
 `workers` actors, one per worker process, each holding one CPU of the cluster. Each actor
 runs work items the way `LocalExecutor` does (`executor.run_item`, the same function),
 `concurrency` of them in flight on its own event loop, against a run store of its own; a
@@ -10,10 +10,10 @@ provider that loads a model (the bundled `local` one) loads it once per actor, s
 actor's process lives as long as the eval.
 
 What travels with the job:
-- the plan (workflow, scorers, limits) once per eval through Ray's object store, the
-  dataset rows in each work item, the working directory (the workflow's files and whatever
-  its commands read) as Ray's runtime environment `working_dir`, without the driver's
-  storage folder;
+- the plan (workflow, scorers, limits; not the driver's environment) once per worker, as
+  its actor's argument; the dataset rows in each work item; the working directory (the
+  workflow's files and whatever its commands read) as Ray's runtime environment
+  `working_dir`, without the driver's storage folder; awf-nb itself as `py_modules`;
 - replayed cassettes as bytes in the work item; recorded ones come back as bytes and are
   written where a local eval writes them;
 - of the driver's environment, only the variables the workflow names in its `env:` list
