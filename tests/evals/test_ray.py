@@ -261,6 +261,13 @@ def test_a_cluster_that_refuses_the_driver_is_a_clear_error(
     assert f"cannot connect to the Ray cluster at {nowhere}: Connection refused" in (
         completed.stderr
     )
+    # more workers than the cluster has CPUs: said, not left pending
+    completed = awf(project, "eval", "t.eval.yaml", "--executor", "ray", "--workers", "5",
+                    env=ray_cluster.env)  # fmt: skip
+    assert completed.returncode == 1, completed.stderr
+    assert "--workers must be a whole number from 1 to 2 (the cluster's CPUs), got 5" in (
+        completed.stderr
+    )
 
 
 def test_without_ray_the_error_names_the_extra(project: Project, tmp_path: Path) -> None:
