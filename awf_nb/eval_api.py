@@ -43,6 +43,8 @@ async def aevaluate(
     replay: str | os.PathLike[str] | None = None,
     record_missing: str | os.PathLike[str] | None = None,
     executor: str = "local",
+    ray_address: str | None = None,
+    workers: int | None = None,
     storage: Any = None,
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
@@ -55,7 +57,9 @@ async def aevaluate(
     `dataset`, `inputs`, `user`, `scorers`, `epochs`, `concurrency`, `limits`, `yes`,
     `seed`: the file's keys). `epochs`, `concurrency` and `seed` also override a file's.
     `limit`: the first N cases only; `record` / `replay` / `record_missing`: a folder of
-    one cassette per (case, epoch). `show`: "auto" (the default) shows a live table in a
+    one cassette per (case, epoch). `executor="ray"` runs the cases on a Ray cluster's
+    workers (`ray_address`: the cluster, else Ray's default; `workers`: how many, else one
+    per CPU of the cluster). `show`: "auto" (the default) shows a live table in a
     notebook and a progress bar in a terminal, True always, False never; a `progress` of
     your own (an `awf_nb.evals.driver.EvalProgress`) replaces them.
     """
@@ -79,7 +83,8 @@ async def aevaluate(
         file_overrides = {"epochs": None, "concurrency": None, "seed": None}
     run = prepare_eval(
         spec, limit=limit, record=record, replay=replay, record_missing=record_missing,
-        executor=executor, storage=storage, cwd=base, env=env, **file_overrides,
+        executor=executor, ray_address=ray_address, workers=workers, storage=storage,
+        cwd=base, env=env, **file_overrides,
     )  # fmt: skip
     if progress is None:
         progress = _progress(show)

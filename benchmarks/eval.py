@@ -27,6 +27,22 @@ machine's load weighs on both sides alike. Prints, from one run:
 
 A real store on disk is used, as `awf eval` uses it (each run's files forced onto the disk
 when the run ends, the results line fsynced).
+
+With `--executor ray` (needs `pip install 'awf-nb[ray]'`), the same eval runs three times
+instead: on the local executor, then on a Ray cluster with 1 and with 2 workers (each with
+`--concurrency` runs in flight), and it prints, from that one run:
+
+- the Ray path's set-up (connecting, starting the workers: until the first run starts);
+- wall time per case after the set-up and the ratio to the floor (model time × cases ÷
+  runs in flight: `--concurrency` × workers), and the Ray path's overhead per case
+  against the local executor;
+- throughput (cases per second after the set-up) with 2 workers ÷ with 1;
+- the driver's CPU per case (writing the rows and the runs the workers send back), the
+  fake server's CPU, and how busy the machine's CPUs were: when they are all busy, the
+  CPU — not Ray, not the model — is the bottleneck, and more workers cannot help.
+
+The cluster is `--ray-address ADDR`, or one the benchmark starts for itself on this
+machine (`ray start --head`, loopback only, 2 CPUs) and stops at the end.
 """
 
 from __future__ import annotations
@@ -43,6 +59,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -152,7 +169,9 @@ def rss_mib() -> float:
     return 0.0
 
 
-async def measure(args: argparse.Namespace, base: str, folder: Path) -> dict[str, float]:
+async def measure(
+    args: argparse.Namespace, base: str, folder: Path, **executor: object
+) -> dict[str, float]:
     from awf_nb.evals.api import prepare_eval
     from awf_nb.store import Store
 
@@ -164,7 +183,21 @@ async def measure(args: argparse.Namespace, base: str, folder: Path) -> dict[str
     text = (EVAL.replace("BASE", base).replace("TURNS", str(args.turns))
             .replace("CONCURRENCY", str(args.concurrency)))  # fmt: skip
     (folder / "b.eval.yaml").write_text(text)
-    run = prepare_eval(folder / "b.eval.yaml", storage=Store(folder / "storage"), cwd=folder)
+    run = prepare_eval(
+        folder / "b.eval.yaml", storage=Store(folder / "storage"), cwd=folder, **executor
+    )  # type: ignore[arg-type]
+    first_start: list[float] = []
+
+    class FirstStart:
+        """Notes when the first run starts: the executor's set-up is over."""
+
+        def eval_started(self, run: object) -> None: ...
+        def run_started(self, case: str, epoch: int, run_id: str) -> None:
+            if not first_start:
+                first_start.append(time.perf_counter())
+
+        def run_finished(self, row: object) -> None: ...
+        def eval_finished(self, result: object) -> None: ...
 
     peak_threads = threading.active_count()
     stop = asyncio.Event()
@@ -179,8 +212,9 @@ async def measure(args: argparse.Namespace, base: str, folder: Path) -> dict[str
     rss_before = rss_mib()
     cpu_before = time.process_time()
     wall_before = time.perf_counter()
-    result = await run.execute()
+    result = await run.execute(FirstStart())
     wall = time.perf_counter() - wall_before
+    setup = first_start[0] - wall_before if first_start else 0.0
     cpu = time.process_time() - cpu_before
     stop.set()
     await watcher
@@ -190,9 +224,12 @@ async def measure(args: argparse.Namespace, base: str, folder: Path) -> dict[str
                          f"{[r.error for r in result.rows if not r.passed][:3]}")  # fmt: skip
     replies = args.turns + (args.turns - 1)  # the agent's and the simulated user's
     model_time = replies * args.tokens * args.token_ms / 1000
-    ideal = model_time * args.cases / args.concurrency
+    in_flight = args.concurrency * int(executor.get("workers") or 1)  # type: ignore[call-overload]
+    ideal = model_time * args.cases / in_flight
     return {
         "wall": wall,
+        "setup": setup,
+        "after_setup": wall - setup,
         "ideal": ideal,
         "ratio": wall / ideal,
         "cpu_per_conversation_ms": cpu / args.cases * 1000,
@@ -245,11 +282,71 @@ def add_text(pieces: list[str], line: str) -> None:
         pieces.append(choice["delta"].get("content") or "")
 
 
+def machine_busy(since: tuple[float, float] | None = None) -> Any:
+    """The machine's (busy, total) CPU seconds so far, or with `since` the fraction of
+    its CPU time that was busy from then on (all CPUs: 100% is every core busy)."""
+    with open("/proc/stat") as stat:
+        fields = [float(x) for x in stat.readline().split()[1:]]
+    idle, total = fields[3] + fields[4], sum(fields)
+    if since is None:
+        return (total - idle, total)
+    return ((total - idle) - since[0]) / max(total - since[1], 1e-9)
+
+
 def process_cpu(pid: int) -> float:
     """User + system CPU seconds of process `pid` so far."""
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ray_comparison(args: argparse.Namespace, base: str, server_pid: int) -> None:
+    """`--executor ray`: the local executor, then Ray with 1 and 2 workers (see above)."""
+    cluster = None
+    address = args.ray_address
+    if address is None:
+        from tests.support.ray_cluster import RayCluster
+
+        cluster = RayCluster(cpus=2)
+    try:
+        if cluster is not None:
+            cluster.start()
+            address = cluster.address
+            os.environ.update(cluster.env)
+        runs: dict[str, dict[str, float]] = {}
+        for label, executor in [
+            ("local", {}),
+            ("ray × 1", {"executor": "ray", "ray_address": address, "workers": 1}),
+            ("ray × 2", {"executor": "ray", "ray_address": address, "workers": 2}),
+        ]:
+            server_cpu = process_cpu(server_pid)
+            busy = machine_busy()
+            with tempfile.TemporaryDirectory(prefix="awf-eval-bench-") as tmp:
+                runs[label] = asyncio.run(measure(args, base, Path(tmp), **executor))
+            runs[label]["server_cpu"] = process_cpu(server_pid) - server_cpu
+            runs[label]["busy"] = machine_busy(busy)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    print(f"{args.cases} conversations of {args.turns} agent replies with a simulated user, "
+          f"{args.concurrency} in flight per worker; {args.tokens} tokens per reply at "
+          f"{args.token_ms:g} ms per token ({runs['local']['model_time']:.2f}s of model time "
+          f"per conversation)")  # fmt: skip
+    print(f"{'':10}{'set-up':>9}{'after':>9}{'floor':>9}{'ratio':>8}{'per case':>11}"
+          f"{'driver CPU':>13}{'server CPU':>12}{'CPUs busy':>11}")  # fmt: skip
+    for label, f in runs.items():
+        print(f"{label:10}{f['setup']:8.2f}s{f['after_setup']:8.2f}s{f['ideal']:8.2f}s"
+              f"{f['after_setup'] / f['ideal']:8.3f}"
+              f"{f['after_setup'] / args.cases * 1000:9.1f}ms"
+              f"{f['cpu_per_conversation_ms']:10.1f}ms/case"
+              f"{f['server_cpu']:8.1f}s"
+              f"{f['busy'] * 100:9.0f}%")  # fmt: skip
+    local, one, two = runs["local"], runs["ray × 1"], runs["ray × 2"]
+    overhead = (one["after_setup"] - local["after_setup"]) / args.cases * 1000
+    print(f"Ray path overhead per case (1 worker vs local, after set-up): {overhead:+.1f} ms "
+          f"of wall time; set-up {one['setup']:.1f}s once per eval")  # fmt: skip
+    print(f"throughput 2 workers ÷ 1 worker (after set-up): "
+          f"{one['after_setup'] / two['after_setup']:.2f} (ideal 2.00)")  # fmt: skip
 
 
 def main() -> None:
@@ -261,6 +358,8 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3, help="agent replies per conversation")
     parser.add_argument("--tokens", type=int, default=40, help="tokens per reply")
     parser.add_argument("--token-ms", type=float, default=20.0, help="milliseconds per token")
+    parser.add_argument("--executor", choices=["local", "ray"], default="local")
+    parser.add_argument("--ray-address", metavar="ADDR", help="--executor ray: the cluster")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -275,6 +374,9 @@ def main() -> None:
     try:
         base = f"http://127.0.0.1:{port}/v1"
         wait_ready(f"{base}/models", server)
+        if args.executor == "ray":
+            ray_comparison(args, base, server.pid)
+            return
         load_before = os.getloadavg()[0]
         bare_before = asyncio.run(bare_client(args, base))
         server_cpu = process_cpu(server.pid)

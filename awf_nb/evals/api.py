@@ -125,6 +125,8 @@ def prepare_eval(
     replay: str | os.PathLike[str] | None = None,
     record_missing: str | os.PathLike[str] | None = None,
     executor: str = "local",
+    ray_address: str | None = None,
+    workers: int | None = None,
     storage: Store | str | os.PathLike[str] | None = None,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -136,7 +138,7 @@ def prepare_eval(
     mode, folder = cassette_options(record, replay, record_missing)
     options = EvalOptions(
         epochs=epochs, limit=limit, concurrency=concurrency, seed=seed, cassette_mode=mode,
-        cassette_dir=folder, executor=executor,
+        cassette_dir=folder, executor=executor, ray_address=ray_address, workers=workers,
     )  # fmt: skip
     return start_eval(
         spec, options, store=_store(storage), cwd=cwd, env=None if env is None else dict(env)
@@ -150,11 +152,14 @@ def prepare_resume(
     storage: Store | str | os.PathLike[str] | None = None,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    ray_address: str | None = None,
+    workers: int | None = None,
 ) -> EvalRun:
-    """The eval `eval_id` (or a unique prefix), to finish what it had not."""
+    """The eval `eval_id` (or a unique prefix), to finish what it had not (an eval started
+    with `executor="ray"` resumes on Ray: `ray_address` and `workers` as when starting)."""
     return resume_eval(
         eval_id, store=_store(storage), concurrency=concurrency, cwd=cwd,
-        env=None if env is None else dict(env),
+        env=None if env is None else dict(env), ray_address=ray_address, workers=workers,
     )  # fmt: skip
 
 

@@ -46,7 +46,7 @@ from awf_nb.store import Store
 
 CassetteMode = Literal["record", "replay", "record-missing"]
 CASSETTE_SUFFIX = ".cassette.jsonl"
-EXECUTORS = ("local",)
+EXECUTORS = ("local", "ray")
 
 
 class EvalProgress(Protocol):
@@ -73,6 +73,8 @@ class EvalOptions:
     cassette_mode: CassetteMode | None = None
     cassette_dir: Path | None = None
     executor: str = "local"
+    ray_address: str | None = None  # --executor ray: the cluster (None: Ray's default)
+    workers: int | None = None  # --executor ray: worker processes (None: the cluster's CPUs)
 
 
 def cassette_path(folder: Path, case: Case, epoch: int) -> Path:
@@ -285,14 +287,19 @@ class EvalRun:
         )
 
 
-def make_executor(name: str, store: Store) -> Executor:
+def make_executor(
+    name: str, store: Store, *, ray_address: str | None = None, workers: int | None = None
+) -> Executor:
+    if name != "ray" and (ray_address is not None or workers is not None):
+        raise UserError("--ray-address and --workers are options of --executor ray")
     if name == "local":
         return LocalExecutor(store)
     if name == "ray":
-        raise UserError(
-            "--executor ray is not available yet in this version of awf-nb",
-            hint="use --executor local (the default)",
-        )
+        if workers is not None:
+            _check_range("--workers", workers, 1, 10_000)
+        from awf_nb.evals.ray_executor import RayExecutor  # Ray only when asked for
+
+        return RayExecutor(store, address=ray_address, workers=workers)
     raise UserError(f'unknown executor "{name}" (available: {", ".join(EXECUTORS)})')
 
 
@@ -316,7 +323,9 @@ def start_eval(
         raise UserError(
             "a cassette mode needs its folder (--record / --replay / --record-missing DIR)"
         )
-    executor = make_executor(options.executor, store)
+    executor = make_executor(
+        options.executor, store, ray_address=options.ray_address, workers=options.workers
+    )
     cases = spec.cases[: options.limit] if options.limit else list(spec.cases)
     seed = options.seed if options.seed is not None else file.seed
     if seed is None:
@@ -353,6 +362,8 @@ def resume_eval(
     concurrency: int | None = None,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    ray_address: str | None = None,
+    workers: int | None = None,
 ) -> EvalRun:
     """The eval `eval_id`, to finish: exactly the (case, epoch) pairs without a row run."""
     from awf_nb.evals.model import EvalFile
@@ -386,7 +397,7 @@ def resume_eval(
         label=manifest.eval_path or "<eval>",
         path=Path(manifest.eval_path) if manifest.eval_path else None,
     )
-    executor = make_executor(manifest.executor, store)
+    executor = make_executor(manifest.executor, store, ray_address=ray_address, workers=workers)
     return EvalRun(
         spec, folder, manifest, cases, folder.rows(), cwd=_cwd(cwd), env=env, executor=executor
     )

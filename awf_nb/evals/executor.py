@@ -5,6 +5,7 @@ finished run's row as the executor reports it. An executor is small:
 
     class Executor(Protocol):
         def run(self, plan: EvalPlan) -> AsyncIterator[RunStarted | RunOutcome]
+        def describe(self, concurrency: int) -> str  # "4 at a time", for the progress
 
 It yields `RunStarted` when a run has its id and `RunOutcome` when it has finished and
 been scored, in the order things happen. Everything in a `WorkItem`, `RunStarted` and
@@ -13,8 +14,9 @@ been scored, in the order things happen. Everything in a `WorkItem`, `RunStarted
 - `LocalExecutor` (this module) keeps `concurrency` runs in flight on the caller's event
   loop — a fixed number of worker tasks pulling items, no thread per run — and writes the
   runs into the driver's own store, so its outcomes carry no artifacts.
-- An executor on other machines (Ray, next) runs a `LocalExecutor` on each worker against
-  a store of the worker's own, and ships each finished run back as `RunArtifacts` (state
+- An executor on other machines (`RayExecutor`, ray_executor.py) runs the work items
+  (`run_item`, as `LocalExecutor` does) on each worker against a store of the worker's
+  own, and ships each finished run back as `RunArtifacts` (state
   and transcript, already masked) in its `RunOutcome`; the driver's `ArtifactWriter`
   puts them into the driver's store, so `awf status RUN_ID` works there as for local runs.
 
@@ -114,6 +116,10 @@ class Executor(Protocol):
 
     def run(self, plan: EvalPlan) -> AsyncIterator[RunStarted | RunOutcome]: ...
 
+    def describe(self, concurrency: int) -> str:
+        """Where and how many runs are in flight, for the progress display."""
+        ...
+
 
 class ArtifactWriter:
     """The driver's side of a remote run: its files written into the driver's store."""
@@ -163,6 +169,9 @@ class LocalExecutor:
 
     def __init__(self, store: Store | None) -> None:
         self.store = store
+
+    def describe(self, concurrency: int) -> str:
+        return f"{concurrency} at a time"
 
     async def run(self, plan: EvalPlan) -> AsyncIterator[RunStarted | RunOutcome]:
         from awf_nb.evals.run_store import EvalRunStore

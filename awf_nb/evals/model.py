@@ -14,7 +14,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from awf_nb.workflow.durations import Duration
 from awf_nb.workflow.model import Limits
@@ -78,6 +85,12 @@ class PassRule(BaseModel):
 
     def passes(self, value: float) -> bool:
         return _COMPARISONS[self.op](value, self.threshold)
+
+    @model_serializer
+    def _as_text(self) -> str:
+        # dumped as it is written (`">= 4"`), so a dumped eval validates again: the
+        # eval's folder keeps it for --resume
+        return str(self)
 
     def __str__(self) -> str:
         return f"{self.op} {self.threshold:g}"

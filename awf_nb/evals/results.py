@@ -26,7 +26,7 @@ from awf_nb.engine.summary import format_duration
 from awf_nb.evals.scorers import ScoreValue
 
 Outcome = str  # "pass" | "fail" | "error"
-ERROR_KINDS = ("setup", "cassette", "run", "limit", "scorer")
+ERROR_KINDS = ("setup", "cassette", "run", "limit", "scorer", "worker")
 
 
 @dataclass

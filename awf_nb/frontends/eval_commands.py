@@ -58,6 +58,14 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--executor", default="local", choices=["local", "ray"], help="where runs execute"
     )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="--executor ray: the Ray cluster (HOST:PORT, ray://HOST:PORT; default: Ray's own)",
+    )
+    parser.add_argument(
+        "--workers", type=int, metavar="N", help="--executor ray: worker processes (default: CPUs)"
+    )
     parser.add_argument("--json", action="store_true", help="print only the results, as JSON")
     _storage(parser)
 
@@ -82,7 +90,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 f"--resume continues an eval as it was started: {', '.join(given)} cannot "
                 "change it (only --concurrency can)"
             )
-        run = prepare_resume(args.resume, concurrency=args.concurrency, storage=args.storage)
+        run = prepare_resume(
+            args.resume, concurrency=args.concurrency, storage=args.storage,
+            ray_address=args.ray_address, workers=args.workers,
+        )  # fmt: skip
     else:
         if args.file is None:
             raise UserError("awf eval needs an eval FILE (or --resume EVAL_ID)")
@@ -96,6 +107,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             replay=args.replay,
             record_missing=args.record_missing,
             executor=args.executor,
+            ray_address=args.ray_address,
+            workers=args.workers,
             storage=args.storage,
         )
     return _execute(run, json_only=args.json)

@@ -56,7 +56,7 @@ class TerminalEvalProgress:
         self.err.print(
             Text(
                 f"eval {run.eval_id}: {run.manifest.workflow} × {run.manifest.cases} cases × "
-                f"{run.manifest.epochs} epochs, {run.manifest.concurrency} at a time"
+                f"{run.manifest.epochs} epochs, {run.executor.describe(run.manifest.concurrency)}"
                 + (f" ({done} done before)" if done else "")
             )
         )

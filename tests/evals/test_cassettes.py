@@ -10,49 +10,12 @@ import pytest
 
 import awf_nb.providers
 from awf_nb.errors import UserError
-from awf_nb.evals.api import prepare_eval
+from awf_nb.evals.api import prepare_eval, prepare_resume
 from awf_nb.evals.results import EvalResult
+from tests.support.eval_project import SERVED_WORKFLOW as WORKFLOW
 from tests.support.eval_project import Project
+from tests.support.eval_project import served_eval_text as eval_text
 from tests.support.openai_server import OpenAIServer, Reply
-
-WORKFLOW = """\
-name: served
-inputs: [{name: topic, required: true}]
-states:
-  initial: chat
-  chat:
-    type: agent
-    provider: openai_compatible
-    mode: conversation
-    prompt: "Help me with {{.inputs.topic}}"
-    options: {base_url: "{{.env.SERVER}}", model: m, api_key: sk-test-secret-123456}
-    on_success: done
-  done: {type: terminal}
-"""
-
-
-def eval_text(url: str, judge_url: str | None = None, max_turns: int = 2) -> str:
-    judge_url = judge_url or url
-    return f"""\
-workflow: wf2.yaml
-dataset: cases.jsonl
-inputs: {{topic: "{{{{.case.topic}}}}"}}
-user:
-  provider: openai_compatible
-  options: {{base_url: "{url}", model: m}}
-  persona: "You want {{{{.case.topic}}}}"
-  max_turns: {max_turns}
-scorers:
-  - name: stars
-    judge:
-      provider: openai_compatible
-      options: {{base_url: "{judge_url}", model: m}}
-      prompt: "How many stars? {{{{.transcript}}}}"
-      pass: ">= 3"
-  - name: long
-    condition: 'turns >= 2'
-epochs: 2
-"""
 
 
 def comparable(result: EvalResult) -> list[dict[str, object]]:
@@ -147,6 +110,16 @@ async def test_an_erroring_judge_server_is_an_error_in_its_cell(
         assert "judge model not loaded" in row.scores["stars"].error
         assert row.scores["long"].passed is True
         assert row.outcome == "error" and row.error_kind == "scorer"
+
+
+async def test_an_eval_with_a_judge_resumes(project: Project, served: OpenAIServer) -> None:
+    # the judge's `pass: ">= 3"` is kept in the eval's folder and read back on resume
+    first = await evaluate(project, eval_text(served.base_url))
+    results = project.store.root / "evals" / first.eval_id / "results.jsonl"
+    results.write_text(results.read_text().splitlines()[0] + "\n")
+    resumed = await prepare_resume(first.eval_id, storage=project.store).execute()
+    assert resumed.status == "completed" and len(resumed.rows) == 4
+    assert all(row.scores["stars"].passed for row in resumed.rows)
 
 
 async def test_the_user_s_and_the_judge_s_provider_and_options_are_templates(

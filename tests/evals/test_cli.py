@@ -107,7 +107,7 @@ def test_bad_command_lines(
     assert code == 1 and "--concurrency must be a whole number from 1 to 1000, got 0" in err
     code, _, err = run(capsys, "eval", "t.eval.yaml", "--replay", "nowhere", *storage)
     assert code == 1 and 'no cassette for case "a" epoch 1' in err
-    code, _, err = run(capsys, "eval", "t.eval.yaml", "--executor", "ray", *storage)
-    assert code == 1 and "--executor ray is not available yet" in err
+    code, _, err = run(capsys, "eval", "t.eval.yaml", "--workers", "2", *storage)
+    assert code == 1 and "--ray-address and --workers are options of --executor ray" in err
     code, _, err = run(capsys, "eval-show", "nope", *storage)
     assert code == 1 and 'eval "nope" not found' in err

@@ -33,6 +33,49 @@ states:
 """
 
 
+# A conversation with an agent on an OpenAI-compatible server (`SERVER` in the environment).
+SERVED_WORKFLOW = """\
+name: served
+inputs: [{name: topic, required: true}]
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: openai_compatible
+    mode: conversation
+    prompt: "Help me with {{.inputs.topic}}"
+    options: {base_url: "{{.env.SERVER}}", model: m, api_key: sk-test-secret-123456}
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+def served_eval_text(url: str, judge_url: str | None = None, max_turns: int = 2) -> str:
+    """An eval of `wf2.yaml` (SERVED_WORKFLOW) over `cases.jsonl`: a simulated user and a
+    judge on the server at `url` (the judge at `judge_url` if given), two epochs."""
+    judge_url = judge_url or url
+    return f"""\
+workflow: wf2.yaml
+dataset: cases.jsonl
+inputs: {{topic: "{{{{.case.topic}}}}"}}
+user:
+  provider: openai_compatible
+  options: {{base_url: "{url}", model: m}}
+  persona: "You want {{{{.case.topic}}}}"
+  max_turns: {max_turns}
+scorers:
+  - name: stars
+    judge:
+      provider: openai_compatible
+      options: {{base_url: "{judge_url}", model: m}}
+      prompt: "How many stars? {{{{.transcript}}}}"
+      pass: ">= 3"
+  - name: long
+    condition: 'turns >= 2'
+epochs: 2
+"""
+
+
 class Project:
     """A folder holding an eval: `write_eval(yaml)` returns the eval file's path."""
 

@@ -25,7 +25,9 @@ import pytest
 REQUIRE_PEERS_VARIABLE = "AWF_REQUIRE_PEERS"
 
 # The markers of tests that drive a real peer (declared in pyproject.toml).
-PEER_MARKERS = frozenset({"real_server", "real_model", "real_cli", "kernel", "browser", "pty"})
+PEER_MARKERS = frozenset(
+    {"real_server", "real_model", "real_cli", "kernel", "browser", "pty", "ray"}
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Where tests/providers/cli/install_clis.sh puts the npm peers (`$AWF_NPM_PREFIX`, default

@@ -49,6 +49,9 @@ def build_parser() -> MagicArgumentParser:
     cassette.add_argument("--replay", metavar="DIR")
     cassette.add_argument("--record-missing", metavar="DIR")
     parser.add_argument("--resume", metavar="EVAL_ID")
+    parser.add_argument("--executor", default="local", choices=["local", "ray"])
+    parser.add_argument("--ray-address", metavar="ADDR")
+    parser.add_argument("--workers", type=int, metavar="N")
     parser.add_argument("--storage", metavar="DIR")
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="NAME", help="bind the result")
     parser.add_argument("--wait", action=argparse.BooleanOptionalAction, default=None)
@@ -116,7 +119,10 @@ def _prepare(args: argparse.Namespace, body: str) -> Any:
         if args.resume is not None:
             if body.strip() or args.file:
                 raise UsageError("%%awf eval --resume EVAL_ID takes no eval (it continues one)")
-            return prepare_resume(args.resume, concurrency=args.concurrency, storage=args.storage)
+            return prepare_resume(
+                args.resume, concurrency=args.concurrency, storage=args.storage,
+                ray_address=args.ray_address, workers=args.workers,
+            )  # fmt: skip
         if body.strip():
             if args.file:
                 raise UsageError("%%awf eval: give the eval in the cell body or as FILE, not both")
@@ -129,7 +135,8 @@ def _prepare(args: argparse.Namespace, body: str) -> Any:
         return prepare_eval(
             spec, epochs=args.epochs, limit=args.limit, concurrency=args.concurrency,
             seed=args.seed, record=args.record, replay=args.replay,
-            record_missing=args.record_missing, storage=args.storage,
+            record_missing=args.record_missing, executor=args.executor,
+            ray_address=args.ray_address, workers=args.workers, storage=args.storage,
         )  # fmt: skip
     except AwfError as exc:
         raise cell_error(exc) from None

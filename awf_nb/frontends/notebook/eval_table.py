@@ -134,6 +134,8 @@ class EvalTable:
         self._rows: dict[tuple[str, int], dict[str, Any]] = {}
         self._total = 0
         self._done_before = 0
+        self._executor: Any = None  # a remote eval's, which says where its runs are
+        self._concurrency = 0
         self._finished = 0
         self._counts = {"pass": 0, "fail": 0, "error": 0}
         self._started = time.monotonic()
@@ -164,6 +166,11 @@ class EvalTable:
         self.eval_id = run.eval_id
         self._scorers = list(run.scorers)
         self._total = run.total
+        # where the runs go, when not in this kernel (a local eval's is the default)
+        executor = getattr(run, "executor", None)
+        if executor is not None and executor.name != "local":
+            self._executor = executor
+            self._concurrency = run.manifest.concurrency
         self._done_before = len(run.done)
         self.view.header = table_header(self._scorers)
         for row in run.done:
@@ -262,6 +269,7 @@ class EvalTable:
         elapsed = time.monotonic() - self._started
         parts = [
             f"eval {escape(self.eval_id)}: {done}/{self._total} runs",
+            escape(self._executor.describe(self._concurrency)) if self._executor else "",
             f"✓ {c['pass']} ✗ {c['fail']} ! {c['error']}",
             f"{format_elapsed(elapsed)} elapsed",
         ]
@@ -273,7 +281,7 @@ class EvalTable:
         elif self._finished and done < self._total:
             left = elapsed / self._finished * (self._total - done)
             parts.append(f"ETA {format_elapsed(left)}")
-        return " · ".join(parts)
+        return " · ".join(part for part in parts if part)
 
     # -- a run's conversation -------------------------------------------------------------
 

@@ -54,3 +54,14 @@ async def test_the_progress_line_counts_the_runs_and_estimates_what_is_left(
         table.run_finished(EvalRow(case, 1, passed=True))
     table.eval_finished(EvalResult("e1", "w", [], [], 1, status="completed", total=6))
     assert table.progress.value == "eval e1: 6/6 runs · ✓ 4 ✗ 1 ! 1 · 40 s elapsed · completed"
+
+
+async def test_the_progress_line_says_where_a_remote_eval_runs() -> None:
+    table = EvalTable()
+    executor = SimpleNamespace(name="ray", describe=lambda n: f"{n} at a time on each of 3 workers")
+    run = SimpleNamespace(
+        folder=SimpleNamespace(store=None), eval_id="e1", scorers=[], total=6, done=[],
+        executor=executor, manifest=SimpleNamespace(concurrency=4),
+    )  # fmt: skip
+    table.eval_started(run)  # type: ignore[arg-type]
+    assert table.progress.value.startswith("eval e1: 0/6 runs · 4 at a time on each of 3 workers ·")

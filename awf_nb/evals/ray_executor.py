@@ -1,0 +1,518 @@
+"""`--executor ray`: an eval's (case, epoch) work items run by Ray workers.
+
+Imported only when an eval asks for `executor="ray"` (Ray is the optional extra
+`awf-nb[ray]`). The driver connects to a Ray cluster (`ray_address`, else `RAY_ADDRESS`,
+else the cluster started on this machine with `ray start`; never one of its own) and starts
+`workers` actors, one per worker process, each holding one CPU of the cluster. Each actor
+runs work items the way `LocalExecutor` does (`executor.run_item`, the same function),
+`concurrency` of them in flight on its own event loop, against a run store of its own; a
+provider that loads a model (the bundled `local` one) loads it once per actor, since the
+actor's process lives as long as the eval.
+
+What travels with the job:
+- the plan (workflow, scorers, limits; not the driver's environment) once per worker, as
+  its actor's argument; the dataset rows in each work item; the working directory (the
+  workflow's files and whatever its commands read) as Ray's runtime environment
+  `working_dir`, without the driver's storage folder; awf-nb itself as `py_modules`;
+- replayed cassettes as bytes in the work item; recorded ones come back as bytes and are
+  written where a local eval writes them;
+- of the driver's environment, only the variables the workflow names in its `env:` list
+  (each worker's own environment supplies the rest, PATH and the like).
+
+What comes back, per run as it finishes (an actor method streaming `RunStarted` then
+`RunOutcome`): the row and the run's files (`RunArtifacts`), masked with the run's own
+secrets and again with every secret-named variable that travelled; the driver writes them
+into its store, so `awf status RUN_ID`, `awf eval-show` and `--resume` work as for a local
+eval.
+
+A worker that dies (its process killed, its node lost) loses only its runs in flight: Ray
+restarts the actor (up to `MAX_ACTOR_RESTARTS` times) and each of those runs is tried
+again, by any worker, at most `MAX_ITEM_RETRIES` times (a warning names it); after that,
+or when no worker is left alive, its row is an error of kind "worker".
+
+Connecting: a cluster started with `ray start` uses Ray's token authentication unless told
+otherwise; a driver that connects to it by address needs `RAY_AUTH_MODE=token` and the
+cluster's token (`RAY_AUTH_TOKEN`, or the file `~/.ray/auth_token`), or Ray refuses it
+(after about 20 s of retries). awf-nb itself travels with the job (`py_modules`), so the
+workers run the driver's version; its dependencies must be installed on every node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from awf_nb.errors import UserError
+from awf_nb.evals.executor import EvalPlan, RunArtifacts, RunOutcome, RunStarted, WorkItem
+from awf_nb.evals.results import EvalRow
+from awf_nb.evals.run_setup import CassetteUse
+
+if TYPE_CHECKING:
+    from awf_nb.store import Store
+
+log = logging.getLogger(__name__)
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # awf_nb/, shipped to the workers
+
+INSTALL_HINT = "install it with: pip install 'awf-nb[ray]'"
+# How often a work item whose worker died is run again, and how often a dead worker is
+# restarted by Ray, before the item's row says so.
+MAX_ITEM_RETRIES = 1
+MAX_ACTOR_RESTARTS = 3
+# How long the driver waits for the workers to start (a cluster without free CPUs would
+# otherwise leave them pending for ever).
+WORKER_START_TIMEOUT = 120.0
+# How long the driver waits for the cluster's address to answer at all (Ray's own retries
+# at an address where nothing listens last minutes).
+CONNECT_TIMEOUT = 10.0
+# How often the driver asks a restarting worker whether it is up.
+RESTART_POLL = 0.5
+# How long the driver waits for the workers to remove their folders at the end.
+WORKER_CLOSE_TIMEOUT = 30.0
+# Ray's own limit on a working directory it uploads is 500 MiB (larger is its error).
+WORKING_DIR_EXCLUDES = [".git", ".venv", "__pycache__", "node_modules"]
+
+
+def import_ray() -> Any:
+    """The `ray` module, or the error naming the extra that installs it."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError(
+            "--executor ray needs Ray, which is not installed", hint=INSTALL_HINT
+        ) from None
+    return ray
+
+
+@dataclass(frozen=True)
+class RemoteItem:
+    """A work item as it travels: the cassette to replay as bytes (the worker's disk is
+    not the driver's)."""
+
+    item: WorkItem
+    replay_bytes: bytes | None = None
+
+
+@dataclass(frozen=True)
+class RemoteOutcome:
+    """A finished work item as it comes back: the outcome, and the bytes of the cassette
+    it recorded (written by the driver where a local eval would)."""
+
+    outcome: RunOutcome
+    recorded: bytes | None = None
+
+
+def travelling_env(plan: EvalPlan) -> dict[str, str]:
+    """The driver's variables that travel with the job: those the workflow names."""
+    source = os.environ if plan.env is None else plan.env
+    return {name: source[name] for name in plan.workflow.env if name in source}
+
+
+def relocate(path: Path | None, old: Path, new: Path) -> Path | None:
+    """`path` under the driver's working directory `old`, as the same file under the
+    worker's `new`; a path elsewhere stays as it is (shared file systems)."""
+    if path is None:
+        return None
+    try:
+        return new / Path(path).relative_to(old)
+    except ValueError:
+        return path
+
+
+class CaseWorker:
+    """A Ray actor: runs work items, `concurrency` at a time, in its own store."""
+
+    def __init__(self, plan: EvalPlan, driver_cwd: str, env: dict[str, str]) -> None:
+        from awf_nb.evals.run_store import EvalRunStore
+        from awf_nb.secrets import Masker, is_secret_name
+
+        self.dir = Path(tempfile.mkdtemp(prefix="awf-ray-worker-"))
+        self.store = EvalRunStore(self.dir / "storage")
+        here, there = Path.cwd(), Path(driver_cwd)
+        workflow = plan.workflow.model_copy(
+            update={
+                "source_path": relocate(plan.workflow.source_path, there, here),
+                "source_dir": relocate(plan.workflow.source_dir, there, here),
+            }
+        )
+        self.plan = replace(
+            plan,
+            workflow=workflow,
+            items=[],
+            cwd=here,
+            base_dir=relocate(plan.base_dir, there, here) or here,
+            env={**os.environ, **env},
+        )
+        self.masker = Masker(value for name, value in env.items() if is_secret_name(name))
+        self.slots = asyncio.Semaphore(plan.concurrency)
+
+    def pid(self) -> int:
+        """The worker's process id (a restarted worker has a new one)."""
+        return os.getpid()
+
+    def close(self) -> None:
+        """Close the worker's store and remove its folder (its runs are in the driver's
+        store by now)."""
+        self.store.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    async def run(self, remote: RemoteItem) -> AsyncIterator[RunStarted | RemoteOutcome]:
+        """Streams the item's `RunStarted` (when it has a run), then its outcome."""
+        from awf_nb.evals.executor import collect_artifacts, run_item
+
+        async with self.slots:
+            item = remote.item
+            cassette = item.cassette
+            if cassette is not None:
+                local = self.dir / "cassettes" / cassette.path.name
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.unlink(missing_ok=True)
+                if remote.replay_bytes is not None:
+                    local.write_bytes(remote.replay_bytes)
+                item = replace(item, cassette=CassetteUse(cassette.mode, local))
+            events: asyncio.Queue[RunStarted] = asyncio.Queue()
+            task = asyncio.create_task(run_item(self.plan, item, self.store, events.put_nowait))
+            try:
+                getter = asyncio.ensure_future(events.get())
+                await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    yield getter.result()
+                else:
+                    getter.cancel()
+                outcome = await task
+            finally:
+                task.cancel()
+            artifacts = None
+            if outcome.row.run_id:
+                await asyncio.to_thread(self.store.settle, outcome.row.run_id)
+                artifacts = self._masked(collect_artifacts(self.store, outcome.row.run_id))
+                # the driver's store keeps it: the worker's disk does not fill up
+                await asyncio.to_thread(
+                    shutil.rmtree, self.store.run_dir(outcome.row.run_id), ignore_errors=True
+                )
+            recorded = None
+            if item.cassette is not None:
+                path = item.cassette.path
+                if item.cassette.mode == "record" and path.is_file():
+                    recorded = path.read_bytes()
+                path.unlink(missing_ok=True)
+            row = self.masker.mask_data(outcome.row) if self.masker else outcome.row
+            yield RemoteOutcome(RunOutcome(row, artifacts), recorded)
+
+    def _masked(self, artifacts: RunArtifacts) -> RunArtifacts:
+        if not self.masker:
+            return artifacts
+        return replace(
+            artifacts,
+            state_json=self.masker.mask(artifacts.state_json.decode()).encode(),
+            transcript=self.masker.mask(artifacts.transcript.decode()).encode(),
+        )
+
+
+class RayExecutor:
+    """Work items on a Ray cluster's workers; see the module docstring."""
+
+    name = "ray"
+
+    def __init__(
+        self, store: Store | None, *, address: str | None = None, workers: int | None = None
+    ) -> None:
+        self.ray = import_ray()
+        self.store = store
+        self.address = address
+        self.workers = workers
+        self.actors: list[Any] = []  # while an eval runs
+        self.started = 0  # workers started for the eval running (0: not yet)
+
+    def describe(self, concurrency: int) -> str:
+        workers = self.started or self.workers
+        if workers:
+            return f"{concurrency} at a time on each of {workers} Ray workers"
+        return f"{concurrency} at a time on each Ray worker (one per CPU of the cluster)"
+
+    def _connect(self, plan: EvalPlan) -> None:
+        ray = self.ray
+        excludes = list(WORKING_DIR_EXCLUDES)
+        if self.store is not None:
+            with contextlib.suppress(ValueError):
+                excludes.append(str(Path(self.store.root).resolve().relative_to(plan.cwd)))
+        runtime_env = {
+            "working_dir": str(plan.cwd),
+            "excludes": excludes,
+            # the driver's awf-nb: the workers unpickle its plan and items
+            "py_modules": [str(PACKAGE_DIR)],
+        }
+        if ray.is_initialized():
+            ray.shutdown()
+        # no address: RAY_ADDRESS, else the cluster `ray start` started on this machine;
+        # never a cluster of the driver's own (Ray's `ray.init()` would start one)
+        address = self.address or os.environ.get("RAY_ADDRESS") or "auto"
+        where = "this machine's cluster" if address == "auto" else address
+        hint = (
+            "start one with `ray start --head`, or pass --ray-address HOST:PORT; a "
+            "cluster with token authentication (Ray's default) needs RAY_AUTH_MODE=token "
+            "and its token (RAY_AUTH_TOKEN or ~/.ray/auth_token) here too"
+        )
+        if address != "auto":
+            _probe(address, where, hint)
+        _route_cluster_messages()
+        try:
+            ray.init(
+                address=address,
+                runtime_env=runtime_env,
+                logging_level="WARNING",
+                log_to_driver=False,
+                configure_logging=False,
+            )
+        except (ConnectionError, *_refusals(ray)) as exc:
+            raise UserError(
+                f"cannot connect to the Ray cluster at {where}: {_first_line(exc)}", hint=hint
+            ) from None
+
+    def _worker_count(self) -> int:
+        cpus = int(self.ray.cluster_resources().get("CPU", 0))
+        if cpus < 1:
+            raise UserError("the Ray cluster has no CPU to run a worker on")
+        workers = self.workers if self.workers is not None else cpus
+        if not 1 <= workers <= cpus:
+            raise UserError(
+                f"--workers must be a whole number from 1 to {cpus} (the cluster's CPUs), "
+                f"got {workers}"
+            )
+        return workers
+
+    async def run(self, plan: EvalPlan) -> AsyncIterator[RunStarted | RunOutcome]:
+        if not plan.items:
+            return
+        ray = self.ray
+        # on this thread: Ray's driver set-up does not complete from a thread of its own
+        self._connect(plan)
+        try:
+            self.started = count = self._worker_count()
+            # the plan itself, not a reference to it: a restarted worker is given it again
+            # (Ray keeps an actor's arguments while it lives)
+            bare = replace(plan, items=[], env=None)  # only `env` below travels
+            remote_class = ray.remote(
+                num_cpus=1, max_restarts=MAX_ACTOR_RESTARTS, max_task_retries=0
+            )(CaseWorker)
+            env = travelling_env(plan)
+            self.actors = [remote_class.remote(bare, str(plan.cwd), env) for _ in range(count)]
+            await self._started()
+            async for event in self._dispatch(plan):
+                yield event
+        finally:
+            await self._close()
+            ray.shutdown()
+
+    async def _started(self) -> None:
+        """Every worker up (its process started, awf-nb imported, the plan unpickled)."""
+        pids = [actor.pid.remote() for actor in self.actors]
+        try:
+            await asyncio.wait_for(asyncio.gather(*pids), WORKER_START_TIMEOUT)
+        except TimeoutError:
+            raise UserError(
+                f"the Ray workers did not start within {WORKER_START_TIMEOUT:.0f} s",
+                hint="check the cluster with `ray status`",
+            ) from None
+        except self.ray.exceptions.RayError as exc:
+            raise UserError(
+                f"the Ray workers could not start: {_last_line(exc)}",
+                hint="every node needs awf-nb's dependencies: pip install 'awf-nb[ray]'",
+            ) from None
+
+    async def _close(self) -> None:
+        """The workers' folders removed, then the workers ended (bounded: a worker that
+        does not answer is ended all the same)."""
+        actors, self.actors = self.actors, []
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            closing = [actor.close.remote() for actor in actors]
+            await asyncio.wait_for(asyncio.gather(*closing), WORKER_CLOSE_TIMEOUT)
+        for actor in actors:
+            with contextlib.suppress(Exception):
+                self.ray.kill(actor, no_restart=True)
+
+    async def _dispatch(self, plan: EvalPlan) -> AsyncIterator[RunStarted | RunOutcome]:
+        events: asyncio.Queue[RunStarted | RunOutcome | None] = asyncio.Queue()
+        # shared by every worker's feeders: (item, how often its worker died under it)
+        pending = collections.deque((item, 0) for item in plan.items)
+        running = 0  # items in flight: one of them may come back to `pending`
+        changed = asyncio.Condition()
+        lost = _worker_errors(self.ray)
+
+        async def take() -> tuple[WorkItem, int] | None:
+            nonlocal running
+            async with changed:
+                await changed.wait_for(lambda: bool(pending) or running == 0)
+                if not pending:
+                    return None  # all done (or every worker gone: see below)
+                running += 1
+                return pending.popleft()
+
+        async def done(again: tuple[WorkItem, int] | None) -> None:
+            nonlocal running
+            async with changed:
+                running -= 1
+                if again is not None:
+                    pending.append(again)
+                changed.notify_all()
+
+        async def feeder(actor: Any) -> None:
+            while (taken := await take()) is not None:
+                item, deaths = taken
+                again = None
+                try:
+                    await self._one(actor, item, events.put_nowait)
+                except lost as exc:
+                    deaths += 1
+                    what = f'case "{item.case.id}" epoch {item.epoch}'
+                    if deaths <= MAX_ITEM_RETRIES:
+                        log.warning("a Ray worker died running %s: running it again", what)
+                        again = (item, deaths)
+                    else:
+                        events.put_nowait(RunOutcome(_worker_row(item, deaths, exc)))
+                else:
+                    await done(None)
+                    continue
+                alive = await self._alive(actor)
+                await done(again)
+                if not alive:
+                    return  # restarted too often: the other workers take what is left
+
+        feeders = [
+            asyncio.create_task(feeder(actor), name=f"awf-ray-feeder-{n}")
+            for n, actor in enumerate(self.actors)
+            for _ in range(plan.concurrency)
+        ]
+        finished = asyncio.gather(*feeders)
+        finished.add_done_callback(lambda _: events.put_nowait(None))
+        try:
+            while (event := await events.get()) is not None:
+                yield event
+            await finished
+            while pending:  # every worker is gone for good
+                item, deaths = pending.popleft()
+                yield RunOutcome(_worker_row(item, deaths, None))
+        finally:
+            for task in feeders:
+                task.cancel()
+            await asyncio.wait(feeders)
+
+    async def _alive(self, actor: Any) -> bool:
+        """Whether `actor` is up again after its process died: Ray restarts it (the
+        worker is "unavailable" meanwhile), or it is dead for good."""
+        unavailable = getattr(self.ray.exceptions, "ActorUnavailableError", ())
+        deadline = asyncio.get_running_loop().time() + WORKER_START_TIMEOUT
+        while True:
+            try:
+                left = deadline - asyncio.get_running_loop().time()
+                await asyncio.wait_for(actor.pid.remote(), max(left, 0.0))
+                return True
+            except unavailable:
+                if asyncio.get_running_loop().time() > deadline:
+                    return False
+                await asyncio.sleep(RESTART_POLL)  # Ray has no event for "restarted"
+            except (TimeoutError, *_worker_errors(self.ray)):
+                return False
+
+    async def _one(self, actor: Any, item: WorkItem, put: Any) -> None:
+        replay = None
+        if item.cassette is not None and item.cassette.mode == "replay":
+            replay = await asyncio.to_thread(item.cassette.path.read_bytes)
+        stream = actor.run.options(num_returns="streaming").remote(RemoteItem(item, replay))
+        try:
+            async for ref in stream:
+                event = await ref
+                if isinstance(event, RunStarted):
+                    put(event)
+                    continue
+                if event.recorded is not None and item.cassette is not None:
+                    await asyncio.to_thread(_write_file, item.cassette.path, event.recorded)
+                put(event.outcome)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                self.ray.cancel(stream)
+            raise
+
+
+def _refusals(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's error for a cluster that refuses the driver (Ray with token authentication)."""
+    refused = getattr(ray.exceptions, "AuthenticationError", None)
+    return (refused,) if refused is not None else ()
+
+
+def _worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's errors for a call whose worker died or is being restarted."""
+    names = ("RayActorError", "ActorDiedError", "ActorUnavailableError", "WorkerCrashedError")
+    return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
+
+
+def _route_cluster_messages() -> None:
+    """The cluster's messages to this driver (a worker died, …) into awf's log, not onto
+    stdout: Ray's driver prints them on `sys.stdout` from a thread of its own (whatever
+    `log_to_driver` says), which would break `awf eval --json` and the progress display.
+    The deaths that matter are awf's own warnings; Ray's text is shown with --verbose."""
+    import ray._private.worker as ray_worker
+
+    def to_log(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        for line in data.get("lines", []):
+            log.info("Ray (%s): %s", data.get("pid", "?"), line)
+
+    if hasattr(ray_worker, "print_to_stdstream"):  # Ray's internal name (2.40 to 2.60)
+        ray_worker.print_to_stdstream = to_log
+
+
+def _probe(address: str, where: str, hint: str) -> None:
+    """A TCP connection to the cluster's `HOST:PORT` (or `ray://HOST:PORT`), within
+    `CONNECT_TIMEOUT`: a clear error at once where nothing listens."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--ray-address must be HOST:PORT or ray://HOST:PORT, got {address!r}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise UserError(
+            f"cannot connect to the Ray cluster at {where}: {reason} "
+            f"(waited up to {CONNECT_TIMEOUT:.0f} s)",
+            hint=hint,
+        ) from None
+
+
+def _worker_row(item: WorkItem, deaths: int, exc: BaseException | None) -> EvalRow:
+    """The row of an item no worker could finish."""
+    row = EvalRow(case=item.case.id, epoch=item.epoch, seed=item.seed)
+    if exc is None:
+        row.error = "no Ray worker was left alive to run it"
+    else:
+        row.error = (
+            f"the Ray worker running it died {deaths} times (retries: {MAX_ITEM_RETRIES}): "
+            f"{_first_line(exc)}"
+        )
+    row.error_kind = "worker"
+    return row
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _last_line(exc: BaseException) -> str:
+    """The last line of a Ray error (the cause, after Ray's traceback)."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(exc).__name__
