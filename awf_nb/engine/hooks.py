@@ -43,6 +43,7 @@ async def run_hooks(
             cwd=run.config.cwd,
             env=command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id),
             timeout=HOOK_TIMEOUT,
+            keep=run.limits.limits.output_bytes_kept,
         )
         if result.stdout.strip():
             run.send(ev.LogMessage, result.stdout.rstrip(), step)

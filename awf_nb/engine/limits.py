@@ -62,8 +62,14 @@ class RunBudget:
 
 def stricter(limits: Limits, extra: Limits | None) -> Limits:
     """The workflow's `limits:` with `extra` on top: of each limit, the smaller one (per
-    step for `max_visits`); how many visits are kept stays the workflow's."""
-    if extra is None or not extra.any:
+    step for `max_visits`; `output_bytes_kept` when `extra` sets it); how many visits are
+    kept stays the workflow's."""
+    if extra is None:
+        return limits
+    if "output_bytes_kept" in extra.model_fields_set:
+        kept = min(limits.output_bytes_kept, extra.output_bytes_kept)
+        limits = limits.model_copy(update={"output_bytes_kept": kept})
+    if not extra.any:
         return limits
 
     def smaller(mine: Any, given: Any) -> Any:

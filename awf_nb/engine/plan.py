@@ -90,7 +90,11 @@ def _limits(workflow: Workflow) -> str:
         parts.append(f"max_tokens {limits.max_tokens}")
     if limits.timeout is not None:
         parts.append(f"timeout {format_duration(limits.timeout)}")
-    return " · ".join(parts) if parts else "none (nothing bounds the agents' turns, tokens or time)"
+    if not parts:
+        parts.append("none (nothing bounds the agents' turns, tokens or time)")
+    if "output_bytes_kept" in limits.model_fields_set:
+        parts.append(f"output_bytes_kept {limits.output_bytes_kept:,}")
+    return " · ".join(parts)
 
 
 def _tools(tools: ToolsConfig | None, proxied: bool) -> list[str]:

@@ -40,7 +40,9 @@ The leader's exit is an event (the event loop's child watcher); only the rest of
 which has no exit events, is polled, and only while it is being stopped.
 
 `run_process`/`run_shell` are the one-shot form command steps and hooks use: output read
-as it arrives and handed to callbacks, so a frontend can show a long build's output live.
+as it arrives and handed to callbacks, so a frontend can show a long build's output live;
+of each stream the result keeps a bounded beginning and end (`keep`, see kept_output.py),
+so a command that prints without end costs no more memory than that.
 
 A child's output goes to pipes, and what it prints ends up in prompts, state files and
 saved notebooks: the variables that force colours on a pipe (`FORCE_COLOR`, which a
@@ -65,6 +67,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from awf_nb.engine.kept_output import KEPT_OUTPUT_BYTES, KeptOutput
+
 KILL_GRACE_SECONDS = 2.0  # from SIGTERM to SIGKILL
 EOF_GRACE_SECONDS = 2.0  # from the leader's exit to stopping what still holds its pipes
 REAP_TIMEOUT_SECONDS = 10.0  # SIGKILL cannot be ignored: this only guards a lost exit event
@@ -88,6 +92,8 @@ class ProcessResult:
     exit_code: int
     timed_out: bool = False
     over_limit: bool = False  # printed more than `output_limit` bytes: stopped
+    stdout_cut: int = 0  # bytes of stdout between its kept beginning and end (`keep`)
+    stderr_cut: int = 0
 
 
 def default_shell() -> str:
@@ -320,6 +326,7 @@ async def run_process(
     on_start: Callable[[int], None] | None = None,
     stdin: bytes | None = None,
     output_limit: int | None = None,
+    keep: int = KEPT_OUTPUT_BYTES,
     contain: bool = False,
 ) -> ProcessResult:
     """Run `argv` in its own process group to the end; stop the group on timeout or cancel.
@@ -327,16 +334,17 @@ async def run_process(
     `on_start(pgid)` is called once the group exists, so the caller can record it (a run
     killed with -9 cannot stop it; `awf resume` can). `stdin`: written to the child, then
     closed (None: /dev/null). `output_limit`: past that many bytes of stdout and stderr
-    together the group is stopped and the result says `over_limit`. `contain`: nothing it
-    started runs on once it has ended (see `ProcessGroup.start`).
+    together the group is stopped and the result says `over_limit`. `keep`: how many bytes
+    of each stream the result holds — its beginning and end; the callbacks see everything
+    (`kept_output.py`). `contain`: nothing it started runs on once it has ended (see
+    `ProcessGroup.start`).
     """
     group = await ProcessGroup.start(
         argv, cwd=cwd, env=env, stdin=stdin is not None, contain=contain
     )
     if on_start is not None:
         on_start(group.pgid)
-    out: list[str] = []
-    err: list[str] = []
+    out, err = KeptOutput(keep), KeptOutput(keep)
     over = asyncio.get_running_loop().create_future() if output_limit is not None else None
     size = [0]
 
@@ -391,7 +399,7 @@ async def run_process(
             await asyncio.wait_for(pumps, 5.0)
     if timed_out:
         code = group.returncode if group.returncode is not None else -1
-    return ProcessResult("".join(out), "".join(err), code, timed_out, over_limit)
+    return ProcessResult(out.text(), err.text(), code, timed_out, over_limit, out.cut, err.cut)
 
 
 class _OverLimit(Exception):
@@ -419,7 +427,7 @@ async def run_shell(command: str, **kwargs: object) -> ProcessResult:
 
 async def _pump(
     stream: asyncio.StreamReader | None,
-    sink: list[str],
+    kept: KeptOutput,
     on_chunk: Callable[[str], None] | None,
 ) -> None:
     if stream is None:
@@ -428,11 +436,9 @@ async def _pump(
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     while True:
         chunk = await stream.read(65536)
-        text = decoder.decode(chunk, final=not chunk)
-        if text:
-            sink.append(text)
-            if on_chunk:
-                on_chunk(text)
+        kept.add(chunk)
+        if on_chunk and (text := decoder.decode(chunk, final=not chunk)):
+            on_chunk(text)
         if not chunk:
             return
 

@@ -114,6 +114,7 @@ async def execute_command(
             on_stdout=on_stdout,
             on_stderr=on_stderr,
             on_start=on_start,
+            keep=run.limits.limits.output_bytes_kept,
         )
     except OSError as exc:
         raise ExecutionError(f"step {step.name}: cannot start command: {exc}") from None
@@ -124,6 +125,14 @@ async def execute_command(
     for masker, stream in ((stdout_masker, "stdout"), (stderr_masker, "stderr")):
         if tail := masker.flush():
             run.send(ev.StepOutput, step.name, tail, stream)
+    for stream, cut in (("stdout", result.stdout_cut), ("stderr", result.stderr_cut)):
+        if cut:
+            run.warn(
+                f"step {step.name}: its {stream} was longer than "
+                f"{run.limits.limits.output_bytes_kept:,} bytes; its beginning and end are "
+                f"kept, {cut:,} bytes between them are not (limits.output_bytes_kept)",
+                step.name,
+            )
     st.output = run.masker.mask(result.stdout.rstrip("\n"))
     st.stderr = run.masker.mask(result.stderr.rstrip("\n"))
     st.exit_code = result.exit_code

@@ -122,13 +122,14 @@ def workflow_provider_problems(workflow: Workflow) -> list[Problem]:
 
 
 def with_limits(workflow: Workflow, limits: Limits) -> Workflow:
-    """`workflow` with the eval's `limits` on top of its own: the smaller of each (per
-    step for `max_visits`); how many visits are kept stays the workflow's."""
+    """`workflow` with the eval's `limits` on top of its own: the smaller of each (see
+    `engine.limits.stricter`)."""
     from awf_nb.engine.limits import stricter
 
-    if not limits.any:
+    merged = stricter(workflow.limits, limits)
+    if merged is workflow.limits:
         return workflow
-    return workflow.model_copy(update={"limits": stricter(workflow.limits, limits)})
+    return workflow.model_copy(update={"limits": merged})
 
 
 def prepare_case_run(

@@ -595,6 +595,9 @@ else:
 
 
 DEFAULT_VISITS_KEPT = 100
+# Of each command's stdout and of its stderr, how many bytes are kept (its beginning and
+# end) for `Output`, `Stderr` and the state file.
+DEFAULT_OUTPUT_BYTES_KEPT = 4 * 1024 * 1024
 
 
 class Limits(_Model):
@@ -602,13 +605,16 @@ class Limits(_Model):
 
     `max_visits: {step: N}` caps how many times a step may run (a visit: each time it
     starts; its retries are part of it); `visits_kept` how many finished visits of each
-    step `{{.states.NAME.Visits}}` keeps (the most recent)."""
+    step `{{.states.NAME.Visits}}` keeps (the most recent); `output_bytes_kept` how much
+    of each command's stdout and stderr is kept (the first and last halves: the command
+    runs on, what lies between is not kept)."""
 
     max_agent_turns: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
     timeout: Duration = None
     max_visits: dict[str, int] = Field(default_factory=dict)
     visits_kept: int = Field(default=DEFAULT_VISITS_KEPT, ge=1, le=10_000)
+    output_bytes_kept: int = Field(default=DEFAULT_OUTPUT_BYTES_KEPT, ge=1024, le=1 << 30)
 
     @field_validator("max_visits")
     @classmethod

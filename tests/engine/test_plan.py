@@ -74,6 +74,12 @@ def test_the_run_limits_are_shown() -> None:
     text = WORKFLOW.replace("limits: {max_agent_turns: 40, max_tokens: 200000, timeout: 30m}\n", "")
     shown = describe_plan(load_text(textwrap.dedent(text)), {})
     assert "limits: none (nothing bounds the agents' turns, tokens or time)" in shown
+    kept = text.replace("name:", "limits: {output_bytes_kept: 65536}\nname:", 1)
+    shown = describe_plan(load_text(textwrap.dedent(kept)), {})
+    assert (
+        "limits: none (nothing bounds the agents' turns, tokens or time) · output_bytes_kept"
+        in shown
+    )
 
 
 def test_an_exchange_between_agents_shows_the_partner_until_max_turns_and_tools() -> None:
