@@ -86,13 +86,17 @@ class RunSummary:
         return ""
 
     def to_text(self, resume_command: str = "awf resume") -> str:
-        lines = [f"{self.workflow}: {self.status} {self.figures()} (run {self.run_id})"]
+        """The summary as plain text; names and messages may hold what a model or a command
+        wrote, so nothing in it acts on a terminal (or a notebook's text output)."""
+        from awf_nb.safe_text import terminal_safe as safe
+
+        lines = [f"{safe(self.workflow)}: {self.status} {self.figures()} (run {self.run_id})"]
         if self.message:
-            lines.append(self.message)
+            lines.append(safe(self.message))
         if self.error:
-            lines.append(f"error: {self.error}")
+            lines.append(f"error: {safe(self.error)}")
         lines.extend(
-            f"  {s.mark} {s.name:<20} {s.status:<9} {format_duration(s.duration):>8}"
+            f"  {s.mark} {safe(s.name):<20} {s.status:<9} {format_duration(s.duration):>8}"
             + (f"  {format_tokens(s.tokens, s.tokens_estimated)}" if s.tokens else "")
             for s in self.steps
         )

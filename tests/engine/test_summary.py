@@ -92,6 +92,18 @@ def test_a_step_run_again_is_listed_once() -> None:
     assert summary.to_text().count("check") == 1
 
 
+def test_the_text_summary_holds_no_terminal_control_characters() -> None:
+    """A workflow made in Python skips the loader's check of names, and a terminal message
+    or an error may quote what a model or a command wrote."""
+    state = RunState(run_id="r1", workflow_name="w\x1b[2J", status="failed")
+    state.steps = {"s\x1b]0;x\x07": StepState(name="s\x1b]0;x\x07", status="failed")}
+    state.executed = list(state.steps)
+    state.error = "boom \x1b[31mred\u202e"
+    text = RunSummary.from_state(state).to_text()
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "boom" in text and "⟨U+202E⟩" in text
+
+
 @pytest.mark.parametrize(
     ("seconds", "shown"),
     [(0.421, "0.42 s"), (12.34, "12.3 s"), (125, "2 min 05 s"), (3720, "1 h 02 min")],
