@@ -204,3 +204,27 @@ def test_a_bad_awf_log_does_not_keep_the_magics_away(
     load_ipython_extension(shell)
     assert "awf" in shell.magics_manager.magics["cell"]
     assert "AWF_LOG=loud: not a log level" in capsys.readouterr().err
+
+
+def test_every_logger_of_the_package_is_under_awf_nb() -> None:
+    """`AWF_LOG` and `--verbose` set the level of the `awf_nb` logger: a logger named
+    otherwise would be outside them. (The MCP SDK's own `mcp` logger is taken over, not
+    written to: its records are masked and passed on to `awf_nb.tools.mcp`.)"""
+    import re
+
+    call = re.compile(r"getLogger\(([^)]*)\)")
+    names = {
+        (str(path.relative_to(ROOT)), argument)
+        for path in (ROOT / "awf_nb").rglob("*.py")
+        for argument in call.findall(path.read_text())
+    }
+    outside = {
+        (where, name)
+        for where, name in names
+        if name not in ("__name__", "LOGGER") and not name.startswith('"awf_nb')
+    }
+    assert outside == {("awf_nb/tools/mcp_client.py", '"mcp"')}
+    assert ("awf_nb/logs.py", "LOGGER") in names
+    from awf_nb.logs import LOGGER
+
+    assert LOGGER == "awf_nb"

@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import UserError
 from awf_nb.evals.executor import EvalPlan, RunArtifacts, RunOutcome, RunStarted, WorkItem
 from awf_nb.evals.results import EvalRow
@@ -321,7 +322,7 @@ class RayExecutor:
             await asyncio.wait_for(asyncio.gather(*pids), WORKER_START_TIMEOUT)
         except TimeoutError:
             raise UserError(
-                f"the Ray workers did not start within {WORKER_START_TIMEOUT:.0f} s",
+                f"the Ray workers did not start within {format_duration(WORKER_START_TIMEOUT)}",
                 hint="check the cluster with `ray status`",
             ) from None
         except self.ray.exceptions.RayError as exc:
@@ -483,7 +484,7 @@ def _probe(address: str, where: str, hint: str) -> None:
         reason = "no answer" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
         raise UserError(
             f"cannot connect to the Ray cluster at {where}: {reason} "
-            f"(waited up to {CONNECT_TIMEOUT:.0f} s)",
+            f"(waited up to {format_duration(CONNECT_TIMEOUT)})",
             hint=hint,
         ) from None
 

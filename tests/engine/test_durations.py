@@ -263,3 +263,26 @@ def test_the_terminal_eval_progress_counts_time_in_the_one_format() -> None:
     task = progress.tasks[0]
     assert ElapsedColumn().render(task).plain == "1 min 31 s elapsed"
     assert RemainingColumn().render(task).plain == "ETA 20 s"  # two runs left
+
+
+def test_no_module_writes_a_time_by_hand() -> None:
+    """A number of seconds put into text with a format of its own (`{t:.0f} s`, `{t}s`)
+    is a second duration format: messages go through `format_duration`."""
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "awf_nb"
+    by_hand = re.compile(r"\{[^{}]*(?:second|timeout|elapsed|duration|_s\b)[^{}]*\} ?s\b", re.I)
+    exempt = {
+        "engine/summary.py",  # the one format itself
+        # tells the model the Bash tool's `timeout` argument in its unit, seconds
+        "tools/builtins.py",
+    }
+    found = [
+        f"{path.relative_to(package)}:{number}: {line.strip()}"
+        for path in package.rglob("*.py")
+        if str(path.relative_to(package)) not in exempt
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if by_hand.search(line)
+    ]
+    assert found == []

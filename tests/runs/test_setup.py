@@ -84,6 +84,31 @@ def test_the_cli_the_magic_and_the_api_prepare_their_runs_in_one_place(
     assert prepared_runs[-1].run_id == run_id  # the resumed run
 
 
+def test_an_eval_prepares_each_of_its_runs_there_too(
+    prepared_runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`awf eval` and `awf_nb.evaluate`: each (case, epoch) is a run prepared by the same
+    set-up, with the case's replies as the person's side."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWF_STORAGE", str(tmp_path / "storage"))
+    (tmp_path / "chat.yaml").write_text(CHAT)
+    (tmp_path / "cases.jsonl").write_text(
+        '{"id": "a", "replies": ["hi", ""]}\n{"id": "b", "replies": ["hello", "more", ""]}\n'
+    )
+    (tmp_path / "e.eval.yaml").write_text(
+        "workflow: chat.yaml\ndataset: cases.jsonl\nepochs: 2\n"
+        "scorers: [{name: ended, condition: 'status == \"completed\"'}]\n"
+    )
+
+    assert main(["eval", "e.eval.yaml", "--json"]) == 0
+    assert awf_nb.evaluate("e.eval.yaml", epochs=1).summary.scorers["ended"].pass_rate == 1.0
+
+    assert len(prepared_runs) == 6
+    assert [p.state.status for p in prepared_runs] == ["completed"] * 6
+    turns = sorted(p.state.steps["talk"].conversation.total_turns for p in prepared_runs)
+    assert turns == [2, 2, 2, 3, 3, 3]
+
+
 def test_only_the_set_up_makes_a_run_configuration() -> None:
     """`RunConfig(` is written in one place; a called workflow's is a copy (`replace`)."""
     makers = []
