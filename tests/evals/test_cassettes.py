@@ -177,3 +177,41 @@ async def test_an_options_template_that_does_not_render_is_an_error_of_its_row(
     for row in result.rows:
         assert row.outcome == "error" and row.error_kind == "setup"
         assert "user.options.model" in row.error and "nope" in row.error
+
+
+async def test_a_command_scorer_pass_k_and_the_eval_s_limits_against_the_server(
+    project: Project, served: OpenAIServer
+) -> None:
+    """Known outcomes on the server: the agent says "yes", "no", "yes" in the three epochs
+    of case `bread` (one at a time, so in that order); case `jam`'s simulated user would
+    go on, but the eval's limits stop its run at the second reply."""
+    served.script(
+        Reply.text("yes, with yeast"), Reply.text("no idea"), Reply.text("yes again"),
+        Reply.text("jam reply 1"), Reply.text("go on"), Reply.text("jam reply 2"),
+    )  # fmt: skip
+    served_eval = f"""\
+workflow: wf2.yaml
+dataset: cases.jsonl
+inputs: {{topic: "{{{{.case.topic}}}}"}}
+user:
+  provider: openai_compatible
+  options: {{base_url: "{served.base_url}", model: m}}
+  persona: "You want {{{{.case.topic}}}}"
+  max_turns: 1
+scorers:
+  - name: says_yes
+    command: grep -q '"yes'
+epochs: 3
+concurrency: 1
+"""
+    result = await evaluate(project, served_eval, limit=1)
+    assert [row.scores["says_yes"].passed for row in result.rows] == [True, False, True]
+    assert result.summary.scorers["says_yes"].pass_hat == {1: 2 / 3, 2: 1 / 3, 3: 0.0}
+
+    limited = served_eval.replace("max_turns: 1", "max_turns: 3").replace(
+        "epochs: 3", "epochs: 1\nlimits: {max_agent_turns: 1}"
+    )
+    project.rows("cases.jsonl", [{"id": "jam", "topic": "jam"}])
+    (row,) = (await evaluate(project, limited)).rows
+    assert (row.status, row.error_kind, row.turns) == ("failed", "limit", 1)
+    assert "limits.max_agent_turns (1) reached" in row.error
