@@ -9,6 +9,12 @@ runs work items the way `LocalExecutor` does (`executor.run_item`, the same func
 provider that loads a model (the bundled `local` one) loads it once per actor, since the
 actor's process lives as long as the eval.
 
+Why actors: a Ray task runs one thing at a time in its process, so a task per run needs a
+process per run in flight (each importing awf-nb, each loading a `local` model), and a task
+per batch sends its runs back only when the whole batch ends; an actor keeps `concurrency`
+runs in flight on one loop and streams each back as it ends
+(`benchmarks/ray_tasks_vs_actors.py` measures the three; docs/evaluations.md has figures).
+
 What travels with the job:
 - the plan (workflow, scorers, limits; not the driver's environment) once per worker, as
   its actor's argument; the dataset rows in each work item; the working directory (the
