@@ -281,22 +281,21 @@ def worker_pids(raylet: int) -> dict[int, list[str]]:
     return found
 
 
+def meminfo_mib() -> dict[str, float]:
+    """/proc/meminfo's figures, MiB."""
+    with open("/proc/meminfo") as meminfo:
+        return {key: int(value.split()[0]) / 1024 for key, value in
+                (line.split(":", 1) for line in meminfo)}  # fmt: skip
+
+
 def used_mib() -> float:
     """The machine's used memory (MemTotal - MemAvailable), MiB."""
-    info = {}
-    with open("/proc/meminfo") as meminfo:
-        for line in meminfo:
-            key, value = line.split(":", 1)
-            info[key] = int(value.split()[0])
-    return (info["MemTotal"] - info["MemAvailable"]) / 1024
+    info = meminfo_mib()
+    return info["MemTotal"] - info["MemAvailable"]
 
 
 def available_mib() -> float:
-    with open("/proc/meminfo") as meminfo:
-        for line in meminfo:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return meminfo_mib()["MemAvailable"]
 
 
 @dataclass
