@@ -225,6 +225,18 @@ class Masker:
         """A masker for one stream of chunks, using the secrets known now."""
         return StreamMasker(self._ordered)
 
+    def around_cut(self, before: str, after: str) -> tuple[str, str]:
+        """The two sides of a text whose middle was left out (a command's long output),
+        without any part of a secret the cut split: the end of `before` that could begin a
+        secret and the start of `after` that could end one are left out too. (Masking each
+        side would not find such a part: it is not a whole secret.)"""
+        if not self._secrets:
+            return before, after
+        before = before[: _earliest_partial(before, self._ordered)]
+        reversed_secrets = tuple(secret[::-1] for secret in self._ordered)
+        partial = len(after) - _earliest_partial(after[::-1], reversed_secrets)
+        return before, after[partial:]
+
 
 class StreamMasker:
     """Masks a stream whose secrets may be split across chunks.

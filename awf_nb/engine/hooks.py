@@ -44,6 +44,7 @@ async def run_hooks(
             env=command_env(run.config.env, run.ctx.inputs, AWF_RUN_ID=run.run_id),
             timeout=HOOK_TIMEOUT,
             keep=run.limits.limits.output_bytes_kept,
+            around_cut=run.masker.around_cut,
         )
         if result.stdout.strip():
             run.send(ev.LogMessage, result.stdout.rstrip(), step)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import codecs
 from collections import deque
+from collections.abc import Callable
 
 from awf_nb.workflow.model import DEFAULT_OUTPUT_BYTES_KEPT
 
@@ -53,18 +54,19 @@ class KeptOutput:
             self.tail_size -= len(first)
             self.dropped += len(first)
 
-    @property
-    def cut(self) -> int:
-        """How many bytes between the kept beginning and end were not kept."""
-        return self.dropped + max(0, self.tail_size - self.tail_limit)
+    def finish(
+        self, around_cut: Callable[[str, str], tuple[str, str]] | None = None
+    ) -> tuple[str, int]:
+        """The kept text, and how many bytes of the stream it does not hold.
 
-    def text(self) -> str:
-        """The kept text: beginning, a line saying how much was not kept, end (UTF-8; a
-        character the cut split is left out, not mangled)."""
+        Past the bound, the text is the beginning, a line saying how many bytes are not
+        kept, and the end (UTF-8; a character the cut split is left out, not mangled).
+        `around_cut(beginning, end)` may leave out more on either side of the cut
+        (`Masker.around_cut`: the parts of a secret the cut split)."""
         tail = b"".join(self.tail)
-        cut = self.cut
+        cut = self.dropped + max(0, self.tail_size - self.tail_limit)
         if not cut:
-            return (bytes(self.head) + tail).decode("utf-8", errors="replace")
+            return (bytes(self.head) + tail).decode("utf-8", errors="replace"), 0
         tail = tail[len(tail) - self.tail_limit :]
         skipped = 0
         while skipped < len(tail) and tail[skipped] & 0xC0 == 0x80:  # inside a character
@@ -74,4 +76,8 @@ class KeptOutput:
         head = decoder.decode(bytes(self.head))
         cut += len(decoder.getstate()[0]) + skipped
         rest = tail[skipped:].decode("utf-8", errors="replace")
-        return f"{head}\n[… {cut:,} bytes of output not kept …]\n{rest}"
+        if around_cut is not None:
+            size = len(head.encode()) + len(rest.encode())
+            head, rest = around_cut(head, rest)
+            cut += size - len(head.encode()) - len(rest.encode())
+        return f"{head}\n[… {cut:,} bytes of output not kept …]\n{rest}", cut

@@ -327,6 +327,7 @@ async def run_process(
     stdin: bytes | None = None,
     output_limit: int | None = None,
     keep: int = KEPT_OUTPUT_BYTES,
+    around_cut: Callable[[str, str], tuple[str, str]] | None = None,
     contain: bool = False,
 ) -> ProcessResult:
     """Run `argv` in its own process group to the end; stop the group on timeout or cancel.
@@ -336,7 +337,8 @@ async def run_process(
     closed (None: /dev/null). `output_limit`: past that many bytes of stdout and stderr
     together the group is stopped and the result says `over_limit`. `keep`: how many bytes
     of each stream the result holds — its beginning and end; the callbacks see everything
-    (`kept_output.py`). `contain`: nothing it started runs on once it has ended (see
+    (`kept_output.py`); `around_cut` trims the text beside a cut (the run's
+    `Masker.around_cut`). `contain`: nothing it started runs on once it has ended (see
     `ProcessGroup.start`).
     """
     group = await ProcessGroup.start(
@@ -399,7 +401,8 @@ async def run_process(
             await asyncio.wait_for(pumps, 5.0)
     if timed_out:
         code = group.returncode if group.returncode is not None else -1
-    return ProcessResult(out.text(), err.text(), code, timed_out, over_limit, out.cut, err.cut)
+    (stdout, stdout_cut), (stderr, stderr_cut) = out.finish(around_cut), err.finish(around_cut)
+    return ProcessResult(stdout, stderr, code, timed_out, over_limit, stdout_cut, stderr_cut)
 
 
 class _OverLimit(Exception):

@@ -115,6 +115,7 @@ async def execute_command(
             on_stderr=on_stderr,
             on_start=on_start,
             keep=run.limits.limits.output_bytes_kept,
+            around_cut=run.masker.around_cut,
         )
     except OSError as exc:
         raise ExecutionError(f"step {step.name}: cannot start command: {exc}") from None

@@ -11,6 +11,7 @@ import pytest
 
 from awf_nb.engine.events import RunWarning, StepOutput
 from awf_nb.engine.kept_output import KeptOutput
+from awf_nb.secrets import Masker
 from awf_nb.workflow.model import DEFAULT_OUTPUT_BYTES_KEPT
 from tests.support.events import Collect
 
@@ -21,7 +22,7 @@ def test_output_under_the_bound_is_kept_whole() -> None:
     kept = KeptOutput(16)
     for chunk in (b"hello ", b"", b"world"):
         kept.add(chunk)
-    assert (kept.text(), kept.cut) == ("hello world", 0)
+    assert kept.finish() == ("hello world", 0)
 
 
 def test_past_the_bound_the_first_and_last_halves_are_kept_and_the_rest_counted() -> None:
@@ -29,17 +30,16 @@ def test_past_the_bound_the_first_and_last_halves_are_kept_and_the_rest_counted(
     data = bytes(range(65, 91))  # A..Z, 26 bytes, in chunks of every size
     for start, size in ((0, 1), (1, 7), (8, 3), (11, 15)):
         kept.add(data[start : start + size])
-    assert kept.cut == 16
-    assert kept.text() == "ABCDE\n[… 16 bytes of output not kept …]\nVWXYZ"
+    assert kept.finish() == ("ABCDE\n[… 16 bytes of output not kept …]\nVWXYZ", 16)
 
 
 def test_many_small_chunks_keep_the_tail_exact() -> None:
     kept = KeptOutput(8)
     for n in range(1000):
         kept.add(f"{n % 10}".encode())
-    assert kept.cut == 992
-    assert kept.text().endswith("\n6789")
-    assert kept.text().startswith("0123\n")
+    text, cut = kept.finish()
+    assert cut == 992
+    assert text.startswith("0123\n") and text.endswith("\n6789")
 
 
 def test_a_character_split_by_the_cut_is_left_out_not_mangled() -> None:
@@ -47,11 +47,23 @@ def test_a_character_split_by_the_cut_is_left_out_not_mangled() -> None:
     kept.add("abcé".encode())  # 'é' is 2 bytes: the head (4 bytes) ends inside it
     kept.add(b"x" * 20)
     kept.add("€yz".encode())  # '€' is 3 bytes: the tail (4 bytes) starts inside it
-    text = kept.text()
-    head, _, tail = text.partition("\n[…")
-    assert (head, tail.rpartition("\n")[2]) == ("abc", "yz")
-    assert "\N{REPLACEMENT CHARACTER}" not in text
-    assert "[… 25 bytes of output not kept …]" in text  # 30 bytes, "abc" and "yz" shown
+    text, cut = kept.finish()
+    assert text == "abc\n[… 25 bytes of output not kept …]\nyz"  # 30 bytes, 5 shown
+    assert cut == 25
+
+
+def test_no_part_of_a_secret_the_cut_split_is_kept() -> None:
+    """Masking finds whole secrets: the halves of one split by the cut would each pass."""
+    masker = Masker(["sk-live-0123456789"])
+    kept = KeptOutput(24)  # 12 bytes on each side of the cut
+    kept.add(b"log:  sk-liv" + b"." * 50 + b"3456789 end!")
+    assert kept.finish() == ("log:  sk-liv\n[… 50 bytes of output not kept …]\n3456789 end!", 50)
+    text, cut = kept.finish(masker.around_cut)
+    assert text == "log:  \n[… 63 bytes of output not kept …]\n end!"
+    assert cut == 63  # 74 bytes, 6 + 5 shown
+    plain = KeptOutput(24)
+    plain.add(b"no secret here: just a long log" + b"." * 100 + b" and the end")
+    assert plain.finish(masker.around_cut) == plain.finish()  # nothing else is trimmed
 
 
 @pytest.mark.asyncio
@@ -157,3 +169,29 @@ def test_a_bound_below_1_kib_is_a_located_error() -> None:
         "limits.output_bytes_kept",
         2,
     )
+
+
+@pytest.mark.asyncio
+async def test_a_command_step_keeps_no_part_of_a_secret_its_cut_split(run_yaml) -> None:
+    secret = "sk-live-" + "0123456789abcdef" * 2  # 40 characters
+    result = await run_yaml(
+        """
+        name: t
+        inputs: [{name: api_key}]
+        limits: {output_bytes_kept: 1024}
+        states:
+          initial: leak
+          leak:
+            type: step
+            command: |
+              head -c 500 /dev/zero | tr '\\0' a; printf %s "$api_key"
+              head -c 5000 /dev/zero | tr '\\0' b; printf %s "$api_key"
+              head -c 500 /dev/zero | tr '\\0' c
+            on_success: done
+          done: {type: terminal}
+        """,
+        {"api_key": secret},
+    )
+    output = result.outputs["leak"]
+    assert output.startswith("a" * 500) and output.endswith("c" * 500) and MARK in output
+    assert all(secret[i : i + 4] not in output for i in range(len(secret) - 3))
