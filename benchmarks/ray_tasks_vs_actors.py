@@ -428,7 +428,8 @@ def model_load_probe() -> str:
     """One load of the bundled `local` model in a fresh process: seconds and RSS growth."""
     code = (
         "import json, os, time\n"
-        "from awf_nb.providers.local import get_model, default_model_path\n"
+        "from awf_nb.providers.local import default_model_path\n"
+        "from awf_nb.providers.local_model import get_model\n"
         "def rss():\n"
         "    pages = int(open('/proc/self/statm').read().split()[1])\n"
         "    return pages * os.sysconf('SC_PAGE_SIZE') / 2**20\n"

@@ -12,15 +12,12 @@ Scripts run in a fresh interpreter, so that what reaches stderr is what a person
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -140,35 +137,35 @@ def test_a_bad_awf_log_is_refused_clearly() -> None:
         level_from_env({"AWF_LOG": "loud"})
 
 
-async def test_a_stopped_local_turn_whose_thread_then_fails_is_logged(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+async def test_the_model_process_s_death_is_logged_with_its_last_output(
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The reply is abandoned after its first token (as Ctrl-C does); the worker thread
-    fails on its way out. That failure used to be retrieved and dropped."""
-    from awf_nb.engine.ports import TextDelta, TurnRequest
-    from awf_nb.providers import local
+    """llama.cpp's last words (an assertion it failed) are on the model process's stderr:
+    the log keeps them when the process dies, while the turn's error stays one line."""
+    import sys
 
-    stopped = threading.Event()
+    from awf_nb.engine.ports import TurnRequest
+    from awf_nb.errors import ProviderError
+    from awf_nb.providers.local import LocalProvider
+    from awf_nb.providers.local_process import ModelProcess
 
-    def turn(job: Any, emit: Any, cancel: threading.Event) -> None:
-        emit(TextDelta("first"))
-        cancel.wait(10)
-        stopped.set()
-        raise RuntimeError("the model's context was freed under it")
-
-    monkeypatch.setattr(local, "_run_turn", turn)
-    monkeypatch.setattr(local, "require_local_extra", lambda **kwargs: None)
-    caplog.set_level(logging.DEBUG, logger="awf_nb.providers.local")
-    stream = local.LocalProvider().stream(TurnRequest(prompt="hi", working_dir=Path.cwd()))
-    assert await anext(stream) == TextDelta("first")
-    await stream.aclose()  # the consumer leaves: the turn is stopped
-    await asyncio.to_thread(stopped.wait, 10)
-    messages = [r.getMessage() for r in caplog.records if r.name == "awf_nb.providers.local"]
-    assert any(
-        "a stopped turn's generation thread failed: local: generation failed: RuntimeError: the "
-        "model's context was freed under it" in m
-        for m in messages
-    ), messages
+    dies = (
+        "import os, signal, sys; sys.stdin.readline(); "
+        "sys.stderr.write('GGML_ASSERT: ggml.c:42: the tensor is broken\\n'); sys.stderr.flush(); "
+        "os.kill(os.getpid(), signal.SIGSEGV)"
+    )
+    process = ModelProcess([sys.executable, "-c", dies])
+    caplog.set_level(logging.WARNING, logger="awf_nb.providers.local_process")
+    try:
+        with pytest.raises(ProviderError) as caught:
+            async for _ in LocalProvider(process=process).stream(TurnRequest(prompt="hi")):
+                pass
+    finally:
+        process.close()
+    assert "\n" not in str(caught.value)
+    [record] = [r for r in caplog.records if r.name == "awf_nb.providers.local_process"]
+    assert "signal 11 (segmentation fault)" in record.getMessage()
+    assert "GGML_ASSERT: ggml.c:42: the tensor is broken" in record.getMessage()
 
 
 def test_loading_the_notebook_extension_reads_awf_log(monkeypatch: pytest.MonkeyPatch) -> None:

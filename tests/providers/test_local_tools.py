@@ -5,7 +5,7 @@ with a scripted stand-in for llama.cpp (the real model: test_local_tools_real.py
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ import pytest
 
 from awf_nb.engine.ports import Final, Message, TextDelta, ToolCall, ToolSpec, TurnRequest
 from awf_nb.errors import ProviderError
-from awf_nb.providers import local
+from awf_nb.providers import local_model
 from awf_nb.providers.local_tools import (
     CallScanner,
     call_schema,
@@ -23,6 +23,7 @@ from awf_nb.providers.local_tools import (
     template_messages,
 )
 from tests.support import collect, of_type
+from tests.support.local_turns import in_process
 from tests.support.peers import require_module
 
 WEATHER = ToolSpec(
@@ -192,9 +193,9 @@ def fake_model(monkeypatch: pytest.MonkeyPatch) -> Any:
     require_module("llama_cpp", "pip install 'awf-nb[local]'")
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    def install(pieces: list[str], template: str = SMOLLM2_TEMPLATE) -> local.LoadedModel:
+    def install(pieces: list[str], template: str = SMOLLM2_TEMPLATE) -> local_model.LoadedModel:
         formatter = Jinja2ChatFormatter(template=template, eos_token="<|im_end|>", bos_token="")
-        model = local.LoadedModel(
+        model = local_model.LoadedModel(
             llama=FakeLlama(pieces),  # type: ignore[arg-type]
             formatter=formatter,
             path=Path("fake.gguf"),
@@ -205,12 +206,11 @@ def fake_model(monkeypatch: pytest.MonkeyPatch) -> Any:
         model.grammar = lambda schema: ("grammar", schema)  # type: ignore[method-assign,assignment]
 
         @contextmanager
-        def locked(*_: Any) -> Iterator[local.LoadedModel]:
+        def locked(*_: Any) -> Iterator[local_model.LoadedModel]:
             yield model
 
-        monkeypatch.setattr(local, "resolve_model_path", lambda *_: Path("fake.gguf"))
-        monkeypatch.setattr(local, "_locked_model", locked)
-        monkeypatch.setattr(local, "cached_model", lambda *_: model)  # loaded already
+        monkeypatch.setattr(local_model, "_locked_model", locked)
+        monkeypatch.setattr(local_model, "cached_model", lambda *_: model)  # loaded already
         return model
 
     return install
@@ -226,7 +226,7 @@ def tool_turn(**fields: Any) -> TurnRequest:
 async def test_a_streamed_call_becomes_a_tool_call_event(fake_model: Any) -> None:
     fake_model(["Let me look", ".\n<tool", '_call>\n{"name": "get_weather", "arguments": ',
                 '{"city": "Paris"}}\n</tool_call>'])  # fmt: skip
-    events = await collect(local.LocalProvider().stream(tool_turn()))
+    events = await collect(fake_turn(tool_turn()))
     kinds = [type(e).__name__ for e in events]
     assert kinds == ["TextDelta", "TextDelta", "ToolCall", "Usage", "Final"]
     assert "".join(e.text for e in of_type(events, TextDelta)) == "Let me look.\n"
@@ -236,7 +236,7 @@ async def test_a_streamed_call_becomes_a_tool_call_event(fake_model: Any) -> Non
 
 async def test_a_plain_answer_with_tools_offered_is_all_text(fake_model: Any) -> None:
     fake_model(["It is ", "sunny <3"])
-    events = await collect(local.LocalProvider().stream(tool_turn()))
+    events = await collect(fake_turn(tool_turn()))
     assert "".join(e.text for e in of_type(events, TextDelta)) == "It is sunny <3"
     assert events[-1] == Final("It is sunny <3")
     assert of_type(events, ToolCall) == []
@@ -244,9 +244,7 @@ async def test_a_plain_answer_with_tools_offered_is_all_text(fake_model: Any) ->
 
 async def test_a_forced_call_uses_the_grammar_and_streams_no_text(fake_model: Any) -> None:
     model = fake_model(['{"name": "get_weather", ', '"arguments": {"city": "Paris"}}'])
-    events = await collect(
-        local.LocalProvider().stream(tool_turn(options={"tool_choice": "get_weather"}))
-    )
+    events = await collect(fake_turn(tool_turn(options={"tool_choice": "get_weather"})))
     assert of_type(events, TextDelta) == []
     assert of_type(events, ToolCall) == [CALL]
     assert events[-1] == Final("")
@@ -256,7 +254,7 @@ async def test_a_forced_call_uses_the_grammar_and_streams_no_text(fake_model: An
 async def test_forcing_a_tool_the_step_does_not_have_is_an_error(fake_model: Any) -> None:
     fake_model(["x"])
     with pytest.raises(ProviderError, match=r"options\.tool_choice names 'nope', which is not"):
-        await collect(local.LocalProvider().stream(tool_turn(options={"tool_choice": "nope"})))
+        await collect(fake_turn(tool_turn(options={"tool_choice": "nope"})))
 
 
 async def test_tool_choice_none_does_not_offer_the_tools(fake_model: Any) -> None:
@@ -270,7 +268,7 @@ async def test_tool_choice_none_does_not_offer_the_tools(fake_model: Any) -> Non
         return result
 
     model.render = spy
-    events = await collect(local.LocalProvider().stream(tool_turn(options={"tool_choice": "none"})))
+    events = await collect(fake_turn(tool_turn(options={"tool_choice": "none"})))
     assert of_type(events, ToolCall) == []  # not offered: the text is just text
     assert "get_weather" not in seen[-1]
 
@@ -287,7 +285,7 @@ async def test_a_tool_round_renders_calls_and_results(fake_model: Any) -> None:
 
     model.render = spy
     request = tool_turn(prompt="", history=ROUND, continues=True)
-    events = await collect(local.LocalProvider().stream(request))
+    events = await collect(fake_turn(request))
     assert events[-1] == Final("Paris is sunny, Rome rainy.")
     prompt = seen[-1]
     assert (
@@ -307,3 +305,8 @@ async def test_a_template_with_tools_renders_them_itself(fake_model: Any) -> Non
         '[assistant]call get_weather {"city": "Paris"};call get_weather {"city": "Rome"};'
         "[tool]call_1=sunny[tool]call_2=rainy[assistant]"
     )
+
+
+def fake_turn(turn: TurnRequest) -> AsyncIterator[Any]:
+    """`turn` generated on the fake model installed by `fake_model`."""
+    return in_process(turn, Path("fake.gguf"))

@@ -1,4 +1,5 @@
-"""The `local` provider's tools against the real SmolLM2-135M model (marker `real_model`).
+"""The `local` provider's tools against the real SmolLM2-135M model (marker `real_model`),
+generated in the test's process by the model process's own code (to see the prompts).
 
 The tiny model rarely decides to call a tool by itself (benchmarks/local_tools.py measures
 it), so these tests check the request path — the tools reach the chat template, a call the
@@ -15,9 +16,10 @@ import pytest
 
 from awf_nb.engine.ports import Final, Message, TextDelta, ToolCall, ToolSpec, TurnRequest
 from awf_nb.errors import ProviderError
-from awf_nb.providers import local
+from awf_nb.providers import local_model
 from awf_nb.providers.local import LocalProvider
 from tests.support import collect, of_type
+from tests.support.local_turns import in_process
 
 pytestmark = pytest.mark.real_model
 
@@ -37,14 +39,14 @@ CLOCK = ToolSpec(
 def prompts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The prompt texts the model is given (its chat template's output)."""
     seen: list[str] = []
-    render = local.LoadedModel.render
+    render = local_model.LoadedModel.render
 
-    def spy(self: local.LoadedModel, *args: Any, **kwargs: Any) -> Any:
+    def spy(self: local_model.LoadedModel, *args: Any, **kwargs: Any) -> Any:
         rendered = render(self, *args, **kwargs)
         seen.append(rendered.prompt)
         return rendered
 
-    monkeypatch.setattr(local.LoadedModel, "render", spy)
+    monkeypatch.setattr(local_model.LoadedModel, "render", spy)
     return seen
 
 
@@ -54,7 +56,7 @@ def turn(prompt: str, tools: list[ToolSpec], **options: Any) -> TurnRequest:
 
 async def test_a_forced_call_is_a_well_formed_call_to_that_tool(prompts: list[str]) -> None:
     events = await collect(
-        LocalProvider().stream(
+        in_process(
             turn("What is the weather in Paris?", [CLOCK, WEATHER], tool_choice="get_weather")
         )
     )
@@ -73,9 +75,7 @@ async def test_a_forced_call_is_a_well_formed_call_to_that_tool(prompts: list[st
 
 async def test_required_calls_one_of_the_tools() -> None:
     events = await collect(
-        LocalProvider().stream(
-            turn("What time is it in Tokyo?", [WEATHER, CLOCK], tool_choice="required")
-        )
+        in_process(turn("What time is it in Tokyo?", [WEATHER, CLOCK], tool_choice="required"))
     )
     [call] = of_type(events, ToolCall)
     assert call.name in {"get_weather", "get_time"}
@@ -97,7 +97,7 @@ async def test_a_tool_round_gives_the_model_the_results(prompts: list[str]) -> N
         tools=[WEATHER],
         options={"max_tokens": 24, "tool_choice": "auto"},
     )
-    events = await collect(LocalProvider().stream(request))
+    events = await collect(in_process(request))
     assert isinstance(events[-1], Final)
     assert "sunny and 21 degrees" in prompts[-1]
     assert '{"name": "get_weather", "arguments": {"city": "Paris"}}' in prompts[-1]
@@ -107,7 +107,7 @@ async def test_a_tool_round_gives_the_model_the_results(prompts: list[str]) -> N
 async def test_an_automatic_turn_streams_what_it_does_not_call() -> None:
     """Whatever the model decides, the streamed text is the reply's text."""
     request = turn("Weather in Oslo?", [WEATHER], tool_choice="auto")
-    events = await collect(LocalProvider().stream(request))
+    events = await collect(in_process(request))
     final = events[-1]
     assert isinstance(final, Final)
     assert final.text == "".join(e.text for e in of_type(events, TextDelta))

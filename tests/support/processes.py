@@ -14,3 +14,24 @@ def process_alive(pid: int) -> bool:
     # The state is the first field after the command name, which is in parentheses and may
     # itself hold spaces or parentheses.
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+MODEL_WORKER = "awf_nb.providers.local_worker"
+
+
+def model_processes(parent: int) -> list[int]:
+    """The pids of the model processes (the `local` provider's llama.cpp) that `parent`
+    started and that still run."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and MODEL_WORKER.encode() in cmdline and process_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found

@@ -11,10 +11,11 @@ from awf_nb.frontends.commands.table import COMMANDS, Command, command
 from awf_nb.frontends.commands import workflows
 from awf_nb.frontends.commands import runs
 from awf_nb.frontends.commands import serve
+from awf_nb.frontends.commands import doctor
 
 # isort: on
 from awf_nb.frontends import eval_commands  # awf eval, awf evals, awf eval-show
 
 eval_commands.register(command)
 
-__all__ = ["COMMANDS", "Command", "command", "runs", "serve", "workflows"]
+__all__ = ["COMMANDS", "Command", "command", "doctor", "runs", "serve", "workflows"]

@@ -9,6 +9,7 @@ same arguments in both places.
 - `runs.py`: run, resume, status, history (and `flags.py`: the flags `run` and `resume`
   share with `%%awf`, turned into `RunOptions`)
 - `serve.py`: mcp-serve
+- `doctor.py`: doctor (the checks themselves are in `awf_nb/runs/doctor.py`)
 
 Handlers return the process exit code and raise `AwfError` for the person's mistakes;
 the caller (`main`, or the magic) turns those into a message. Heavy modules are imported

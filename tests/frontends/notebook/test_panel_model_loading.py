@@ -7,7 +7,7 @@ import pytest
 
 from awf_nb.api import arun, load
 from awf_nb.frontends.notebook.panel import RunPanel
-from awf_nb.providers import local
+from awf_nb.providers.local_process import shared_process
 
 pytestmark = pytest.mark.real_model
 
@@ -26,7 +26,7 @@ states:
 
 
 async def test_the_status_line_says_the_model_is_loading_until_it_is_ready() -> None:
-    local.clear_model_cache()  # a fresh load, as a new kernel's first run has
+    shared_process().close()  # a fresh model process, as a new kernel's first run has
     panel = RunPanel("loading")
     shown: list[str] = []
     panel.status.observe(lambda change: shown.append(change["new"]), names="value")
