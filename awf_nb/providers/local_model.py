@@ -40,14 +40,37 @@ from awf_nb.engine.ports import (
 from awf_nb.errors import ProviderError
 from awf_nb.providers import local_tools
 from awf_nb.providers.history import fit_to_window
-from awf_nb.providers.local import (
-    DEFAULT_CONTEXT_WINDOW,
-    DEFAULT_SEED,
-    JSON_OBJECT,
-    MAX_TOKENS_CAP,
-    NAME,
-    LocalOptions,
-)
+
+NAME = "local"
+DEFAULT_CONTEXT_WINDOW = 2048
+DEFAULT_SEED = 1234
+# Without options.max_tokens a reply runs until the model stops or the window is full, but a
+# small model that never stops should not fill a 2048-token window with noise.
+MAX_TOKENS_CAP = 512
+# The key of the JSON-object grammar in a model's grammar cache (the others are schemas).
+JSON_OBJECT = "json-object"
+
+
+@dataclass(frozen=True)
+class TurnOptions:
+    """What generation needs of a step's `options:`, checked already (by `LocalOptions` in
+    local.py, awf's side): plain values, so the model process starts without pydantic."""
+
+    context_window: int
+    thread_count: int
+    reply_reserve: int
+    tool_choice: str
+    json_schema: dict[str, Any] | None
+    max_tokens: int | None
+    temperature: float
+    top_p: float
+    top_k: int
+    min_p: float
+    repeat_penalty: float
+    frequency_penalty: float
+    presence_penalty: float
+    seed: int
+
 
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
@@ -296,7 +319,7 @@ def _token_text(llama: Llama, token: int) -> str:
 @dataclass
 class Job:
     messages: list[Message]
-    options: LocalOptions
+    options: TurnOptions
     model_path: Path  # resolved and checked by the provider
     tools: list[ToolSpec] = field(default_factory=list)
     output_format: str = ""  # "json": the reply is held to a JSON object by a grammar

@@ -39,7 +39,6 @@ from typing import IO, Any
 
 from awf_nb.errors import EXIT_EXECUTION, AwfError
 from awf_nb.providers import local_model
-from awf_nb.providers.local import NAME, parse_options
 from awf_nb.providers.local_wire import decode_messages, decode_tools, encode_event
 
 # How often the watchdog checks that the parent is still the one that started us: a
@@ -55,6 +54,7 @@ class Worker:
         self.write_lock = threading.Lock()
         self.turns: dict[int, tuple[threading.Event, local_model.Job]] = {}
         self.last: dict[str, int] = {}
+        self.generating: set[int] = set()  # turns past loading, in generation
         self.turns_lock = threading.Lock()
 
     def send(self, message: dict[str, Any]) -> None:
@@ -83,7 +83,12 @@ class Worker:
     def answer(self, op: str) -> dict[str, Any]:
         if op == "status":
             with self.turns_lock:
-                return {"running": len(self.turns), "last": dict(self.last), "pid": os.getpid()}
+                return {
+                    "running": len(self.turns),
+                    "generating": len(self.generating),
+                    "last": dict(self.last),
+                    "pid": os.getpid(),
+                }
         if op == "clear":
             return {"freed": local_model.clear_model_cache()}
         if op == "info":
@@ -94,12 +99,12 @@ class Worker:
         try:
             job = local_model.Job(
                 messages=decode_messages(encoded["messages"]),
-                options=parse_options(encoded["options"]),
+                options=local_model.TurnOptions(**encoded["options"]),
                 model_path=Path(encoded["model_path"]),
                 tools=decode_tools(encoded.get("tools", [])),
                 output_format=encoded.get("output_format", ""),
             )
-        except (AwfError, KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             self.send({"id": turn_id, "error": {"message": f"a malformed turn: {exc}"}})
             self.send({"id": turn_id, "end": {}})
             return
@@ -113,6 +118,8 @@ class Worker:
     def run_turn(self, turn_id: int, job: local_model.Job, cancel: threading.Event) -> None:
         def emit(item: Any) -> None:
             if isinstance(item, local_model.Generating):
+                with self.turns_lock:
+                    self.generating.add(turn_id)
                 self.send({"id": turn_id, "phase": "generating"})
             else:
                 self.send({"id": turn_id, **encode_event(item)})
@@ -122,11 +129,12 @@ class Worker:
         except AwfError as exc:
             self.send({"id": turn_id, "error": {"message": str(exc), "exit_code": exc.exit_code}})
         except Exception as exc:
-            message = f"{NAME}: generation failed: {type(exc).__name__}: {exc}"
+            message = f"{local_model.NAME}: generation failed: {type(exc).__name__}: {exc}"
             self.send({"id": turn_id, "error": {"message": message, "exit_code": EXIT_EXECUTION}})
         finally:
             with self.turns_lock:
                 self.turns.pop(turn_id, None)
+                self.generating.discard(turn_id)
                 self.last = {"prompt_tokens": job.prompt_tokens, "evaluated": job.evaluated}
             self.send({"id": turn_id, "end": {}})
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 
 from awf_nb.errors import EXIT_DEFINITION, ProviderError
-from awf_nb.workflow.loader.document import go_type
+from awf_nb.workflow.kinds import type_word
 
 __all__ = ["OptionsModel", "parse_options", "unknown_options"]
 
@@ -47,7 +47,7 @@ def parse_options(provider: str, model: type[M], raw: Any, *, ignore_unknown: bo
     them with `unknown_options`) instead of being errors.
     """
     if not isinstance(raw, Mapping):
-        raise _error(provider, f"options must be a mapping (got {go_type(raw)})")
+        raise _error(provider, f"options must be a mapping (got {type_word(raw, none='null')})")
     data = dict(raw)
     if ignore_unknown:
         data = {key: value for key, value in data.items() if key not in unknown_options(model, raw)}

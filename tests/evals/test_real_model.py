@@ -82,3 +82,62 @@ async def test_the_bundled_model_on_a_small_dataset(project: Project) -> None:
         state = project.store.load_state(row.run_id)
         speakers = [t.speaker for t in state.steps["chat"].conversation.turns if t.role == "user"]
         assert speakers == ["", "user (simulated)"]
+
+
+async def test_a_model_crash_fails_its_run_and_the_eval_goes_on(project: Project) -> None:
+    """The bundled model's process segfaults during one run's reply: that run is an error
+    row saying so, the eval does not stop, and the next runs get a new model process."""
+    import asyncio
+    import os
+
+    from awf_nb.providers.local_process import shared_process
+    from tests.cli.test_local_model_crash import CRASH, crash_mid_reply
+    from tests.support.waiting import until
+
+    project.write(
+        "story.yaml",
+        """\
+        name: story
+        inputs: [{name: topic, required: true}]
+        states:
+          initial: tell
+          tell:
+            type: agent
+            provider: local
+            prompt: "Tell me a long story about {{.inputs.topic}}."
+            options: {max_tokens: 300, temperature: 0.8}
+            on_success: done
+          done: {type: terminal}
+        """,
+    )
+    project.rows("cases.jsonl", [{"id": c, "topic": c} for c in ("dragons", "ships", "owls")])
+    path = project.write_eval(
+        """\
+        workflow: story.yaml
+        dataset: cases.jsonl
+        inputs: {topic: "{{.case.topic}}"}
+        scorers:
+          - name: replied
+            condition: 'status == "completed"'
+        concurrency: 1
+        """
+    )
+    process = shared_process()
+    process.close()  # a model process of this eval's own
+    running = asyncio.create_task(prepare_eval(path, storage=project.store).execute())
+    await until(
+        lambda: process.pid is not None and process.request("status")["generating"] == 1,
+        "the first run's reply to start",
+        timeout=300,
+    )
+    crashed = process.pid
+    crash_mid_reply(crashed)
+    result = await asyncio.wait_for(running, timeout=900)
+
+    assert result.status == "completed" and len(result.rows) == 3
+    failed = [row for row in result.rows if row.status == "failed"]
+    assert len(failed) == 1, [(r.case, r.status, r.error) for r in result.rows]
+    assert failed[0].error == f"step tell: {CRASH}"
+    assert failed[0].error_kind == "run"
+    assert all(r.status == "completed" for r in result.rows if r is not failed[0])
+    assert process.pid not in (None, crashed) and os.getpid() != process.pid

@@ -20,7 +20,11 @@ async def in_process(turn: TurnRequest, model_path: Path | None = None) -> Async
     options = local.parse_options(turn.options)
     path = model_path or local.resolve_model_path(options.model, Path(turn.working_dir))
     job = local_model.Job(
-        build_messages(turn), options, path, list(turn.tools), output_format=turn.output_format
+        build_messages(turn),
+        options.for_turn(),
+        path,
+        list(turn.tools),
+        output_format=turn.output_format,
     )
     events: list[Any] = []
     await asyncio.to_thread(local_model.run_turn, job, events.append, threading.Event())
