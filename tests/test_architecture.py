@@ -255,6 +255,8 @@ PROCESS_STARTERS = {
     "awf_nb.engine.process": "the supervisor itself",
     "awf_nb.diagram": "Graphviz's dot, drawn outside any run by a package that has no engine",
     "awf_nb.tools.mcp_client": "the MCP SDK starts the server it speaks to",
+    "awf_nb.providers.local_process": "the model process serves every run and event loop "
+    "of awf's process and outlives each run",
 }
 _STARTS_A_PROCESS = re.compile(
     r"\bsubprocess\.(run|Popen|call|check_call|check_output)\b|create_subprocess_(exec|shell)"

@@ -1,10 +1,12 @@
 """The one process supervisor: every child a run starts runs in a process group it owns.
 
 Command steps, hooks, operations (the github ones' `git`), Bash and command tools and the
-agent-CLI providers all start their children through `ProcessGroup`. Two programs start
-elsewhere: an MCP server, which the MCP SDK that speaks to it starts (tools/mcp_client.py),
-and Graphviz's `dot` when a diagram is drawn as an image (diagram/, which draws outside any
-run and does not depend on the engine: one program, no children, bounded by a timeout).
+agent-CLI providers all start their children through `ProcessGroup`. Three programs start
+elsewhere: an MCP server, which the MCP SDK that speaks to it starts (tools/mcp_client.py);
+Graphviz's `dot` when a diagram is drawn as an image (diagram/, which draws outside any
+run and does not depend on the engine: one program, no children, bounded by a timeout);
+and the `local` provider's model process (providers/local_process.py), which serves every
+run and event loop of awf's process and outlives each run, so no run's group can own it.
 A child starts in a new session, so it leads its own process group,
 and everything it starts (a pipeline's `sleep`, a CLI's tool subprocess) is stopped with it:
 

@@ -18,7 +18,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -324,16 +323,22 @@ def agent_clis() -> list[Check]:
 
 
 def _cli_version(path: str) -> str | None:
+    from awf_nb.engine.process import child_env, run_process
+    from awf_nb.errors import AwfError
+
     try:
-        done = subprocess.run(
-            [path, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_SECONDS,
-            stdin=subprocess.DEVNULL,
-            check=False,
+        done = _run_async(
+            run_process(
+                [path, "--version"],
+                cwd=Path.cwd(),
+                env=child_env(os.environ),
+                timeout=VERSION_SECONDS,
+                output_limit=64 * 1024,
+                contain=True,
+            ),
+            VERSION_SECONDS + 5,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except (AwfError, OSError, TimeoutError):
         return None
     match = re.search(r"\d+\.\d+(?:\.\d+)?", done.stdout + done.stderr)
     return match.group(0) if match else None
