@@ -137,13 +137,14 @@ class _Child:
         self.killed_because = ""
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         assert self.process.stdout and self.process.stderr
-        threading.Thread(
-            target=self._read, args=(self.process.stdout,), daemon=True, name="local-model-read"
-        ).start()
         self._stderr_reader = threading.Thread(
             target=self._drain, args=(self.process.stderr,), daemon=True, name="local-model-err"
         )
         self._stderr_reader.start()
+        # Started last: a process that dies at once ends the reader, which joins the other.
+        threading.Thread(
+            target=self._read, args=(self.process.stdout,), daemon=True, name="local-model-read"
+        ).start()
 
     @property
     def pid(self) -> int:
@@ -280,16 +281,27 @@ class ModelProcess:
     ) -> None:
         self.argv = argv or [sys.executable, "-m", WORKER_MODULE]
         self.cancel_grace = cancel_grace
+        self._owner = os.getpid()
         self._child: _Child | None = None
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
     def _current(self) -> _Child:
         with self._lock:
-            if self._child is None or self._child.dead or self._child.process.poll() is not None:
-                self._child = _Child(self.argv)
-                log.debug("local: started the model process (pid %s)", self._child.pid)
-            return self._child
+            if self._owner != os.getpid():
+                # A forked copy of awf's process: the inherited child belongs to the parent.
+                self._owner, self._child = os.getpid(), None
+            child = self._child
+            if child is None or child.dead or child.process.poll() is not None:
+                try:
+                    child = self._child = _Child(self.argv)
+                except OSError as exc:
+                    raise ProviderError(
+                        NAME,
+                        f"the local model's process could not be started: {exc}; {DOCTOR_HINT}",
+                    ) from None
+                log.debug("local: started the model process (pid %s)", child.pid)
+            return child
 
     @property
     def pid(self) -> int | None:

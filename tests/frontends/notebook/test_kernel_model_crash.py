@@ -70,3 +70,13 @@ def test_a_crash_mid_reply_leaves_the_kernel_and_its_variables(tmp_path: Path) -
         status, reply = json.loads(done.stdout.strip().splitlines()[-1])
         assert status == "completed" and reply.strip()
         assert model_processes(kernel_pid) not in ([], [model])  # a new model process
+
+
+def test_awf_doctor_in_a_cell_checks_the_model_from_the_kernel(tmp_path: Path) -> None:
+    with kernel_session(Path(sys.executable), tmp_path) as kernel:
+        assert kernel.execute("%load_ext awf_nb", timeout=120).status == "ok"
+        doctor = kernel.execute("%awf doctor", timeout=CELL_SECONDS)
+        assert doctor.status == "ok", doctor.reply["content"]
+        assert "ok    bundled model: loaded and replied in " in doctor.stdout
+        assert "ok    store: " in doctor.stdout
+        assert kernel.execute("print('alive')", timeout=60).stdout.strip() == "alive"
