@@ -186,13 +186,11 @@ async def test_the_model_process_gets_no_secret_from_the_environment(
 
 @pytest.mark.real_model
 async def test_the_process_loads_the_model_once_for_every_provider(own_process) -> None:
-    first = [
-        e async for e in LocalProvider(process=own_process).stream(TurnRequest(prompt="Hi", options=SHORT))
-    ]
+    provider = LocalProvider(process=own_process)
+    first = [e async for e in provider.stream(TurnRequest(prompt="Hi", options=SHORT))]
     pid = own_process.pid
-    second = [
-        e async for e in LocalProvider(process=own_process).stream(TurnRequest(prompt="Hi", options=SHORT))
-    ]
+    provider = LocalProvider(process=own_process)
+    second = [e async for e in provider.stream(TurnRequest(prompt="Hi", options=SHORT))]
     assert [e.done for e in first if isinstance(e, ModelLoad)] == [False, True]
     assert not any(isinstance(e, ModelLoad) for e in second)
     assert own_process.pid == pid
