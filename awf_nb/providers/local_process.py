@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from awf_nb.engine.ports import ProviderEvent
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ProviderError
 from awf_nb.providers.local_wire import decode_event
 from awf_nb.secrets import is_secret_name
@@ -333,7 +334,9 @@ class ModelProcess:
             with child.lock:
                 stuck = turn_id in child.turns
             if stuck:
-                child.kill(f"a stopped turn was still running after {self.cancel_grace:g} s")
+                child.kill(
+                    f"a stopped turn was still running after {format_duration(self.cancel_grace)}"
+                )
 
         timer = threading.Timer(self.cancel_grace, check)
         timer.daemon = True
@@ -351,7 +354,9 @@ class ModelProcess:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
             raise ProviderError(
-                NAME, f"the local model's process did not answer {op!r} within {timeout:g} s"
+                NAME,
+                f"the local model's process did not answer {op!r} "
+                f"within {format_duration(timeout)}",
             ) from None
 
     def kill(self, because: str = "stopped by hand") -> None:

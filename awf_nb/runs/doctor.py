@@ -197,6 +197,7 @@ def local_model() -> list[Check]:
             )
         ]
     from awf_nb.engine.ports import Final, TurnRequest, Usage
+    from awf_nb.engine.summary import format_duration
     from awf_nb.errors import AwfError
     from awf_nb.providers.local import LocalProvider
     from awf_nb.providers.local_process import ModelProcess
@@ -219,7 +220,8 @@ def local_model() -> list[Check]:
             Check(
                 "bundled model",
                 "ok" if reply.strip() else "warn",
-                f"loaded and replied in {seconds:.1f} s ({tokens} tokens): {_excerpt(reply)!r}",
+                f"loaded and replied in {format_duration(seconds)} ({tokens} tokens): "
+                f"{_excerpt(reply)!r}",
                 "" if reply.strip() else "the model's reply was empty",
             )
         )
