@@ -7,8 +7,6 @@ before the signal lands)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 from pathlib import Path
 
@@ -16,15 +14,12 @@ import pytest
 
 from awf_nb.store import Store
 from tests.support.cli import only_run_id, run_awf, spawn_awf
-from tests.support.processes import model_processes
+from tests.support.processes import MODEL_CRASHED as CRASH
+from tests.support.processes import crash_mid_reply, model_processes
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 
-CRASH = (
-    "the local model's process died: signal 11 (segmentation fault) while generating; "
-    "see `awf doctor`"
-)
 STORY = """\
 name: story
 states:
@@ -43,13 +38,6 @@ states:
   done: {type: terminal}
 """
 RUN_SECONDS = 600.0
-
-
-def crash_mid_reply(pid: int) -> None:
-    """SIGSEGV for the model process `pid`: held still first, so it dies mid-reply."""
-    os.kill(pid, signal.SIGSTOP)
-    os.kill(pid, signal.SIGSEGV)
-    os.kill(pid, signal.SIGCONT)
 
 
 class Output:

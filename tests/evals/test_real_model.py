@@ -91,7 +91,8 @@ async def test_a_model_crash_fails_its_run_and_the_eval_goes_on(project: Project
     import os
 
     from awf_nb.providers.local_process import shared_process
-    from tests.cli.test_local_model_crash import CRASH, crash_mid_reply
+    from tests.support.processes import MODEL_CRASHED as CRASH
+    from tests.support.processes import crash_mid_reply
     from tests.support.waiting import until
 
     project.write(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 
@@ -35,3 +37,18 @@ def model_processes(parent: int) -> list[int]:
         if ppid == parent and MODEL_WORKER.encode() in cmdline and process_alive(int(entry.name)):
             found.append(int(entry.name))
     return found
+
+
+# What a turn says when the model process segfaults during its reply.
+MODEL_CRASHED = (
+    "the local model's process died: signal 11 (segmentation fault) while generating; "
+    "see `awf doctor`"
+)
+
+
+def crash_mid_reply(pid: int) -> None:
+    """A native crash of the model process `pid` (SIGSEGV), held still first so that the
+    reply it is writing cannot end before the signal lands."""
+    os.kill(pid, signal.SIGSTOP)
+    os.kill(pid, signal.SIGSEGV)
+    os.kill(pid, signal.SIGCONT)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_local_model_crash import CRASH, crash_mid_reply
 from tests.support.kernels import kernel_session
-from tests.support.processes import model_processes
+from tests.support.processes import MODEL_CRASHED as CRASH
+from tests.support.processes import crash_mid_reply, model_processes
 
 pytestmark = [pytest.mark.kernel, pytest.mark.real_model, pytest.mark.slow]
 
