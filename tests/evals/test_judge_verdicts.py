@@ -132,3 +132,47 @@ async def test_a_command_s_non_finite_score_is_an_error(project: Project, printe
     assert value.passed is None and value.score is None
     assert "must be a finite number" in value.error
     json.dumps(result.rows[0].as_dict(), allow_nan=False)  # the row is JSON
+
+
+async def test_a_threshold_is_kept_as_written_and_an_eval_resumes_with_it(
+    project: Project,
+) -> None:
+    from awf_nb.evals.api import prepare_resume
+
+    project.rows("cases.jsonl", [{"id": "a", "topic": "x"}, {"id": "b", "topic": "y"}])
+    path = project.write_eval(
+        """\
+        workflow: wf.yaml
+        dataset: cases.jsonl
+        inputs: {topic: "{{.case.topic}}"}
+        scorers:
+          - name: tiny
+            judge: {provider: scripted, options: {replies: ["SCORE: 0.00002"]}, prompt: p, pass: ">= 0.00001"}
+          - name: close
+            judge: {provider: scripted, options: {replies: ["SCORE: 3.00000005"]}, prompt: p, pass: "> 3.0000001"}
+        """
+    )
+    first = await run_eval(project, path)
+    folder = project.store.root / "evals" / first.eval_id
+    kept = json.loads((folder / "eval.json").read_text())
+    assert [s["judge"]["pass"] for s in kept["scorers"]] == [">= 0.00001", "> 3.0000001"]
+    assert [(r.scores["tiny"].passed, r.scores["close"].passed) for r in first.rows] == [
+        (True, False),
+        (True, False),
+    ]
+    results = folder / "results.jsonl"
+    results.write_text(results.read_text().splitlines()[0] + "\n")
+    resumed = await prepare_resume(first.eval_id, storage=project.store).execute()
+    assert resumed.status == "completed" and len(resumed.rows) == 2
+    assert [(r.scores["tiny"].passed, r.scores["close"].passed) for r in resumed.rows] == [
+        (True, False),
+        (True, False),
+    ]
+
+
+@pytest.mark.parametrize("rule", [">= 1e999", ">= nan", "> inf"])
+def test_a_threshold_that_is_not_a_finite_number_is_refused(rule: str) -> None:
+    from awf_nb.evals.model import PassRule
+
+    with pytest.raises(ValueError, match="pass must"):
+        PassRule.parse(rule)
