@@ -204,8 +204,10 @@ def _fields(model: type[BaseModel]) -> dict[str, tuple[type[BaseModel] | None, b
 def _check_model(model: EvalFile, doc: Any) -> None:
     """What the model alone cannot check: names, conditions, templates, providers."""
     from awf_nb.evals.run_setup import provider_problem
+    from awf_nb.evals.scorers import CONDITION_NAMES
     from awf_nb.workflow import expr, template
     from awf_nb.workflow.checks import join_path
+    from awf_nb.workflow.condition_names import unknown_names
 
     for index, name in duplicate_scorer_names(model.scorers):
         doc.error(f'scorer name "{name}" is used twice: names are unique',
@@ -250,6 +252,8 @@ def _check_model(model: EvalFile, doc: Any) -> None:
                 expr.parse(scorer.condition)
             except expr.ExprError as exc:
                 doc.error(f"condition: {exc}", f"{where}.condition")
+            for problem in unknown_names(scorer.condition, CONDITION_NAMES):
+                doc.error(problem.message, f"{where}.condition", hint=problem.hint)
         if scorer.judge is not None:
             check_template(scorer.judge.prompt, f"{where}.judge.prompt")
             check_template(scorer.judge.system_prompt, f"{where}.judge.system_prompt")

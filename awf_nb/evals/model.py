@@ -9,6 +9,7 @@ needs other files (the workflow, the dataset).
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -54,7 +55,7 @@ _COMPARISONS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     "<": operator.lt,
 }
-_PASS_RULE = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*(-?(?:\d+(?:\.\d*)?|\.\d+))\s*$")
+_PASS_RULE = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*(-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 
 
 class _Model(BaseModel):
@@ -68,6 +69,9 @@ class PassRule(BaseModel):
 
     op: str
     threshold: float
+    # The number as written (`0.00001`, `3.0000001`): shown and stored as is, so the eval's
+    # folder holds the rule the user wrote and `--resume` reads back the same one.
+    written: str = ""
 
     @classmethod
     def parse(cls, text: Any) -> PassRule:
@@ -81,7 +85,10 @@ class PassRule(BaseModel):
                 f'pass must be a comparison such as ">= 4" (one of >= > <= < == != and a '
                 f"number), got {text!r}"
             )
-        return cls(op=match.group(1), threshold=float(match.group(2)))
+        threshold = float(match.group(2))
+        if not math.isfinite(threshold):
+            raise ValueError(f"pass must compare with a finite number, got {text!r}")
+        return cls(op=match.group(1), threshold=threshold, written=match.group(2))
 
     def passes(self, value: float) -> bool:
         return _COMPARISONS[self.op](value, self.threshold)
@@ -93,7 +100,9 @@ class PassRule(BaseModel):
         return str(self)
 
     def __str__(self) -> str:
-        return f"{self.op} {self.threshold:g}"
+        # repr: the shortest text that reads back as the same float (`:g` rounds)
+        number = self.written or repr(self.threshold).removesuffix(".0")
+        return f"{self.op} {number}"
 
 
 class UserSpec(_Model):

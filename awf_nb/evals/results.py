@@ -24,6 +24,7 @@ from typing import Any
 
 from awf_nb.engine.summary import format_duration
 from awf_nb.evals.scorers import ScoreValue
+from awf_nb.safe_text import mark_bidi
 
 Outcome = str  # "pass" | "fail" | "error"
 ERROR_KINDS = ("setup", "cassette", "run", "limit", "scorer", "worker")
@@ -416,12 +417,16 @@ def table_header(scorers: Sequence[tuple[str, str]]) -> list[str]:
             *[name for name, _ in scorers], "error"]  # fmt: skip
 
 
+def _escape(text: str) -> str:
+    """Text for the HTML table: escaped, and its bidirectional-text controls shown, not
+    obeyed (a case id, a scorer's error or a judge's answer is untrusted: `mark_bidi`)."""
+    return html.escape(mark_bidi(text))
+
+
 def html_row(cells: Sequence[str], outcome: str, run_id: str = "") -> str:
     colour = _COLOURS.get(outcome, "inherit")
-    tds = "".join(
-        f'<td style="padding:2px 8px;text-align:left">{html.escape(c)}</td>' for c in cells
-    )
-    data = f' data-run-id="{html.escape(run_id)}"' if run_id else ""
+    tds = "".join(f'<td style="padding:2px 8px;text-align:left">{_escape(c)}</td>' for c in cells)
+    data = f' data-run-id="{_escape(run_id)}"' if run_id else ""
     return (
         f'<tr class="awf-eval-row awf-eval-{outcome}"{data} '
         f'style="border-left:4px solid {colour}">{tds}</tr>'
@@ -433,7 +438,7 @@ def results_html(result: EvalResult) -> str:
     (no script): a saved notebook shows it anywhere."""
     summary = result.summary
     head = "".join(
-        f'<th style="padding:2px 8px;text-align:left">{html.escape(h)}</th>'
+        f'<th style="padding:2px 8px;text-align:left">{_escape(h)}</th>'
         for h in table_header(result.scorers)
     )
     body = "".join(
@@ -442,25 +447,21 @@ def results_html(result: EvalResult) -> str:
     )
     summary_lines = summary.table()
     summary_head = "".join(
-        f'<th style="padding:2px 8px;text-align:left">{html.escape(h)}</th>'
-        for h in summary_lines[0]
+        f'<th style="padding:2px 8px;text-align:left">{_escape(h)}</th>' for h in summary_lines[0]
     )
     summary_body = "".join(
-        "<tr>"
-        + "".join(f'<td style="padding:2px 8px">{html.escape(c)}</td>' for c in line)
-        + "</tr>"
+        "<tr>" + "".join(f'<td style="padding:2px 8px">{_escape(c)}</td>' for c in line) + "</tr>"
         for line in summary_lines[1:]
     )
     title = (
-        f"eval {html.escape(result.eval_id)} of {html.escape(result.workflow)} — "
-        f"{html.escape(result.status)}"
+        f"eval {_escape(result.eval_id)} of {_escape(result.workflow)} — {_escape(result.status)}"
     )
     return (
         '<div class="awf-eval-results">'
         f"<div><b>{title}</b></div>"
         f'<table class="awf-eval-summary"><thead><tr>{summary_head}</tr></thead>'
         f"<tbody>{summary_body}</tbody></table>"
-        f"<div>{html.escape(summary.totals_line())}</div>"
+        f"<div>{_escape(summary.totals_line())}</div>"
         f'<table class="awf-eval-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
         "</table></div>"
     )

@@ -6,14 +6,19 @@ Three kinds, each run after the run ends (also when it failed):
   `case`, `states`, `status`, `error`, `stopped_by`, `turns`, `tokens`, `inputs`,
   `transcript` (the conversation as text) and `messages` (as a list). Pass or fail.
 - **judge** — one provider turn: the prompt (a template over `.case`, `.transcript`,
-  `.states`, `.status`, `.error`) is sent, the answer is parsed as a number (its first
-  one) and compared with `pass`. Bounded by `judge.timeout` and `judge.max_reply_chars`.
+  `.states`, `.status`, `.error`) is sent with the verdict's format appended
+  (`JUDGE_FORMAT`); the score is the number of the answer's one verdict line
+  `SCORE: n` (or, for an answer that is a JSON object, its `score` field) and is compared
+  with `pass`. Only that line counts, so a number the judged run planted in the
+  transcript, which a judge may quote, is not taken for the verdict. Bounded by
+  `judge.timeout` and `judge.max_reply_chars`.
 - **command** — a shell command given the run as JSON on stdin: exit 0 passes, another
   exit code fails, the first line of stdout (if any) is the score. Bounded by `timeout`
   and `max_output_bytes`; it runs in its own process group (engine/process.py).
 
 A scorer that cannot decide (a condition that does not evaluate, a judge whose provider
-fails or whose answer holds no number, a command that cannot start, times out or prints
+fails or whose answer holds no verdict or several, a score that is not a finite number,
+a command that cannot start, times out or prints
 too much) is an *error in that cell*, never a crash of the eval. Everything a scorer shows
 is masked with the run's secrets.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,10 +45,32 @@ if TYPE_CHECKING:
     from awf_nb.evals.datasets import Case
     from awf_nb.secrets import Masker
 
-_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)")
+# A verdict line: `SCORE:` (any case) starting a line. Its number must be the whole rest
+# of the line; a line that starts so and holds anything else is a malformed verdict.
+_VERDICT_START = re.compile(r"^[ \t]*score[ \t]*:", re.IGNORECASE | re.MULTILINE)
+_VERDICT_LINE = re.compile(
+    r"^[ \t]*score[ \t]*:[ \t]*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)[ \t]*$",
+    re.IGNORECASE,
+)
+# What a judge is told after its prompt: the one form of answer that gives a score.
+JUDGE_FORMAT = (
+    "\n\nEnd your answer with your verdict on a line of its own, in exactly this form "
+    "(the number only, nothing else on that line, and no other line starting with SCORE:):\n"
+    "SCORE: <number>"
+)
+# ... or, when the judge's options hold its reply to a JSON Schema (`json_schema`).
+JUDGE_JSON_FORMAT = '\n\nGive your verdict as the number in the "score" field of the JSON object.'
 EXCERPT_CHARS = 200
+ERROR_EXCERPT_CHARS = 80  # of a judge's answer in an error message (its detail has more)
 STDERR_TAIL_CHARS = 500
 JUDGE_SPEAKER = "judge"
+
+
+# What a condition scorer reads: the keys of `FinishedRun.data()` (the loader rejects others).
+CONDITION_NAMES = (
+    "case", "epoch", "run_id", "status", "error", "stopped_by", "turns", "tokens", "inputs",
+    "states", "transcript", "messages",
+)  # fmt: skip
 
 
 @dataclass
@@ -107,7 +135,7 @@ class FinishedRun:
         return sum(s.conversation.total_turns for s in self.state.steps.values() if s.conversation)
 
     def data(self) -> dict[str, Any]:
-        """The names conditions, judge prompts and commands see."""
+        """The names conditions, judge prompts and commands see (`CONDITION_NAMES`)."""
         state = self.state
         return {
             "case": dict(self.case.row),
@@ -249,6 +277,8 @@ async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringConte
     prompt = render_case_template(
         spec.prompt, data, what=f"scorer {name}: judge.prompt", base_dir=ctx.base_dir
     )
+    # The format comes last, after whatever the run wrote into the prompt (`.transcript`).
+    prompt += JUDGE_JSON_FORMAT if "json_schema" in spec.options else JUDGE_FORMAT
     system = (
         render_case_template(
             spec.system_prompt, data, what=f"scorer {name}: judge.system_prompt",
@@ -308,13 +338,62 @@ async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringConte
             await events.aclose()  # type: ignore[attr-defined]
     answer = final if final is not None else "".join(pieces)
     shown = _excerpt(answer)
-    match = _NUMBER.search(answer)
-    if match is None:
-        return ScoreValue(
-            None, error=f"the judge's answer holds no number: {shown}", detail=shown, tokens=tokens
-        )
-    number = float(match.group(0))
+    number, problem = judge_verdict(answer)
+    if number is None:
+        return ScoreValue(None, error=f"scorer {name}: {problem}", detail=shown, tokens=tokens)
     return ScoreValue(spec.pass_.passes(number), number, detail=shown, tokens=tokens)
+
+
+def judge_verdict(answer: str) -> tuple[float | None, str]:
+    """The score a judge's answer gives, or None and why it gives none.
+
+    The answer's one line `SCORE: n`; or, for an answer that is a JSON object as a whole
+    (a reply held to a JSON Schema), its `score` field. No verdict, several, or a score
+    that is not a finite number: no score."""
+    stripped = answer.strip()
+    if stripped.startswith("{"):
+        try:
+            data = json.loads(stripped)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            value = data.get("score")
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                shown = _excerpt(answer, ERROR_EXCERPT_CHARS)
+                return None, f'the judge\'s JSON answer has no number in its "score" field: {shown}'
+
+            return _finite(str(value))
+    starts = [m.start() for m in _VERDICT_START.finditer(answer)]
+    if not starts:
+        return (
+            None,
+            'the judge\'s answer has no verdict line "SCORE: <number>": '
+            + _excerpt(answer, ERROR_EXCERPT_CHARS),
+        )
+    if len(starts) > 1:
+        lines = [answer[i:].split("\n", 1)[0] for i in starts]
+        return None, (
+            f"the judge's answer has {len(starts)} verdict lines, it must have one: "
+            + ", ".join(_excerpt(line, 40) for line in lines[:3])
+        )
+    line = answer[starts[0] :].split("\n", 1)[0].rstrip("\r")
+    match = _VERDICT_LINE.match(line)
+    if match is None:
+        return (
+            None,
+            f'the judge\'s verdict line must be "SCORE: <number>", got {_excerpt(line, 60)}',
+        )
+    return _finite(match.group(1))
+
+
+def _finite(text: str) -> tuple[float | None, str]:
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        return None, f"the judge's score is not a finite number: {_excerpt(text, 40)}"
+    return number, ""
 
 
 async def _command(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> ScoreValue:
@@ -392,17 +471,24 @@ async def _command(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> S
         try:
             score_value = float(first)
         except ValueError:
+            score_value = None
+        # nan and inf parse, but a mean over them is no figure and JSON cannot hold them
+        if score_value is None or not math.isfinite(score_value):
             return ScoreValue(
                 None,
-                error="the first line of the command's output must be a number (the score) "
-                f"or empty, got {_excerpt(first)}",
+                error="the first line of the command's output must be a finite number (the "
+                f"score) or empty, got {_excerpt(first, 60)}",
                 detail=stderr_tail,
             )
     return ScoreValue(code == 0, score_value, detail=stderr_tail if code else "")
 
 
-def _excerpt(text: str) -> str:
+def _excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """`text` quoted on one line, cut at `limit` characters, safe for a terminal (the
+    answer and the output are untrusted: no escape sequence, no bidi control acts)."""
+    from awf_nb.safe_text import terminal_safe
+
     flat = " ".join(text.split())
-    if len(flat) > EXCERPT_CHARS:
-        flat = flat[: EXCERPT_CHARS - 1] + "…"
-    return json.dumps(flat, ensure_ascii=False)
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return terminal_safe(json.dumps(flat, ensure_ascii=False))

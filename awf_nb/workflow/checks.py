@@ -27,6 +27,12 @@ from typing import Any, Literal
 
 from awf_nb.errors import Problem
 from awf_nb.workflow import expr, template
+from awf_nb.workflow.condition_names import (
+    EXCHANGE_NAMES,
+    LOOP_NAMES,
+    WORKFLOW_NAMES,
+    unknown_names,
+)
 from awf_nb.workflow.model import (
     STATE_PROPERTIES,
     AgentStep,
@@ -261,19 +267,23 @@ class _Checker:
                 )
             if step.conversation.until:
                 until_path = join_path(join_path(path, "conversation"), "until")
-                self.check_condition(step.conversation.until, until_path)
+                scope = (*EXCHANGE_NAMES, *WORKFLOW_NAMES)
+                self.check_condition(step.conversation.until, until_path, scope)
         if isinstance(step, LoopBase):
             self.check_loop(step, path)
+        # a step of a loop's body is routed with the loop's frame (`loop.Index`)
+        in_loop = (*WORKFLOW_NAMES, *LOOP_NAMES) if self.inside_loop(name) else WORKFLOW_NAMES
         for i, transition in enumerate(step.transitions):
             if transition.when:
                 where = join_path(join_path(path, "transitions"), i)
-                self.check_condition(transition.when, join_path(where, "when"))
+                self.check_condition(transition.when, join_path(where, "when"), in_loop)
 
     def check_loop(self, step: LoopBase, path: str) -> None:
+        scope = (*WORKFLOW_NAMES, *LOOP_NAMES)
         if isinstance(step, WhileStep):
-            self.check_condition(step.while_, join_path(path, "while"))
+            self.check_condition(step.while_, join_path(path, "while"), scope)
         if step.break_when:
-            self.check_condition(step.break_when, join_path(path, "break_when"))
+            self.check_condition(step.break_when, join_path(path, "break_when"), scope)
         limit = step.max_iterations
         if isinstance(limit, int) and not 0 <= limit <= MAX_ITERATIONS:
             self.report(
@@ -282,11 +292,27 @@ class _Checker:
                 join_path(path, "max_iterations"),
             )
 
-    def check_condition(self, source: str, path: str) -> None:
+    def inside_loop(self, name: str) -> bool:
+        """Whether `name` runs in a loop's body, itself or as a branch of a step that does."""
+        seen: set[str] = set()
+        while name not in seen:
+            seen.add(name)
+            if name in self.in_body:
+                return True
+            if name not in self.branch_of:
+                return False
+            name = self.branch_of[name]
+        return False
+
+    def check_condition(self, source: str, path: str, scope: tuple[str, ...]) -> None:
+        """The condition parses and reads only names its `scope` holds."""
         try:
             expr.parse(source)
         except expr.ExprSyntaxError as exc:
             self.report(f"invalid condition {source!r}: {exc}", path)
+            return
+        for problem in unknown_names(source, scope):
+            self.report(problem.message, path, hint=problem.hint)
 
     # -- templates
 
@@ -752,7 +778,7 @@ _NAMESPACE_CHECKS = {
 }
 _FREE_NAMESPACES = ("env", "awf")
 # What a conversation partner's `prompt` (and `until`) can read besides the run's data.
-EXCHANGE_VARIABLES = ("reply", "message", "turn", "tokens")
+EXCHANGE_VARIABLES = EXCHANGE_NAMES
 
 
 def _raw(ref: template.FieldRef) -> str:

@@ -30,7 +30,7 @@ def comparable(result: EvalResult) -> list[dict[str, object]]:
 
 @pytest.fixture
 def served(project: Project, monkeypatch: pytest.MonkeyPatch):
-    with OpenAIServer(default_reply=Reply.text("I give it 3 stars")) as server:
+    with OpenAIServer(default_reply=Reply.text("I give it 3 stars.\nSCORE: 3")) as server:
         monkeypatch.setenv("SERVER", server.base_url)
         project.write("wf2.yaml", WORKFLOW)
         project.rows(

@@ -58,7 +58,7 @@ async def test_every_scorer_kind_with_known_outcomes(project: Project) -> None:
           - name: judge
             judge:
               provider: scripted
-              options: {{replies: ["I would say 4 out of 5"]}}
+              options: {{replies: ["I would say 4 out of 5.\\nSCORE: 4"]}}
               prompt: "Rate the talk about {{{{.case.topic}}}}: {{{{.transcript}}}}"
               pass: ">= 4"
           - name: grader
@@ -91,7 +91,8 @@ async def test_every_scorer_kind_with_known_outcomes(project: Project) -> None:
         "grader": False,
     }
     assert (
-        a1.scores["judge"].score == 4.0 and a1.scores["judge"].detail == '"I would say 4 out of 5"'
+        a1.scores["judge"].score == 4.0
+        and a1.scores["judge"].detail == '"I would say 4 out of 5. SCORE: 4"'
     )
     assert a1.scores["grader"].score == 4.0  # the first line of its output
     assert a1.judge_tokens > 0
@@ -195,7 +196,9 @@ async def test_an_erroring_judge_is_an_error_in_its_cell_not_a_crash(project: Pr
     for row in result.rows:
         assert row.passed is None and row.outcome == "error" and row.error_kind == "scorer"
         assert "the judge's model is down" in row.scores["broken"].error
-        assert row.scores["wordy"].error == 'the judge\'s answer holds no number: "excellent"'
+        assert row.scores["wordy"].error == (
+            'scorer wordy: the judge\'s answer has no verdict line "SCORE: <number>": "excellent"'
+        )
         assert row.scores["fine"].passed is True
     assert result.summary.scorers["broken"].errors == 2
     assert result.summary.errors == 2
@@ -307,7 +310,7 @@ async def test_secrets_are_masked_in_everything_a_row_shows(
     assert "hunter2-very-secret" not in shown
     assert result.rows[0].scores["grader"].detail.endswith(" and ***")
     assert "token is ***" in project.store.load_state(result.rows[0].run_id).steps["say"].output
-    assert result.rows[0].scores["judge"].detail == '"what the run said: token is ***"'
+    assert result.rows[0].scores["judge"].detail.startswith('"what the run said: token is *** ')
 
 
 def test_the_eval_s_limits_go_on_top_of_the_workflow_s_own() -> None:

@@ -50,7 +50,7 @@ def ray_cluster() -> Iterator[RayCluster]:
 
 @pytest.fixture
 def served(project: Project) -> Iterator[OpenAIServer]:
-    with OpenAIServer(default_reply=Reply.text("I give it 3 stars")) as server:
+    with OpenAIServer(default_reply=Reply.text("I give it 3 stars.\nSCORE: 3")) as server:
         # the workflow names SERVER: it travels to the workers
         project.write("wf2.yaml", SERVED_WORKFLOW.replace("inputs:", "env: [SERVER]\ninputs:", 1))
         project.rows(

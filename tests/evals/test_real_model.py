@@ -62,9 +62,9 @@ async def test_the_bundled_model_on_a_small_dataset(project: Project) -> None:
           - name: judge
             judge:
               provider: local
-              options: {max_tokens: 6, temperature: 0}
-              system_prompt: You reply with one digit from 1 to 5.
-              prompt: "{{.transcript}}\\nHow helpful was the assistant, 1 to 5? Digit only."
+              options: {max_tokens: 12, temperature: 0}
+              system_prompt: You grade conversations from 1 to 5.
+              prompt: "{{.transcript}}\\nHow helpful was the assistant, 1 to 5?"
               pass: ">= 1"
         seed: 11
         concurrency: 2
@@ -76,7 +76,7 @@ async def test_the_bundled_model_on_a_small_dataset(project: Project) -> None:
         assert row.status == "completed", row.error
         assert row.scores["two_replies"].passed is True
         judged = row.scores["judge"]
-        # a number (then >= 1 passes) or an error cell saying why — never a crash
+        # a verdict (then >= 1 passes) or an error cell saying why — never a crash
         assert (judged.passed is True and judged.score is not None) or judged.error
         assert row.tokens > 0 and row.judge_tokens > 0
         state = project.store.load_state(row.run_id)

@@ -29,6 +29,7 @@ import traitlets
 from awf_nb.engine.summary import format_elapsed
 from awf_nb.evals.results import row_cells, table_header
 from awf_nb.frontends.notebook.panel_items import PanelBox
+from awf_nb.safe_text import mark_bidi
 
 if TYPE_CHECKING:
     from awf_nb.engine.state import RunState
@@ -181,7 +182,7 @@ class EvalTable:
 
     def run_started(self, case: str, epoch: int, run_id: str) -> None:
         cells = [
-            case,
+            mark_bidi(case),
             str(epoch),
             "running",
             "running",
@@ -192,8 +193,11 @@ class EvalTable:
             "",
         ]
         self._rows[(case, epoch)] = {
-            "key": f"{case}/{epoch}", "outcome": "running", "cells": cells, "run_id": run_id
-        }  # fmt: skip
+            "key": mark_bidi(f"{case}/{epoch}"),
+            "outcome": "running",
+            "cells": cells,
+            "run_id": run_id,
+        }
         self._update()
 
     def run_finished(self, row: EvalRow) -> None:
@@ -241,10 +245,12 @@ class EvalTable:
     # -- drawing --------------------------------------------------------------------------
 
     def _row(self, row: EvalRow) -> dict[str, Any]:
+        # the cells are untrusted (a case id, a scorer's error): eval_table.js shows them as
+        # text, and their bidi controls as marks, as the panel does
         return {
-            "key": f"{row.case}/{row.epoch}",
+            "key": mark_bidi(f"{row.case}/{row.epoch}"),
             "outcome": row.outcome,
-            "cells": row_cells(row, self._scorers),
+            "cells": [mark_bidi(cell) for cell in row_cells(row, self._scorers)],
             "run_id": row.run_id,
         }
 

@@ -4,12 +4,22 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from awf_nb.workflow.expr.errors import ExprEvalError
-from awf_nb.workflow.expr.nodes import Node
+from awf_nb.workflow.expr.nodes import (
+    Access,
+    Call,
+    Chain,
+    IndexStep,
+    ListLiteral,
+    Logical,
+    Name,
+    Node,
+    Unary,
+)
 from awf_nb.workflow.expr.parser import _Parser
 from awf_nb.workflow.expr.values import _truthy
 
@@ -38,6 +48,35 @@ class Expression:
     def references(self) -> list[tuple[str, ...]]:
         """Every path the condition reads, in source order, without duplicates."""
         return list(self._references)
+
+    def names(self) -> list[tuple[str, int]]:
+        """Every top-level name the condition reads (`turn` of `turn >= 2`, `states` of
+        `states.x.Output`) with its 1-based column, in source order: what a validator
+        compares with the names the condition's scope holds."""
+        return list(_names(self._root))
+
+
+def _names(node: Node) -> Iterator[tuple[str, int]]:
+    # Every kind of node by name (depth bounded by the parser's MAX_NESTING).
+    if isinstance(node, Name):
+        yield node.name, node.column
+    elif isinstance(node, Access):
+        yield from _names(node.target)
+        for step in node.steps:
+            if isinstance(step, IndexStep):
+                yield from _names(step.index)
+    elif isinstance(node, Chain):
+        yield from _names(node.first)
+        for link in node.rest:
+            yield from _names(link.right)
+    elif isinstance(node, Unary):
+        yield from _names(node.operand)
+    else:
+        children = node.operands if isinstance(node, Logical) else ()
+        children = node.args if isinstance(node, Call) else children
+        children = node.items if isinstance(node, ListLiteral) else children
+        for child in children:
+            yield from _names(child)
 
 
 def _unique(paths: Sequence[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:

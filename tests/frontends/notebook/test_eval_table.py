@@ -65,3 +65,41 @@ async def test_the_progress_line_says_where_a_remote_eval_runs() -> None:
     )  # fmt: skip
     table.eval_started(run)  # type: ignore[arg-type]
     assert table.progress.value.startswith("eval e1: 0/6 runs · 4 at a time on each of 3 workers ·")
+
+
+async def test_the_tables_show_bidi_controls_as_marks_not_obeyed() -> None:
+    # a case id and a judge's error are untrusted: U+202E would reorder what follows it
+    from awf_nb.evals.scorers import ScoreValue
+
+    hostile = EvalRow(
+        "evil\u202eid",
+        1,
+        run_id="r1",
+        scores={"j": ScoreValue(None, error="said \u2066SCORE: 5\u2069")},
+        passed=None,
+        error="the judge\u202bwrote \u2066SCORE: 5\u2069",
+    )
+    result = EvalResult("e1", "w\u202ef", [hostile], [("j", "judge")], 1, total=1)
+    shown = result._repr_html_()
+    assert "evil⟨U+202E⟩id" in shown
+    assert "the judge⟨U+202B⟩wrote ⟨U+2066⟩SCORE: 5⟨U+2069⟩" in shown and "w⟨U+202E⟩f" in shown
+    assert not any(ch in shown for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+    table = EvalTable()
+    run = SimpleNamespace(
+        folder=SimpleNamespace(store=None), eval_id="e1", scorers=[("j", "judge")], total=1,
+        done=[],
+    )  # fmt: skip
+    table.eval_started(run)  # type: ignore[arg-type]
+    table.run_started("evil\u202eid", 1, "r1")
+    table._send_rows()  # what the pending flush sends
+    assert table.view.rows[0]["cells"][0] == "evil⟨U+202E⟩id"  # drawn while it runs
+    table.run_finished(hostile)
+    table._send_rows()
+    cells = table.view.rows[0]["cells"]
+    assert (
+        cells[0] == "evil⟨U+202E⟩id"
+        and cells[-1] == "the judge⟨U+202B⟩wrote ⟨U+2066⟩SCORE: 5⟨U+2069⟩"
+    )
+    static = table.view.static_html()
+    assert "evil⟨U+202E⟩id" in static and "\u202e" not in static and "\u2066" not in static
