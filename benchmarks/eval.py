@@ -144,7 +144,7 @@ def free_port() -> int:
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
-    import httpx
+    import httpx2 as httpx
 
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -244,7 +244,7 @@ async def bare_client(args: argparse.Namespace, base: str) -> tuple[float, float
     """The same requests (replies per conversation in sequence, `--concurrency`
     conversations at once) with a bare httpx client, each streamed reply decoded (every
     event's JSON, the text joined): its wall time and its CPU time (seconds)."""
-    import httpx
+    import httpx2 as httpx
 
     replies = args.turns + (args.turns - 1)
     gate = asyncio.Semaphore(args.concurrency)
