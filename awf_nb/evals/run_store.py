@@ -8,6 +8,13 @@ runs go to an `EvalRunStore`: a `Store(durable=False)` whose state files and his
 are handed, already serialized, to one writer thread, in order. Transcript lines are still
 written at once (they are small, and the engine counts them).
 
+- A run's state file is written when the run starts and when it ends, and in between at
+  most once every `STATE_INTERVAL` seconds (a later checkpoint within the interval is kept
+  in memory, and written by the next one past it or the run's end): the conversation's
+  turns are in the transcript already, appended at once, and an eval reruns a run that
+  did not end (`--resume`), so a state file per turn would be bytes and CPU (the whole
+  state serialized) for nothing. `awf show` of a run in flight shows its turns (from the
+  transcript) and its steps as of at most `STATE_INTERVAL` ago.
 - A killed process loses what the writer had not written yet: only runs in flight, which
   an eval reruns (`--resume`). `settle(run_id)` waits until the run's writes are done and
   forces its files onto the disk, before the run's row is written.
@@ -20,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +37,7 @@ from awf_nb.store import SOURCE_FILE, Store, checkpoint_view
 from awf_nb.store.files import atomic_write
 
 _STOP = object()
+STATE_INTERVAL = 5.0  # seconds between two state writes of a run in flight, at most
 
 
 class EvalRunStore(Store):
@@ -39,14 +48,32 @@ class EvalRunStore(Store):
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._failure: BaseException | None = None
         self._closed = False
+        self._last_write: dict[str, float] = {}  # run id -> when its state was last queued
+        self._pending: dict[str, RunState] = {}  # run id -> its newest unwritten state
         self._writer = threading.Thread(target=self._work, name="awf-eval-store", daemon=True)
         self._writer.start()
 
     # -- what the engine calls on the event loop --------------------------------------------
 
     def save_state(self, state: RunState) -> None:
-        path = self.state_path(state.run_id)
         self.sync_transcript(state.run_id)  # closes the group's descriptor (no fsync)
+        last = self._last_write.get(state.run_id)
+        if last is not None and time.monotonic() - last < STATE_INTERVAL:
+            self._pending[state.run_id] = state  # written later (see the module doc)
+            return
+        self._write_state(state)
+
+    def _flush_state(self, run_id: str) -> None:
+        """Queue the run's newest checkpoint, if it was kept back."""
+        state = self._pending.pop(run_id, None)
+        if state is not None:
+            self._write_state(state)
+
+    def _write_state(self, state: RunState) -> None:
+        """Serialize the state now (the run goes on changing it) and queue its writing."""
+        self._pending.pop(state.run_id, None)
+        self._last_write[state.run_id] = time.monotonic()
+        path = self.state_path(state.run_id)
         data = checkpoint_view(state).to_json().encode()
         source = None
         if state.workflow_source and state.run_id not in self._sources_saved:
@@ -63,6 +90,10 @@ class EvalRunStore(Store):
         self._submit(write)
 
     def record_run(self, state: RunState) -> None:
+        # A run's start and end: its state file is up to date with its history row.
+        self._flush_state(state.run_id)
+        if state.status != "running":
+            self._last_write.pop(state.run_id, None)
         # What the history row needs, as it is now (the run goes on changing its state).
         snapshot = RunState.model_construct(
             run_id=state.run_id,
@@ -82,6 +113,8 @@ class EvalRunStore(Store):
 
     async def asettle(self, run_id: str) -> None:
         """Wait for the run's writes, then force its files onto the disk."""
+        self._flush_state(run_id)
+        self._last_write.pop(run_id, None)
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
 
@@ -108,6 +141,8 @@ class EvalRunStore(Store):
     def close(self) -> None:
         """Write what is queued, then end the writer thread; later writes are made at once
         (a run still saving its state after the eval ended loses nothing)."""
+        for run_id in list(self._pending):
+            self._flush_state(run_id)
         self._jobs.put(_STOP)
         self._writer.join()
         self._closed = True
