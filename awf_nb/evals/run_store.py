@@ -15,6 +15,9 @@ written at once (they are small, and the engine counts them).
   did not end (`--resume`), so a state file per turn would be bytes and CPU (the whole
   state serialized) for nothing. `awf show` of a run in flight shows its turns (from the
   transcript) and its steps as of at most `STATE_INTERVAL` ago.
+- The history rows queued together (many runs starting or ending at once) are written in
+  one SQLite transaction: rows written together share their pages, so it costs a fraction
+  of the bytes and commits of one transaction per row.
 - A killed process loses what the writer had not written yet: only runs in flight, which
   an eval reruns (`--resume`). `settle(run_id)` waits until the run's writes are done and
   forces its files onto the disk, before the run's row is written.
@@ -25,6 +28,7 @@ written at once (they are small, and the engine counts them).
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import threading
 import time
@@ -38,6 +42,7 @@ from awf_nb.store.files import atomic_write
 
 _STOP = object()
 STATE_INTERVAL = 5.0  # seconds between two state writes of a run in flight, at most
+MAX_JOBS_AT_ONCE = 256  # the writer's jobs taken from the queue at once, at most
 
 
 class EvalRunStore(Store):
@@ -107,7 +112,7 @@ class EvalRunStore(Store):
             earlier_tokens=state.total_tokens,
             steps={},
         )
-        self._submit(lambda: Store.record_run(self, snapshot))
+        self._submit(_Row(self, snapshot))
 
     # -- the end of a run, and of the eval ----------------------------------------------------
 
@@ -154,13 +159,48 @@ class EvalRunStore(Store):
             self._jobs.put(job)
 
     def _work(self) -> None:
-        while (job := self._jobs.get()) is not _STOP:
-            if self._failure is not None and not _is_settle(job):
-                continue  # after a failed write, only report it (at the next settle)
-            try:
-                job()
-            except BaseException as exc:  # surfaced by the next settle
-                self._failure = exc
+        stopping = False
+        while not stopping:
+            # What is queued now, taken at once: its history rows go in one transaction
+            # (rows written together share their pages: a fraction of the bytes and
+            # commits of one transaction per row), before any settle that follows them.
+            jobs = [self._jobs.get()]
+            while len(jobs) < MAX_JOBS_AT_ONCE:
+                try:
+                    jobs.append(self._jobs.get_nowait())
+                except queue.Empty:
+                    break
+            rows: list[RunState] = []
+            for job in jobs:
+                if job is _STOP:
+                    stopping = True
+                    break
+                if isinstance(job, _Row):
+                    rows.append(job.state)
+                    continue
+                if _is_settle(job):
+                    self._run(functools.partial(self._history.record_many, rows))
+                    rows = []
+                self._run(job)
+            self._run(functools.partial(self._history.record_many, rows))
+
+    def _run(self, job: Callable[[], None]) -> None:
+        if self._failure is not None and not _is_settle(job):
+            return  # after a failed write, only report it (at the next settle)
+        try:
+            job()
+        except BaseException as exc:  # surfaced by the next settle
+            self._failure = exc
+
+
+class _Row:
+    """A history row to write (the writer thread writes those queued together at once)."""
+
+    def __init__(self, store: EvalRunStore, state: RunState) -> None:
+        self.store, self.state = store, state
+
+    def __call__(self) -> None:
+        Store.record_run(self.store, self.state)
 
 
 def _is_settle(job: Callable[[], None]) -> bool:

@@ -112,20 +112,15 @@ class RunHistory:
 
     def record(self, state: RunState) -> None:
         """Insert or update the run's history row."""
-        row = (
-            state.run_id,
-            state.workflow_name,
-            state.status,
-            _db_time(state.started_at),
-            _db_time(state.completed_at) if state.completed_at else None,
-            state.duration,
-            state.total_tokens,
-            state.error,
-            json.dumps(state.inputs, ensure_ascii=False, default=str),
-            state.parent_run_id,
-        )
+        self.record_many([state])
+
+    def record_many(self, states: list[RunState]) -> None:
+        """Insert or update the runs' history rows, in one transaction (nothing to do for
+        none); a run given twice keeps the later."""
+        if not states:
+            return
         with self._connect() as db:
-            db.execute(_UPSERT_RUN, row)
+            db.executemany(_UPSERT_RUN, [_row(state) for state in states])
 
     def entries(
         self, workflow: str | None = None, status: str | None = None, limit: int | None = 20
@@ -235,6 +230,22 @@ class RunHistory:
         db.execute("PRAGMA journal_mode = WAL")
         db.executescript(_HISTORY_SCHEMA)
         self._schema_ready = True
+
+
+def _row(state: RunState) -> tuple[Any, ...]:
+    """The run's history row, as `_UPSERT_RUN` takes it."""
+    return (
+        state.run_id,
+        state.workflow_name,
+        state.status,
+        _db_time(state.started_at),
+        _db_time(state.completed_at) if state.completed_at else None,
+        state.duration,
+        state.total_tokens,
+        state.error,
+        json.dumps(state.inputs, ensure_ascii=False, default=str),
+        state.parent_run_id,
+    )
 
 
 def _db_time(moment: datetime) -> str:

@@ -4,6 +4,8 @@ store, and the eval's run store (written off the loop) failing loudly."""
 from __future__ import annotations
 
 import json
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +72,35 @@ async def test_a_run_in_flight_writes_its_state_at_its_start_and_end_not_every_t
     assert state.status == "completed"
     [conversation] = [s.conversation for s in state.steps.values() if s.conversation]
     assert [t.role for t in conversation.turns].count("user") == 3  # "more", "exit" included
+
+
+def test_history_rows_queued_together_are_written_in_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from awf_nb.engine.state import RunState
+    from awf_nb.store.history import RunHistory
+
+    batches: list[list[str]] = []
+    real_record_many = RunHistory.record_many
+
+    def noting(self: RunHistory, states: list[RunState]) -> None:
+        if states:
+            batches.append([s.run_id for s in states])
+        real_record_many(self, states)
+
+    monkeypatch.setattr(RunHistory, "record_many", noting)
+    store = run_store.EvalRunStore(tmp_path / "storage")
+    writer_busy, writer_free = threading.Event(), threading.Event()
+
+    def busy() -> None:
+        writer_busy.set()
+        writer_free.wait()
+
+    store._submit(busy)  # the writer is busy while the runs start
+    writer_busy.wait()
+    for index in range(10):
+        store.record_run(RunState(run_id=f"r{index}", workflow_name="wf", status="running"))
+    writer_free.set()
+    store.close()
+    assert batches == [[f"r{index}" for index in range(10)]]
+    assert len(store.history(limit=None)) == 10
