@@ -9,15 +9,19 @@ are handed, already serialized, to one writer thread, in order. Transcript lines
 written at once (they are small, and the engine counts them).
 
 - A run's state file is written when the run starts and when it ends, and in between at
-  most once every `STATE_INTERVAL` seconds (a later checkpoint within the interval is kept
-  in memory, and written by the next one past it or the run's end): the conversation's
+  most once every `STATE_INTERVAL` seconds (a later checkpoint within the interval is
+  kept in memory, and written by the next one past it or the run's end): the conversation's
   turns are in the transcript already, appended at once, and an eval reruns a run that
   did not end (`--resume`), so a state file per turn would be bytes and CPU (the whole
   state serialized) for nothing. `awf show` of a run in flight shows its turns (from the
-  transcript) and its steps as of at most `STATE_INTERVAL` ago.
-- The history rows queued together (many runs starting or ending at once) are written in
-  one SQLite transaction: rows written together share their pages, so it costs a fraction
-  of the bytes and commits of one transaction per row.
+  transcript) and its steps as of at most `STATE_INTERVAL` ago; after a kill, `awf
+  resume` of such a run redoes the steps of that last moment.
+- History rows are written in groups, in one SQLite transaction each (at most
+  `ROWS_DELAY` after the first of them): rows written together share their pages, so it
+  costs a fraction of the bytes and commits of one transaction per row. A run's row may
+  reach the history a moment after its files are settled; a killed process may lose the
+  rows of that moment: a run that had ended is then shown from its state file, one that
+  was starting is rerun by `--resume`.
 - A killed process loses what the writer had not written yet: only runs in flight, which
   an eval reruns (`--resume`). `settle(run_id)` waits until the run's writes are done and
   forces its files onto the disk, before the run's row is written.
@@ -42,7 +46,8 @@ from awf_nb.store.files import atomic_write
 
 _STOP = object()
 STATE_INTERVAL = 5.0  # seconds between two state writes of a run in flight, at most
-MAX_JOBS_AT_ONCE = 256  # the writer's jobs taken from the queue at once, at most
+ROWS_DELAY = 0.5  # seconds a history row waits for others to be written with, at most
+MAX_ROWS = 256  # history rows written in one transaction, at most
 
 
 class EvalRunStore(Store):
@@ -159,30 +164,29 @@ class EvalRunStore(Store):
             self._jobs.put(job)
 
     def _work(self) -> None:
-        stopping = False
-        while not stopping:
-            # What is queued now, taken at once: its history rows go in one transaction
-            # (rows written together share their pages: a fraction of the bytes and
-            # commits of one transaction per row), before any settle that follows them.
-            jobs = [self._jobs.get()]
-            while len(jobs) < MAX_JOBS_AT_ONCE:
-                try:
-                    jobs.append(self._jobs.get_nowait())
-                except queue.Empty:
-                    break
-            rows: list[RunState] = []
-            for job in jobs:
-                if job is _STOP:
-                    stopping = True
-                    break
-                if isinstance(job, _Row):
-                    rows.append(job.state)
-                    continue
-                if _is_settle(job):
-                    self._run(functools.partial(self._history.record_many, rows))
-                    rows = []
+        # History rows wait up to ROWS_DELAY (or until MAX_ROWS are waiting) and are then
+        # written in one transaction: rows written together share their pages, a fraction
+        # of the bytes and commits of one transaction per row. Other jobs run in order.
+        rows: list[RunState] = []
+        first_row = 0.0
+        while True:
+            wait = None if not rows else max(0.0, first_row + ROWS_DELAY - time.monotonic())
+            try:
+                job = self._jobs.get(timeout=wait)
+            except queue.Empty:
+                job = None
+            if isinstance(job, _Row):
+                if not rows:
+                    first_row = time.monotonic()
+                rows.append(job.state)
+            elif job is not None and job is not _STOP:
                 self._run(job)
-            self._run(functools.partial(self._history.record_many, rows))
+            due = job is None or job is _STOP or len(rows) >= MAX_ROWS
+            if rows and (due or time.monotonic() - first_row >= ROWS_DELAY):
+                self._run(functools.partial(self._history.record_many, rows))
+                rows = []
+            if job is _STOP:
+                return
 
     def _run(self, job: Callable[[], None]) -> None:
         if self._failure is not None and not _is_settle(job):
