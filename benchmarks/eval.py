@@ -4,7 +4,7 @@ Runs an eval of N cases, each a conversation of `--turns` agent replies with a s
 user, both on a local fake model server in its own process (Starlette on uvicorn) that is
 paced like a model: `--token-ms` per token, `--tokens` per reply. The ideal is what the
 same conversations cost when made directly, with nothing of awf's: a bare
-`httpx.AsyncClient` script (the HTTP stack awf streams with) sending the same number of
+`httpx2.AsyncClient` script (the HTTP stack awf streams with) sending the same number of
 streamed requests, each conversation's in sequence, `--concurrency` conversations at once,
 to the same server, and decoding each reply (every event's JSON, the text joined). It is
 timed just before and just after the eval (their mean is the baseline), so a shared
@@ -24,6 +24,20 @@ machine's load weighs on both sides alike. Prints, from one run:
 
     python benchmarks/eval.py [--cases 200] [--concurrency 50] [--turns 3]
                               [--tokens 40] [--token-ms 20]
+
+With `--sweep [LIST]`, the same eval runs at each concurrency of LIST (default 10, 50,
+100, 200, 500; `--sweep-cases N` cases each, default the concurrency and at least 20),
+each in a process of its own after one unmeasured warm-up case, and one table shows, per
+concurrency: CPU per conversation, wall ÷ floor, memory growth per conversation in
+flight, the bytes that reached the disk per case and the store's size per case. With
+`--inspect-python PYTHON` (an interpreter of a separate venv with `inspect-ai` and
+`openai`: Inspect AI is never one of awf's dependencies) the same workload also runs
+through Inspect AI (benchmarks/inspect_eval.py: streamed from the same server, a solver
+with the same simulated user, one scorer), and the table shows awf ÷ Inspect for CPU,
+wall and memory. The issue-sized run is `--sweep --sweep-cases 1000`; the quick one
+(the default) takes a few minutes on two cores.
+
+    python benchmarks/eval.py --sweep [--inspect-python /tmp/inspect-venv/bin/python]
 
 A real store on disk is used, as `awf eval` uses it (each run's files forced onto the disk
 when the run ends, the results line fsynced).
@@ -144,7 +158,7 @@ def free_port() -> int:
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
-    import httpx
+    import httpx2 as httpx
 
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -159,6 +173,23 @@ def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
 
 
 # --- the measurement -------------------------------------------------------------------------
+
+
+def disk_writes() -> int:
+    """Bytes this process has caused to be written to storage so far (what reaches the
+    disk: a file replaced before the kernel wrote it back costs nothing here)."""
+    with open("/proc/self/io") as io:
+        for line in io:
+            if line.startswith("write_bytes:"):
+                return int(line.split()[1])
+    return 0
+
+
+def folder_bytes(folder: Path) -> int:
+    """The size of the files a store keeps (SQLite's -wal and -shm files are its journal,
+    folded into the database and emptied as it goes)."""
+    return sum(p.stat().st_size for p in folder.rglob("*")
+               if p.is_file() and not p.name.endswith(("-wal", "-shm")))  # fmt: skip
 
 
 def rss_mib() -> float:
@@ -209,6 +240,7 @@ async def measure(
             await asyncio.sleep(0.05)
 
     watcher = asyncio.create_task(watch_threads())
+    written_before = disk_writes()
     rss_before = rss_mib()
     cpu_before = time.process_time()
     wall_before = time.perf_counter()
@@ -216,6 +248,7 @@ async def measure(
     wall = time.perf_counter() - wall_before
     setup = first_start[0] - wall_before if first_start else 0.0
     cpu = time.process_time() - cpu_before
+    written = disk_writes() - written_before
     stop.set()
     await watcher
     summary = result.summary
@@ -237,6 +270,9 @@ async def measure(
         "rss_growth_per_conversation_kib": max(rss_mib() - rss_before, 0) * 1024 / args.concurrency,
         "peak_threads": peak_threads,
         "model_time": model_time,
+        "rss_before_mib": rss_before,
+        "written_per_case": written / args.cases,
+        "kept_per_case": folder_bytes(folder / "storage") / args.cases,
     }
 
 
@@ -244,7 +280,7 @@ async def bare_client(args: argparse.Namespace, base: str) -> tuple[float, float
     """The same requests (replies per conversation in sequence, `--concurrency`
     conversations at once) with a bare httpx client, each streamed reply decoded (every
     event's JSON, the text joined): its wall time and its CPU time (seconds)."""
-    import httpx
+    import httpx2 as httpx
 
     replies = args.turns + (args.turns - 1)
     gate = asyncio.Semaphore(args.concurrency)
@@ -349,6 +385,78 @@ def ray_comparison(args: argparse.Namespace, base: str, server_pid: int) -> None
           f"{one['after_setup'] / two['after_setup']:.2f} (ideal 2.00)")  # fmt: skip
 
 
+def level(args: argparse.Namespace, base: str) -> None:
+    """`--level`: one measured eval against the server at `base` (its own process, so
+    that its peak memory is its own); prints its figures as one JSON line."""
+    # One case first, not measured: the imports and set-up of a first run (Inspect's
+    # side warms up the same way), so the figures are per conversation.
+    with tempfile.TemporaryDirectory(prefix="awf-eval-bench-") as tmp:
+        asyncio.run(measure(argparse.Namespace(**{**vars(args), "cases": 1}), base, Path(tmp)))
+    with tempfile.TemporaryDirectory(prefix="awf-eval-bench-") as tmp:
+        figures = asyncio.run(measure(args, base, Path(tmp)))
+    print(json.dumps(figures))
+
+
+def sweep(args: argparse.Namespace, base: str, server_pid: int) -> None:
+    """`--sweep`: the same eval at each concurrency, awf's then Inspect AI's, each in a
+    process of its own; prints one table."""
+    common = ["--turns", str(args.turns), "--tokens", str(args.tokens),
+              "--token-ms", str(args.token_ms)]  # fmt: skip
+    rows = []
+    for concurrency in [int(c) for c in args.sweep.split(",")]:
+        cases = args.sweep_cases or max(concurrency, 20)
+        sizes = ["--cases", str(cases), "--concurrency", str(concurrency)]
+        server_cpu = process_cpu(server_pid)
+        awf = json.loads(run_json([sys.executable, __file__, "--level", base, *sizes, *common]))
+        awf["server_cpu"] = process_cpu(server_pid) - server_cpu
+        inspect = None
+        if args.inspect_python:
+            script = str(Path(__file__).with_name("inspect_eval.py"))
+            inspect = json.loads(run_json([args.inspect_python, script, "--base-url", base,
+                                           *sizes, "--turns", str(args.turns)]))  # fmt: skip
+            if inspect["passed"] != cases:
+                raise SystemExit(f"Inspect: {inspect['passed']} of {cases} samples passed")
+        rows.append((concurrency, cases, awf, inspect))
+    model_time = rows[0][2]["model_time"]
+    print(f"{args.turns} agent replies with a simulated user per conversation; {args.tokens} "
+          f"tokens per reply at {args.token_ms:g} ms per token ({model_time:.2f}s of model "
+          f"time per conversation); floor = model time × cases ÷ concurrency")  # fmt: skip
+    print(f"{'':>14}{'---------------- awf ----------------':>46}"
+          f"{'------------- Inspect AI -------------':>42}{'awf ÷ Inspect':>18}")  # fmt: skip
+    print(f"{'in flight':>9}{'cases':>6}{'CPU/conv':>10}{'wall/floor':>11}{'KiB/conv':>9}"
+          f"{'written':>9}{'kept':>8}{'CPU/conv':>11}{'wall/floor':>11}{'KiB/conv':>9}"
+          f"{'written':>9}{'CPU':>9}{'wall':>7}{'mem':>6}")  # fmt: skip
+    for concurrency, cases, awf, inspect in rows:
+        awf_cpu = awf["cpu_per_conversation_ms"]
+        awf_mem = (awf["peak_rss_mib"] - awf["rss_before_mib"]) * 1024 / concurrency
+        written, kept = awf["written_per_case"] / 1024, awf["kept_per_case"] / 1024
+        line = (f"{concurrency:9}{cases:6}{awf_cpu:8.1f}ms{awf['ratio']:11.2f}{awf_mem:9.0f}"
+                f"{written:7.1f}KB{kept:6.1f}KB")  # fmt: skip
+        if inspect is not None:
+            in_cpu = inspect["cpu"] / cases * 1000
+            in_ratio = inspect["wall"] / awf["ideal"]
+            in_mem = (inspect["peak_rss_mib"] - inspect["rss_before_mib"]) * 1024 / concurrency
+            line += (f"{in_cpu:9.1f}ms{in_ratio:11.2f}{in_mem:9.0f}"
+                     f"{inspect['written'] / cases / 1024:7.1f}KB{awf_cpu / in_cpu:9.2f}"
+                     f"{awf['ratio'] / in_ratio:7.2f}"
+                     f"{awf_mem / max(in_mem, 1e-9):6.2f}")  # fmt: skip
+        print(line)
+    first, last = rows[0][2], rows[-1][2]
+    print(f"awf's CPU per conversation at {rows[-1][0]} in flight ÷ at {rows[0][0]}: "
+          f"{last['cpu_per_conversation_ms'] / first['cpu_per_conversation_ms']:.2f} "
+          f"(target <= 1.2); KiB/conv: memory growth per conversation in flight; written: "
+          f"bytes that reached the disk per case; kept: the store's size per case")  # fmt: skip
+
+
+def run_json(command: list[str]) -> str:
+    """The last line of what `command` prints (it fails the benchmark if it fails)."""
+    done = subprocess.run(command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                          text=True, timeout=3600, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"{command[1]} failed with exit code {done.returncode}")
+    return done.stdout.strip().splitlines()[-1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -360,10 +468,27 @@ def main() -> None:
     parser.add_argument("--token-ms", type=float, default=20.0, help="milliseconds per token")
     parser.add_argument("--executor", choices=["local", "ray"], default="local")
     parser.add_argument("--ray-address", metavar="ADDR", help="--executor ray: the cluster")
+    parser.add_argument(
+        "--sweep", metavar="LIST", nargs="?", const="10,50,100,200,500",
+        help="run at each concurrency of LIST (default 10,50,100,200,500) and print a table",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sweep-cases", type=int, metavar="N",
+        help="--sweep: N cases at every concurrency (default: the concurrency, at least 20)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--inspect-python", metavar="PYTHON",
+        help="--sweep: also run the workload through Inspect AI with this interpreter "
+        "(a venv with inspect-ai and openai; see benchmarks/inspect_eval.py)",
+    )  # fmt: skip
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--level", metavar="BASE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.tokens, args.token_ms)
+        return
+    if args.level:
+        level(args, args.level)
         return
     port = free_port()
     server = subprocess.Popen(
@@ -376,6 +501,9 @@ def main() -> None:
         wait_ready(f"{base}/models", server)
         if args.executor == "ray":
             ray_comparison(args, base, server.pid)
+            return
+        if args.sweep:
+            sweep(args, base, server.pid)
             return
         load_before = os.getloadavg()[0]
         bare_before = asyncio.run(bare_client(args, base))

@@ -80,6 +80,7 @@ PROBES = [
     ("awf_nb/frontends/terminal.py", "import awf_nb.providers.local", "frontends-through-runs"),
     ("awf_nb/engine/run.py", "import ipywidgets", "notebook-only"),
     ("awf_nb/store/history.py", "import httpx", "no-http-in-the-core"),
+    ("awf_nb/store/history.py", "import httpx2", "no-http-in-the-core"),
     # evaluations reach providers only through their adapter, and never a frontend
     (
         "awf_nb/evals/scorers.py",
@@ -158,7 +159,8 @@ def test_importing_the_engine_loads_no_provider_frontend_notebook_or_http_module
     loaded = result.stdout.split()
     assert "awf_nb.engine.run" in loaded, "the engine was not imported"
     unwanted = ("awf_nb.providers", "awf_nb.frontends", "awf_nb.tools", "awf_nb.api",
-                "awf_nb.runs", "IPython", "ipywidgets", "httpx", "httpcore")  # fmt: skip
+                "awf_nb.runs", "IPython", "ipywidgets", "httpx", "httpcore", "httpx2",
+                "httpcore2")  # fmt: skip
     found = [m for m in loaded if any(m == u or m.startswith(u + ".") for u in unwanted)]
     assert found == [], f"import awf_nb.engine loads {found}"
 

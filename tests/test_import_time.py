@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("IPython", "ipywidgets", "httpx", "pydantic")
+HEAVY = ("IPython", "ipywidgets", "httpx", "httpx2", "pydantic")
 
 
 def _imported(code: str) -> dict[str, int]:

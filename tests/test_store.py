@@ -591,6 +591,41 @@ def test_history_uses_wal(store: Store) -> None:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
+def test_history_keeps_one_connection_per_thread(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    opened: list[str] = []
+    real_connect = sqlite3.connect
+
+    def counting_connect(*args: object, **kwargs: object) -> sqlite3.Connection:
+        opened.append(threading.current_thread().name)
+        return real_connect(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite3, "connect", counting_connect)
+    for index in range(5):
+        store.record_run(make_state(f"r{index}"))
+    assert len(store.history()) == 5
+    assert len(opened) == 1  # one connection for the five writes and the read
+    other = threading.Thread(target=lambda: store.record_run(make_state("r9")), name="other")
+    other.start()
+    other.join()
+    assert opened[1:] == ["other"]  # a thread of its own has a connection of its own
+    assert len(store.history()) == 6
+
+
+def test_history_opens_again_a_file_moved_away(store: Store) -> None:
+    store.record_run(make_state("r1"))
+    for suffix in ("", "-wal", "-shm"):
+        path = Path(f"{store.history_path}{suffix}")
+        if path.exists():
+            path.rename(f"{path}.damaged")
+    store.record_run(make_state("r2"))
+    assert [entry.run_id for entry in store.history()] == ["r2"]  # a new history
+    assert stat.S_IMODE(store.history_path.stat().st_mode) == 0o600
+
+
 def test_corrupt_history_db(store: Store) -> None:
     store.root.mkdir(parents=True)
     store.history_path.write_bytes(b"this is not a database" * 100)

@@ -2,7 +2,7 @@
 
 A process may keep hundreds of conversations in flight on one event loop (an evaluation),
 or run workflow after workflow on a loop that lives as long as a notebook kernel. Every
-run's HTTP provider borrows the loop's `httpx.AsyncClient` (one for plain http, one for
+run's HTTP provider borrows the loop's `httpx2.AsyncClient` (one for plain http, one for
 https, made on first use) instead of making its own, so their connections are pooled
 together and no run costs a thread.
 
@@ -16,6 +16,12 @@ left for the garbage collector to find (no "unclosed" warnings, no sockets left 
 Bounds: at most `max_connections()` connections per loop (`AWF_HTTP_MAX_CONNECTIONS`,
 default 512) — past that a request waits for a free one, for at most its read timeout —
 and idle connections are kept `KEEPALIVE_SECONDS`.
+
+Why httpx2 (httpx's API, on httpcore2) and not httpx 0.28: httpcore 1.0's pool re-examines
+every connection, and probes every idle socket, several times per request — O(in flight²)
+per request, as all runs share the pool: at 100 conversations in flight, half of an eval's
+CPU. httpcore2 assigns requests in one pass, so a conversation costs about the same at 10
+or 500 in flight (`benchmarks/eval.py --sweep` measures it).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import os
 import ssl
 import weakref
 
-import httpx
+import httpx2
 
 from awf_nb.errors import UserError
 
@@ -58,16 +64,16 @@ class _LoopClients:
 
     def __init__(self) -> None:
         self.leases = 0
-        self.clients: dict[bool, httpx.AsyncClient] = {}  # by "is https"
+        self.clients: dict[bool, httpx2.AsyncClient] = {}  # by "is https"
 
-    def client(self, secure: bool) -> httpx.AsyncClient:
+    def client(self, secure: bool) -> httpx2.AsyncClient:
         client = self.clients.get(secure)
         if client is None:
             limit = max_connections()
-            client = self.clients[secure] = httpx.AsyncClient(
+            client = self.clients[secure] = httpx2.AsyncClient(
                 # Each request sets its own timeouts (the step's); these are the fallback.
-                timeout=httpx.Timeout(300.0, connect=10.0),
-                limits=httpx.Limits(
+                timeout=httpx2.Timeout(300.0, connect=10.0),
+                limits=httpx2.Limits(
                     max_connections=limit,
                     max_keepalive_connections=limit,
                     keepalive_expiry=KEEPALIVE_SECONDS,
@@ -97,7 +103,7 @@ class ClientLease:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._shared: _LoopClients | None = None
 
-    def client(self, url: str) -> httpx.AsyncClient:
+    def client(self, url: str) -> httpx2.AsyncClient:
         """The running loop's client for `url` (taking the lease on first use)."""
         loop = asyncio.get_running_loop()
         shared = self._shared
@@ -136,7 +142,7 @@ class ClientLease:
         return shared
 
 
-def loop_clients(loop: asyncio.AbstractEventLoop) -> list[httpx.AsyncClient]:
+def loop_clients(loop: asyncio.AbstractEventLoop) -> list[httpx2.AsyncClient]:
     """The clients `loop` holds open now (for tests and diagnostics)."""
     shared = _loops.get(loop)
     return list(shared.clients.values()) if shared is not None else []

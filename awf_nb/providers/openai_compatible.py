@@ -5,7 +5,7 @@ Studio, `python -m llama_cpp.server`). Every turn POSTs `[system] + history + us
 `{base_url}/chat/completions` with `stream: true` and reads the Server-Sent Events as
 they arrive, so the frontend shows the answer while it is written.
 
-The exchange runs on the run's event loop with the loop's shared `httpx.AsyncClient`
+The exchange runs on the run's event loop with the loop's shared `httpx2.AsyncClient`
 (http_client.py): hundreds of conversations in flight cost no thread each, and share
 their connections. openai_request.py builds what is sent; openai_stream.py turns the bytes
 read into events, within the reply's bounds; batched_reads.py hands them over as they come,
@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import httpx
+import httpx2
 from pydantic import Field
 
 from awf_nb.engine.ports import Final, Message, ProviderEvent, TurnRequest
@@ -78,7 +78,7 @@ class _Settings:
     """What one turn sends, resolved from the step's options and the environment."""
 
     base_url: str
-    url: httpx.URL  # the endpoint
+    url: httpx2.URL  # the endpoint
     model: str
     api_key: str = field(repr=False)
     headers: dict[str, str] = field(repr=False)  # the request's, credentials included
@@ -102,7 +102,7 @@ class OpenAICompatibleProvider:
         self._clients = ClientLease()
         # Base URLs whose server rejected `max_completion_tokens`: they get `max_tokens`.
         self._legacy_max_tokens: set[str] = set()
-        self._responses: set[httpx.Response] = set()  # the turns streaming now
+        self._responses: set[httpx2.Response] = set()  # the turns streaming now
         # The last turn's options (a copy), environment values and settings.
         self._last_settings: tuple[Any, tuple[str | None, ...], _Settings] | None = None
 
@@ -150,10 +150,10 @@ class OpenAICompatibleProvider:
 
     async def _send(
         self, settings: _Settings, body: dict[str, Any], read_timeout: float
-    ) -> httpx.Response:
+    ) -> httpx2.Response:
         """POST the turn; returns the open streaming response or raises `ProviderError`.
         A server refusing `max_completion_tokens` is asked again with `max_tokens`."""
-        timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT, pool=read_timeout)
+        timeout = httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT, pool=read_timeout)
         client = self._clients.client(settings.base_url)
         for _attempt in range(2):
             try:
@@ -166,7 +166,7 @@ class OpenAICompatibleProvider:
                 ) from None
             try:
                 response = await client.send(request, stream=True)
-            except httpx.TransportError as exc:
+            except httpx2.TransportError as exc:
                 raise transport_error(self.name, settings.shown_url, exc, read_timeout) from None
             if response.is_success:
                 return response
@@ -252,7 +252,7 @@ class OpenAICompatibleProvider:
             )
         try:
             url = endpoint_url(base_url)
-        except httpx.InvalidURL as exc:
+        except httpx2.InvalidURL as exc:
             raise ProviderError(self.name, f"base_url is not a valid URL ({exc})") from None
         api_key = (options.api_key or env.get("OPENAI_API_KEY") or "").strip()
         extra = {name: str(value) for name, value in options.headers.items()}
@@ -326,7 +326,7 @@ class OpenAIOptions(OptionsModel):
 
 
 async def _answer(
-    response: httpx.Response, reader: StreamReader, read_timeout: float
+    response: httpx2.Response, reader: StreamReader, read_timeout: float
 ) -> AsyncIterator[list[ProviderEvent]]:
     """The events of the answer, one list per network read, until `[DONE]` (then the
     rest of the body is drained, briefly). Raises `ProviderError`."""
@@ -354,18 +354,18 @@ async def _answer(
                 raise reader.failure
             if not reader.done:
                 raise reader.error("stream ended before [DONE]", retryable=True)
-    except httpx.ReadTimeout:
+    except httpx2.ReadTimeout:
         raise reader.error(
             f"no data from the server for {format_duration(read_timeout)} (read timeout)"
         ) from None
-    except httpx.TransportError as exc:  # the server dropped the connection mid-answer
+    except httpx2.TransportError as exc:  # the server dropped the connection mid-answer
         raise reader.error(
             f"stream ended before [DONE] ({describe(exc)})", retryable=True
         ) from None
     await _drain(chunks)
 
 
-async def _read_json(response: httpx.Response, reader: StreamReader) -> bytes:
+async def _read_json(response: httpx2.Response, reader: StreamReader) -> bytes:
     """The body of a JSON completion, bounded."""
     body = bytearray()
     try:
@@ -376,7 +376,7 @@ async def _read_json(response: httpx.Response, reader: StreamReader) -> bytes:
                     f"the reply is longer than {reader.max_json_bytes} bytes "
                     "(options.max_reply_bytes and 1 MiB of JSON around it)"
                 )
-    except httpx.TransportError as exc:
+    except httpx2.TransportError as exc:
         raise reader.error(f"response cut short ({describe(exc)})", retryable=True) from None
     return bytes(body)
 
@@ -384,16 +384,16 @@ async def _read_json(response: httpx.Response, reader: StreamReader) -> bytes:
 async def _drain(chunks: AsyncIterator[bytes]) -> None:
     """Read what follows `[DONE]` (normally just the end of the body), briefly: a response
     read to its end gives its connection back to the pool."""
-    with contextlib.suppress(TimeoutError, httpx.TransportError):
+    with contextlib.suppress(TimeoutError, httpx2.TransportError):
         async with asyncio.timeout(DRAIN_SECONDS):
             async for _ in chunks:
                 pass
 
 
-async def _error_body(response: httpx.Response) -> str:
+async def _error_body(response: httpx2.Response) -> str:
     """The start of an error response's body ("" when the connection dropped first)."""
     body = bytearray()
-    with contextlib.suppress(httpx.TransportError):
+    with contextlib.suppress(httpx2.TransportError):
         async for chunk in response.aiter_bytes():
             body += chunk
             if len(body) >= MAX_ERROR_BODY:
@@ -409,6 +409,6 @@ def _read_timeout(turn_timeout: float | None) -> float:
 def _shown(url: str) -> str:
     """`url` as messages show it (a URL httpx cannot even parse, as it was written)."""
     try:
-        return display_url(httpx.URL(url))
-    except httpx.InvalidURL:
+        return display_url(httpx2.URL(url))
+    except httpx2.InvalidURL:
         return url

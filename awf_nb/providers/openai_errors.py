@@ -15,7 +15,7 @@ import ssl
 import time
 from typing import Any
 
-import httpx
+import httpx2
 
 from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ProviderError
@@ -26,7 +26,7 @@ MAX_SERVER_MESSAGE = 300
 
 
 def http_error(
-    provider: str, url: str, secrets: list[str], response: httpx.Response, body: str
+    provider: str, url: str, secrets: list[str], response: httpx2.Response, body: str
 ) -> ProviderError:
     """The error for a response that is not a success (`body`: what of it was read)."""
     status = response.status_code
@@ -61,10 +61,10 @@ def http_error(
 
 
 def transport_error(
-    provider: str, url: str, exc: httpx.TransportError, read_timeout: float
+    provider: str, url: str, exc: httpx2.TransportError, read_timeout: float
 ) -> ProviderError:
     """The error for a request that got no response."""
-    if isinstance(exc, httpx.PoolTimeout):
+    if isinstance(exc, httpx2.PoolTimeout):
         from awf_nb.providers.http_client import MAX_CONNECTIONS_VARIABLE, max_connections
 
         return ProviderError(
@@ -74,20 +74,20 @@ def transport_error(
             f"${MAX_CONNECTIONS_VARIABLE})",
             retryable=True,
         )
-    if isinstance(exc, httpx.ConnectTimeout):
+    if isinstance(exc, httpx2.ConnectTimeout):
         reason = f"timed out after {format_duration(CONNECT_TIMEOUT)}"
-    elif isinstance(exc, httpx.TimeoutException):
+    elif isinstance(exc, httpx2.TimeoutException):
         return ProviderError(
             provider, f"{url}: no response within {format_duration(read_timeout)} (read timeout)"
         )
-    elif isinstance(exc, httpx.ConnectError):
+    elif isinstance(exc, httpx2.ConnectError):
         reason = connect_reason(exc)
     else:
         return ProviderError(provider, f"{url}: {describe(exc)}", retryable=True)
     return ProviderError(provider, f"cannot connect to {url}: {reason}", retryable=True)
 
 
-def connect_reason(exc: httpx.ConnectError) -> str:
+def connect_reason(exc: httpx2.ConnectError) -> str:
     """Why a connection failed, from the OS error under httpx's (often vague) message."""
     causes = _causes(exc)
     if any(isinstance(c, ConnectionRefusedError) for c in causes):
@@ -116,7 +116,7 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def retry_after_seconds(headers: httpx.Headers) -> float | None:
+def retry_after_seconds(headers: httpx2.Headers) -> float | None:
     """Seconds to wait from `Retry-After` (seconds or an HTTP date) or `retry-after-ms`."""
     if milliseconds := headers.get("retry-after-ms"):
         seconds = _seconds(milliseconds)
@@ -192,7 +192,7 @@ def _json(value: Any) -> str:
 
 def _without_userinfo(url: str) -> str:
     try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL:
+        parsed = httpx2.URL(url)
+    except httpx2.InvalidURL:
         return url
     return str(parsed.copy_with(username=None, password=None)) if parsed.userinfo else url

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import httpx2
 
 from awf_nb.engine.ports import Message, ToolSpec
 from awf_nb.secrets import MASK, is_secret_name
@@ -19,19 +19,19 @@ ENDPOINT = "/chat/completions"
 _KEY_PARAMETERS = frozenset({"key", "sig", "signature", "code"})
 
 
-def endpoint_url(base_url: str) -> httpx.URL:
+def endpoint_url(base_url: str) -> httpx2.URL:
     """`{base_url}/chat/completions`: the path joined, the query kept (`…/v1?key=K` →
     `…/v1/chat/completions?key=K`). A base URL that already names the endpoint (a common
     slip) is taken as it is rather than POSTed to …/chat/completions twice.
-    Raises `httpx.InvalidURL`."""
-    url = httpx.URL(base_url)
+    Raises `httpx2.InvalidURL`."""
+    url = httpx2.URL(base_url)
     path = url.path.rstrip("/")
     if not path.endswith(ENDPOINT):
         path += ENDPOINT
     return url.copy_with(path=path, fragment=None)
 
 
-def display_url(url: httpx.URL) -> str:
+def display_url(url: httpx2.URL) -> str:
     """`url` for messages: no user:password part, and the values of key-like query
     parameters (`key`, `api_key`, `token`, …) replaced by `***`."""
     if url.userinfo:
@@ -47,7 +47,7 @@ def display_url(url: httpx.URL) -> str:
     return f"{base}?{'&'.join(shown)}"
 
 
-def url_secrets(url: httpx.URL) -> list[str]:
+def url_secrets(url: httpx2.URL) -> list[str]:
     """The credentials written in `url` (its password, key-like query values): masked in
     anything a server sends back."""
     found = [url.password] if url.password else []

@@ -1,12 +1,20 @@
 """The run history: one row per run in SQLite (`history.db`, WAL mode), shared by
-processes, threads and notebook kernels; what `awf history` lists."""
+processes, threads and notebook kernels; what `awf history` lists.
+
+Each thread keeps its own connection to the file, opened on its first call and reused:
+opening one (and setting it up) cost more than the write itself, and an eval writes a row
+at every run's start and end. A connection is opened again when the file it was opened on
+is gone or replaced (moved away because damaged, a folder deleted), and in a forked child
+(SQLite connections must not cross a fork)."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import json
+import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,7 +24,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from awf_nb.engine.statuses import RunStatus
 from awf_nb.engine.summary import format_duration
 from awf_nb.errors import AwfSystemError, UserError
-from awf_nb.store.files import Layout, create_private
+from awf_nb.store.files import Layout, create_private, system_error
 
 if TYPE_CHECKING:  # the state models (pydantic) are imported only where a state is read
     from awf_nb.engine.state import RunState
@@ -100,23 +108,19 @@ class RunHistory:
         self._state_path = layout.state_path
         self._ensure_dir = layout.ensure_dir
         self._schema_ready = False
+        self._local = threading.local()  # this thread's (connection, file identity, pid)
 
     def record(self, state: RunState) -> None:
         """Insert or update the run's history row."""
-        row = (
-            state.run_id,
-            state.workflow_name,
-            state.status,
-            _db_time(state.started_at),
-            _db_time(state.completed_at) if state.completed_at else None,
-            state.duration,
-            state.total_tokens,
-            state.error,
-            json.dumps(state.inputs, ensure_ascii=False, default=str),
-            state.parent_run_id,
-        )
+        self.record_many([state])
+
+    def record_many(self, states: list[RunState]) -> None:
+        """Insert or update the runs' history rows, in one transaction (nothing to do for
+        none); a run given twice keeps the later."""
+        if not states:
+            return
         with self._connect() as db:
-            db.execute(_UPSERT_RUN, row)
+            db.executemany(_UPSERT_RUN, [_row(state) for state in states])
 
     def entries(
         self, workflow: str | None = None, status: str | None = None, limit: int | None = 20
@@ -167,11 +171,33 @@ class RunHistory:
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        """A connection for one call (processes, threads and kernels share the file)."""
+        """This thread's connection, in one transaction (commit on success, roll back on
+        error); processes, threads and kernels share the file."""
+        db = self._thread_connection()
+        try:
+            with db:
+                yield db
+        except sqlite3.Error as exc:
+            self._forget_connection()  # a damaged file or a broken handle: start afresh
+            raise _db_error(self.path, exc) from exc
+
+    def _thread_connection(self) -> sqlite3.Connection:
+        held = getattr(self._local, "held", None)
+        try:
+            stat = os.stat(self.path)
+            identity: tuple[int, int] | None = (stat.st_dev, stat.st_ino)
+        except OSError:
+            identity = None
+        if held is not None:
+            db, opened_on, pid = held
+            if identity == opened_on and pid == os.getpid():
+                return db
+            self._forget_connection()
         self._ensure_dir(self.path.parent)
-        if not self._schema_ready:
+        if identity is None:
             # SQLite creates the -wal and -shm files with the database file's permissions.
             create_private(self.path)
+            self._schema_ready = False
         try:
             db = sqlite3.connect(self.path, timeout=_SQLITE_BUSY_TIMEOUT_MS / 1000)
         except sqlite3.Error as exc:
@@ -182,12 +208,21 @@ class RunHistory:
                 db.execute("PRAGMA synchronous = NORMAL")
             if not self._schema_ready:
                 self._init_schema(db)
-            with db:  # one transaction: commit on success, roll back on error
-                yield db
-        except sqlite3.Error as exc:
-            raise _db_error(self.path, exc) from exc
-        finally:
+            stat = os.stat(self.path)
+        except (sqlite3.Error, OSError) as exc:
             db.close()
+            if isinstance(exc, OSError):
+                raise system_error("cannot read", self.path, exc) from exc
+            raise _db_error(self.path, exc) from exc
+        self._local.held = (db, (stat.st_dev, stat.st_ino), os.getpid())
+        return db
+
+    def _forget_connection(self) -> None:
+        held = getattr(self._local, "held", None)
+        self._local.held = None
+        if held is not None and held[2] == os.getpid():  # a parent's is left alone
+            with contextlib.suppress(sqlite3.Error):
+                held[0].close()
 
     def _init_schema(self, db: sqlite3.Connection) -> None:
         # WAL lets readers run while another process writes; the mode is stored in the
@@ -195,6 +230,22 @@ class RunHistory:
         db.execute("PRAGMA journal_mode = WAL")
         db.executescript(_HISTORY_SCHEMA)
         self._schema_ready = True
+
+
+def _row(state: RunState) -> tuple[Any, ...]:
+    """The run's history row, as `_UPSERT_RUN` takes it."""
+    return (
+        state.run_id,
+        state.workflow_name,
+        state.status,
+        _db_time(state.started_at),
+        _db_time(state.completed_at) if state.completed_at else None,
+        state.duration,
+        state.total_tokens,
+        state.error,
+        json.dumps(state.inputs, ensure_ascii=False, default=str),
+        state.parent_run_id,
+    )
 
 
 def _db_time(moment: datetime) -> str:

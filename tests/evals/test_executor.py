@@ -3,6 +3,10 @@ store, and the eval's run store (written off the loop) failing loudly."""
 
 from __future__ import annotations
 
+import json
+import threading
+from pathlib import Path
+
 import pytest
 
 from awf_nb.errors import AwfSystemError
@@ -45,3 +49,58 @@ async def test_a_state_the_writer_cannot_write_stops_the_eval_resumable(
         await run.execute()
     assert run.folder.rows() == []  # no row refers to a run that is not stored
     assert run.folder.manifest().status == "cancelled"  # `--resume` finishes it
+
+
+async def test_a_run_in_flight_writes_its_state_at_its_start_and_end_not_every_turn(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.rows("cases.jsonl", [{"topic": "bread"}])
+    written: list[str] = []
+    real_write = run_store.atomic_write
+
+    def counting_write(path, data, *, fsync=True):  # type: ignore[no-untyped-def]
+        if path.name == "state.json":
+            written.append(json.loads(data)["status"])
+        real_write(path, data, fsync=fsync)
+
+    monkeypatch.setattr(run_store, "atomic_write", counting_write)
+    result = await prepare_eval(project.write_eval(EVAL), storage=project.store).execute()
+    # the conversation's turns are in the transcript; its checkpoints in between (a
+    # scripted user answers at once, well within STATE_INTERVAL) are not written
+    assert written == ["running", "completed"]
+    state = project.store.load_state(result.rows[0].run_id)
+    assert state.status == "completed"
+    [conversation] = [s.conversation for s in state.steps.values() if s.conversation]
+    assert [t.role for t in conversation.turns].count("user") == 3  # "more", "exit" included
+
+
+def test_history_rows_queued_together_are_written_in_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from awf_nb.engine.state import RunState
+    from awf_nb.store.history import RunHistory
+
+    batches: list[list[str]] = []
+    real_record_many = RunHistory.record_many
+
+    def noting(self: RunHistory, states: list[RunState]) -> None:
+        if states:
+            batches.append([s.run_id for s in states])
+        real_record_many(self, states)
+
+    monkeypatch.setattr(RunHistory, "record_many", noting)
+    store = run_store.EvalRunStore(tmp_path / "storage")
+    writer_busy, writer_free = threading.Event(), threading.Event()
+
+    def busy() -> None:
+        writer_busy.set()
+        writer_free.wait()
+
+    store._submit(busy)  # the writer is busy while the runs start
+    writer_busy.wait()
+    for index in range(10):
+        store.record_run(RunState(run_id=f"r{index}", workflow_name="wf", status="running"))
+    writer_free.set()
+    store.close()
+    assert batches == [[f"r{index}" for index in range(10)]]
+    assert len(store.history(limit=None)) == 10

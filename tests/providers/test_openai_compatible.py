@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -552,14 +552,14 @@ async def test_connection_refused(provider: OpenAICompatibleProvider) -> None:
 @pytest.mark.parametrize(
     ("exception", "reason", "retryable"),
     [
-        (httpx.ConnectError("[Errno -2] Name or service not known"), "cannot connect to", True),
-        (httpx.ConnectTimeout("timed out"), "cannot connect to", True),
-        (httpx.ReadTimeout("timed out"), "no response within 7.00 s (read timeout)", False),
-        (httpx.RemoteProtocolError("Server disconnected"), "Server disconnected", True),
+        (httpx2.ConnectError("[Errno -2] Name or service not known"), "cannot connect to", True),
+        (httpx2.ConnectTimeout("timed out"), "cannot connect to", True),
+        (httpx2.ReadTimeout("timed out"), "no response within 7.00 s (read timeout)", False),
+        (httpx2.RemoteProtocolError("Server disconnected"), "Server disconnected", True),
     ],
 )
 def test_transport_errors_are_one_clear_line(
-    exception: httpx.TransportError, reason: str, retryable: bool
+    exception: httpx2.TransportError, reason: str, retryable: bool
 ) -> None:
     error = transport_error("openai_compatible", "http://h.test/v1/chat/completions", exception, 7)
     assert reason in error.message
@@ -578,7 +578,7 @@ def test_transport_errors_are_one_clear_line(
     ],
 )
 def test_connect_failures_say_why(detail: str, reason: str) -> None:
-    assert connect_reason(httpx.ConnectError(detail)).startswith(reason)
+    assert connect_reason(httpx2.ConnectError(detail)).startswith(reason)
 
 
 @pytest.mark.parametrize(
@@ -597,14 +597,14 @@ def test_connect_failures_look_under_httpx_vague_message(cause: OSError, reason:
         except OSError as os_error:
             raise OSError("All connection attempts failed") from os_error
     except OSError as vague:
-        error = httpx.ConnectError("All connection attempts failed")
+        error = httpx2.ConnectError("All connection attempts failed")
         error.__cause__ = vague
     assert connect_reason(error).startswith(reason)
 
 
 async def test_connect_timeout_message_names_the_limit() -> None:
     error = transport_error(
-        "openai_compatible", "http://h.test/v1/chat/completions", httpx.ConnectTimeout(""), 300
+        "openai_compatible", "http://h.test/v1/chat/completions", httpx2.ConnectTimeout(""), 300
     )
     assert error.message == (
         "openai_compatible: cannot connect to http://h.test/v1/chat/completions: "

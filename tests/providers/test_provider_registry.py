@@ -109,11 +109,11 @@ def test_importing_the_registry_imports_no_provider_module() -> None:
         """
         import sys
         import awf_nb.providers
-        heavy = ["httpx", "httpx_sse", "llama_cpp", "awf_nb.providers.scripted",
+        heavy = ["httpx", "httpx2", "httpx_sse", "llama_cpp", "awf_nb.providers.scripted",
                  "awf_nb.providers.openai_compatible", "awf_nb.providers.local"]
         print([name for name in heavy if name in sys.modules])
         awf_nb.providers.create_provider("scripted")
-        print("awf_nb.providers.scripted" in sys.modules, "httpx" in sys.modules)
+        print("awf_nb.providers.scripted" in sys.modules, "httpx2" in sys.modules)
         """
     )
     result = subprocess.run(
