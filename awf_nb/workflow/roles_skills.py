@@ -18,11 +18,19 @@ directory), `$AWF_CONFIG_HOME` or `$XDG_CONFIG_HOME/awf/roles/` (default
 Reading is bounded: a file over 1 MiB is refused (AWF only warns past 500 KB, as we do
 too), and a skill lists at most `MAX_SKILL_RESOURCES` bundled files, four folders deep.
 Only reading files happens here (the workflow package does no other I/O).
+
+Reading is confined, as the built-in file tools are: a role's or skill's file, links
+followed, must be a regular file inside the project (the run's working directory or the
+workflow file's folder) or one of the folders roles and skills are looked up in; `/proc`,
+`/sys` and `/dev` never are. A cloned repository can ship `AGENTS.md -> /proc/self/environ`
+or a role folder linked to `~/.ssh`, and a templated role can be handed any path: what the
+model is sent as a persona must never be whatever such a link points at.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,7 +145,7 @@ def resolve_role(ref: str, lookup: Lookup) -> Role:
     if not is_path_ref(ref):
         for folder in lookup.search_path("roles"):
             if (folder / ref / ROLE_FILE).is_file():
-                return _read_role(folder / ref)
+                return _read_role(folder / ref, lookup)
         if any((folder / ref).is_dir() for folder in lookup.search_path("roles")):
             raise AgentFileError(f'role "{ref}" has no {ROLE_FILE}', kind="missing_file")
         searched = ", ".join(str(p) for p in lookup.search_path("roles"))
@@ -145,7 +153,7 @@ def resolve_role(ref: str, lookup: Lookup) -> Role:
     path = lookup.path_ref(ref)
     folder = path.parent if path.name == ROLE_FILE else path
     if (folder / ROLE_FILE).is_file():
-        return _read_role(folder)
+        return _read_role(folder, lookup)
     if folder.is_dir():
         raise AgentFileError(f'role "{folder.name}" has no {ROLE_FILE}', kind="missing_file")
     raise AgentFileError(f'resolve role "{ref}": not found ({folder} does not exist)')
@@ -164,7 +172,7 @@ def resolve_skill(ref: str | SkillPath, lookup: Lookup) -> Skill:
         folders = [lookup.path_ref(ref.path)]
     for folder in folders:
         if (folder / SKILL_FILE).is_file():
-            return _read_skill(folder)
+            return _read_skill(folder, lookup)
     name = folders[0].name if folders else str(ref)
     if any(folder.is_dir() for folder in folders):
         raise AgentFileError(f'skill "{name}" has no {SKILL_FILE}', kind="missing_file")
@@ -205,14 +213,47 @@ def _read(path: Path) -> tuple[str, int]:
         ) from None
 
 
-def _read_role(folder: Path) -> Role:
+# Never a role or skill, wherever a link leads: the kernel's and the devices' files.
+_SYSTEM_FOLDERS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+def confine(path: Path, lookup: Lookup, kind: Literal["roles", "skills"]) -> None:
+    """Refuse `path` (an AGENTS.md or SKILL.md) unless, links followed, it is a regular
+    file inside the project or a folder `kind` are looked up in. Raises `AgentFileError`."""
+    real = Path(os.path.realpath(path))
+    what = "role" if kind == "roles" else "skill"
+    if any(real == folder or folder in real.parents for folder in _SYSTEM_FOLDERS):
+        raise AgentFileError(
+            f"{what} file {path} leads to {real}, a system file: refused", kind="outside"
+        )
+    roots = [lookup.cwd, lookup.workflow_dir, *lookup.search_path(kind)]
+    allowed = {Path(os.path.realpath(root)) for root in roots}
+    if not any(real == root or root in real.parents for root in allowed):
+        raise AgentFileError(
+            f"{what} file {path} leads to {real}, outside the project and the {kind} "
+            f"folders: refused (put the {what} under .awf/{kind}/ or in ~/.agents/{kind}/)",
+            kind="outside",
+        )
+    try:
+        mode = os.stat(real).st_mode
+    except OSError as exc:
+        raise AgentFileError(
+            f"cannot read {path}: {exc.strerror or exc}", kind="unreadable"
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise AgentFileError(f"{what} file {path} is not a regular file: refused", kind="outside")
+
+
+def _read_role(folder: Path, lookup: Lookup) -> Role:
     source = (folder / ROLE_FILE).absolute()
+    confine(source, lookup, "roles")
     text, size = _read(source)
     return Role(folder.name, strip_front_matter(text), source, size)
 
 
-def _read_skill(folder: Path) -> Skill:
+def _read_skill(folder: Path, lookup: Lookup) -> Skill:
     location = folder.absolute()
+    confine(location / SKILL_FILE, lookup, "skills")
     text, size = _read(location / SKILL_FILE)
     resources, left_out = _bundled_files(location)
     return Skill(folder.name, strip_front_matter(text), location, resources, left_out, size)

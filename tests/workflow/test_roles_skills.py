@@ -93,10 +93,91 @@ def test_a_role_path_is_relative_to_the_workflow_file(places: dict[str, Path]) -
 
 
 def test_a_role_path_expands_the_tilde_and_takes_absolute_paths(places: dict[str, Path]) -> None:
-    _write(places["home"] / "shared/critic/AGENTS.md", "home")
-    assert resolve_role("~/shared/critic", _lookup(places)).content == "home"
-    absolute = str(places["home"] / "shared/critic")
+    _write(places["home"] / ".agents/roles/critic/AGENTS.md", "home")
+    assert resolve_role("~/.agents/roles/critic", _lookup(places)).content == "home"
+    absolute = str(places["home"] / ".agents/roles/critic")
     assert resolve_role(absolute, _lookup(places)).content == "home"
+
+
+# --- confinement: what a cloned repository or a templated path cannot make awf send -------
+
+SECRET = "MARKER-do-not-send-0x5eed"
+
+
+@pytest.fixture
+def secret_file(tmp_path: Path) -> Path:
+    """A file outside the project that stands in for ~/.aws/credentials."""
+    return _write(tmp_path / "elsewhere" / "credentials", SECRET)
+
+
+def _refused(call) -> str:  # type: ignore[no-untyped-def]
+    with pytest.raises(AgentFileError) as caught:
+        call()
+    assert caught.value.kind == "outside"
+    return caught.value.message
+
+
+def test_a_role_file_linked_out_of_the_project_is_refused(places, secret_file) -> None:
+    link = places["cwd"] / ".awf/roles/x/AGENTS.md"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(secret_file)
+    message = _refused(lambda: resolve_role("x", _lookup(places)))
+    assert "outside the project and the roles folders: refused" in message
+    assert SECRET not in message
+
+
+def test_a_role_file_linked_to_proc_is_refused(places: dict[str, Path]) -> None:
+    link = places["cwd"] / ".awf/roles/env/AGENTS.md"
+    link.parent.mkdir(parents=True)
+    link.symlink_to("/proc/self/environ")
+    assert "a system file: refused" in _refused(lambda: resolve_role("env", _lookup(places)))
+
+
+def test_a_role_folder_linked_out_of_the_project_is_refused(places, secret_file) -> None:
+    _write(secret_file.parent / "AGENTS.md", SECRET)  # as if ~/.ssh held one
+    (places["cwd"] / ".awf/roles").mkdir(parents=True)
+    (places["cwd"] / ".awf/roles/ssh").symlink_to(secret_file.parent)
+    _refused(lambda: resolve_role("ssh", _lookup(places)))
+
+
+def test_an_absolute_path_to_another_project_is_refused(places, secret_file) -> None:
+    _write(secret_file.parent / "other/AGENTS.md", SECRET)
+    _refused(lambda: resolve_role(str(secret_file.parent / "other"), _lookup(places)))
+
+
+def test_a_skill_file_linked_out_of_the_project_is_refused(places, secret_file) -> None:
+    link = places["cwd"] / ".awf/skills/s/SKILL.md"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(secret_file)
+    message = _refused(lambda: resolve_skill("s", _lookup(places)))
+    assert "outside the project and the skills folders" in message
+
+
+def test_a_fifo_as_a_role_file_is_refused_without_blocking(places: dict[str, Path]) -> None:
+    import os
+
+    fifo = places["cwd"] / ".awf/roles/pipe/AGENTS.md"
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    with pytest.raises(AgentFileError, match='role "pipe" has no AGENTS.md'):
+        resolve_role("pipe", _lookup(places))  # never opened: it would block
+
+
+def test_links_that_stay_inside_the_project_still_work(places: dict[str, Path]) -> None:
+    real = _write(places["cwd"] / "personas/critic.md", "inside")
+    link = places["cwd"] / ".awf/roles/critic/AGENTS.md"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    assert resolve_role("critic", _lookup(places)).content == "inside"
+
+
+def test_validate_reports_a_linked_role_and_never_its_text(places, secret_file) -> None:
+    link = places["cwd"] / ".awf/roles/x/AGENTS.md"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(secret_file)
+    [(severity, path, message)] = _problems(places, "role: x")
+    assert (severity, path) == ("error", "states.ask.role")
+    assert "refused" in message and SECRET not in message
 
 
 def test_front_matter_is_stripped_as_awf_strips_it() -> None:
@@ -143,9 +224,10 @@ def test_awf_skills_path_is_an_exclusive_override(places: dict[str, Path]) -> No
 
 def test_a_skill_path_is_relative_to_the_workflow_file_or_home(places: dict[str, Path]) -> None:
     _write(places["wfdir"] / "skills/audit/SKILL.md", "relative")
-    _write(places["home"] / "shared/audit/SKILL.md", "home")
+    _write(places["home"] / ".agents/skills/audit/SKILL.md", "home")
     assert resolve_skill(SkillPath(path="./skills/audit"), _lookup(places)).content == "relative"
-    assert resolve_skill(SkillPath(path="~/shared/audit"), _lookup(places)).content == "home"
+    home_skill = SkillPath(path="~/.agents/skills/audit")
+    assert resolve_skill(home_skill, _lookup(places)).content == "home"
 
 
 def test_the_skill_block_is_awfs_with_the_bundled_files() -> None:
