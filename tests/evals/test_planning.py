@@ -119,3 +119,25 @@ def test_sigterm_while_a_big_eval_starts_cancels_it(project: Project) -> None:
         out, err = child.communicate(timeout=300)
     assert child.returncode == EXIT_CANCELLED, err
     assert json.loads(out)["status"] == "cancelled"
+
+
+def test_a_second_process_running_the_same_eval_is_refused_and_told_who_holds_it(
+    project: Project,
+) -> None:
+    from awf_nb.evals.storage import EvalFolder
+
+    project.rows("cases.jsonl", [{"id": "a", "topic": "t"}])
+    project.write_eval(
+        'workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "{{.case.topic}}"}\n'
+    )
+    run = prepare_eval("t.eval.yaml", storage=project.store)
+    run.folder.claim(run.manifest)  # this process runs it
+    other = EvalFolder(project.store, run.eval_id)  # as a second `awf eval --resume` would
+    with pytest.raises(UserError) as caught:
+        other.lock()
+    message = str(caught.value.message)
+    assert f"eval {run.eval_id} is being run by process {os.getpid()} on " in message
+    assert " since 20" in message
+    run.folder.finish(run.manifest, "cancelled")
+    other.lock()  # free again once the first is done
+    other.unlock()
