@@ -215,6 +215,7 @@ class EvalFolder:
 
         alive = manifest.pid and manifest.pid != os.getpid()
         if alive and manifest.shown_status() == "running":
+            self.unlock()
             raise UserError(
                 f"eval {self.eval_id} is still running (process {manifest.pid}); "
                 "stop it first, or wait for it to finish"
