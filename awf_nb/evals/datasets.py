@@ -16,6 +16,7 @@ import csv
 import io
 import json
 import os
+import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any
 
 from awf_nb.errors import DefinitionError, Problem, UserError
 from awf_nb.evals.model import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS
+from awf_nb.workflow.loader.yaml_source import MAX_DEPTH
 
 DATASET_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".json", ".yaml", ".yml")
 MAX_ID_CHARS = 200
@@ -225,7 +227,7 @@ def _jsonl(text: str, rows: _Rows) -> None:
             continue
         number += 1
         try:
-            raw = json.loads(line)
+            raw = _loads(line)
         except ValueError as exc:
             rows.error(f"line {index}: not JSON ({_json_reason(exc)})", index)
             continue
@@ -272,9 +274,9 @@ def _csv(text: str, rows: _Rows) -> None:
 
 def _json(text: str, rows: _Rows) -> None:
     try:
-        data = json.loads(text)
+        data = _loads(text)
     except ValueError as exc:
-        line = getattr(exc, "lineno", 0)
+        line = getattr(exc, "lineno", 0) or 1
         rows.error(f"not JSON ({_json_reason(exc)})", line)
         return
     if not isinstance(data, list):
@@ -302,6 +304,52 @@ def _yaml(text: str, rows: _Rows) -> None:
         line = doc.where(f"[{number - 1}]")[0]
         if not rows.add(raw, number, line, f"item {number}"):
             return
+
+
+class _TooDeep(ValueError):
+    """JSON nested deeper than `MAX_DEPTH` (as YAML's limit), with where it goes past it."""
+
+    def __init__(self, text: str, position: int) -> None:
+        self.msg = f"nesting deeper than {MAX_DEPTH} levels"
+        self.lineno = text.count("\n", 0, position) + 1
+        super().__init__(self.msg)
+
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _loads(text: str) -> Any:
+    """`json.loads`, with nesting bounded: Python's own parser recurses once per level."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        data = None
+    else:
+        if _depth(data) <= MAX_DEPTH:
+            return data
+    depth = 0
+    for token in _JSON_TOKENS.finditer(text):
+        if token.group() in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _TooDeep(text, token.start())
+        elif token.group() in "]}":
+            depth -= 1
+    raise _TooDeep(text, 0)  # not reached: the data was deeper than the text's brackets
+
+
+def _depth(value: Any) -> int:
+    """How deep lists and objects nest in `value` (without recursing)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                break
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _json_reason(exc: ValueError) -> str:

@@ -22,7 +22,7 @@ import asyncio
 import hashlib
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -87,6 +87,31 @@ def run_seed(seed: int, case: str, epoch: int) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
+class PendingItems:
+    """An eval's work items, each built (its templates rendered) only when a worker takes
+    it: planning a million runs costs neither the memory of a million items nor the time
+    before the first run starts. `built` counts the items made so far."""
+
+    def __init__(self, run: EvalRun, env: dict[str, str]) -> None:
+        self.run = run
+        self.env = env
+        self.count = run.pending_count()
+        self.built = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, WorkItem) and any(
+            (case.id, epoch) == item.key for case, epoch in self.run.pending()
+        )
+
+    def __iter__(self) -> Iterator[WorkItem]:
+        for case, epoch in self.run.pending():
+            self.built += 1
+            yield self.run._item(case, epoch, self.env)
+
+
 class EvalRun:
     """One execution of an eval (new or resumed): see `execute`."""
 
@@ -112,6 +137,7 @@ class EvalRun:
         self.executor = executor
         self.in_flight: dict[tuple[str, int], str] = {}
         self.rows: list[EvalRow] = list(done)
+        self.planned: PendingItems | None = None  # the work items of `execute`
 
     @property
     def eval_id(self) -> str:
@@ -125,24 +151,29 @@ class EvalRun:
     def scorers(self) -> list[tuple[str, str]]:
         return self.manifest.scorers
 
-    def pending(self) -> list[tuple[Case, int]]:
+    def pending(self) -> Iterator[tuple[Case, int]]:
+        """The (case, epoch) pairs without a row, in order, one at a time (never all
+        of them in memory: an eval may plan up to `max_runs` of them)."""
         finished = {row.key for row in self.done}
-        return [
-            (case, epoch)
-            for epoch in range(1, self.manifest.epochs + 1)
-            for case in self.cases
-            if (case.id, epoch) not in finished
-        ]
+        for epoch in range(1, self.manifest.epochs + 1):
+            for case in self.cases:
+                if (case.id, epoch) not in finished:
+                    yield case, epoch
+
+    def pending_count(self) -> int:
+        ids = {case.id for case in self.cases}
+        finished = {row.key for row in self.done if row.case in ids}
+        finished = {key for key in finished if 1 <= key[1] <= self.manifest.epochs}
+        return len(self.cases) * self.manifest.epochs - len(finished)
 
     def plan(self) -> EvalPlan:
         from awf_nb.evals.run_setup import environment
 
         env = environment(self.env)  # `.env` of the eval file's templates
-        items = [self._item(case, epoch, env) for case, epoch in self.pending()]
         return EvalPlan(
             workflow=with_limits(self.spec.workflow, self.spec.file.limits),
             scorers=list(self.spec.file.scorers),
-            items=items,
+            items=PendingItems(self, env),
             concurrency=self.manifest.concurrency,
             yes=self.spec.file.yes,
             cwd=self.cwd,
@@ -204,14 +235,15 @@ class EvalRun:
         if not mode:
             return
         if mode == "replay":
-            missing = [
-                (case, epoch)
-                for case, epoch in self.pending()
-                if not cassette_path(folder, case, epoch).is_file()
-            ]
-            if missing:
-                case, epoch = missing[0]
-                more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            first: tuple[Case, int] | None = None
+            missing = 0
+            for case, epoch in self.pending():
+                if not cassette_path(folder, case, epoch).is_file():
+                    first = first or (case, epoch)
+                    missing += 1
+            if first is not None:
+                case, epoch = first
+                more = f" (and {missing - 1} more)" if missing > 1 else ""
                 raise UserError(
                     f'no cassette for case "{case.id}" epoch {epoch}: '
                     f"{cassette_path(folder, case, epoch)} is missing{more}",
@@ -234,6 +266,7 @@ class EvalRun:
         self.check_cassettes()
         self.folder.claim(self.manifest)
         plan = self.plan()
+        self.planned = plan.items  # type: ignore[assignment]
         if progress is not None:
             progress.eval_started(self)
         writer = ArtifactWriter(self.folder.store)
@@ -327,6 +360,7 @@ def start_eval(
         options.executor, store, ray_address=options.ray_address, workers=options.workers
     )
     cases = spec.cases[: options.limit] if options.limit else list(spec.cases)
+    check_run_count(len(cases), epochs, file.max_runs, spec.label)
     seed = options.seed if options.seed is not None else file.seed
     if seed is None:
         seed = secrets.randbits(32)
@@ -389,6 +423,7 @@ def resume_eval(
         path=path,
     )
     cases = folder.cases()
+    check_run_count(len(cases), manifest.epochs, file.max_runs, f"eval {folder.eval_id}")
     spec = EvalSpec(
         file=file,
         workflow=workflow,
@@ -401,6 +436,19 @@ def resume_eval(
     return EvalRun(
         spec, folder, manifest, cases, folder.rows(), cwd=_cwd(cwd), env=env, executor=executor
     )
+
+
+def check_run_count(cases: int, epochs: int, max_runs: int, where: str) -> None:
+    """An eval plans at most `max_runs` runs (default `DEFAULT_MAX_RUNS`, a million):
+    beyond, it is refused before anything is written or run."""
+    runs = cases * epochs
+    if runs > max_runs:
+        raise UserError(
+            f"{where}: {cases} cases x {epochs} epochs is {runs} runs, more than the "
+            f"{max_runs} an eval may plan (max_runs)",
+            hint="run fewer cases (--limit N) or epochs (--epochs N), "
+            "or raise max_runs in the eval file",
+        )
 
 
 def _cwd(cwd: Path | None) -> Path:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -71,7 +71,8 @@ class EvalPlan:
 
     workflow: Workflow  # with the eval's limits applied
     scorers: list[ScorerSpec]
-    items: list[WorkItem]
+    # Sized and iterable; the driver's builds each item only as a worker takes it.
+    items: Collection[WorkItem]
     concurrency: int
     yes: bool = False
     cwd: Path = field(default_factory=Path.cwd)
@@ -184,6 +185,9 @@ class LocalExecutor:
             for item in items:  # shared: each worker takes the next item left
                 outcome = await run_item(plan, item, store, events.put_nowait)
                 events.put_nowait(outcome)
+                # an item that fails its set-up never awaits: yield anyway, so a cancel
+                # (Ctrl-C, SIGTERM) is never held back by a long run of them
+                await asyncio.sleep(0)
 
         workers = [
             asyncio.create_task(worker(), name=f"awf-eval-worker-{n}")

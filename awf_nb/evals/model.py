@@ -46,6 +46,9 @@ DEFAULT_COMMAND_OUTPUT_BYTES = 1 << 20
 # How much of a dataset is read at most (overridable per eval: `dataset: {max_rows, max_bytes}`).
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_MAX_BYTES = 64 << 20
+# How many runs (cases x epochs) one eval may plan at most (overridable: `max_runs:`).
+DEFAULT_MAX_RUNS = 1_000_000
+MAX_MAX_RUNS = 100_000_000
 
 _COMPARISONS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -205,6 +208,7 @@ class EvalFile(_Model):
     scorers: list[ScorerSpec] = Field(default_factory=list)
     epochs: int = Field(1, ge=1, le=MAX_EPOCHS)
     concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
+    max_runs: int = Field(DEFAULT_MAX_RUNS, ge=1, le=MAX_MAX_RUNS)
     limits: Limits = Field(default_factory=Limits)
     yes: bool = False
     seed: int | None = Field(None, ge=0, le=2**32 - 1)

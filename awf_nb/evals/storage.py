@@ -8,6 +8,8 @@ Under the storage root (the runs' own, `awf_nb.store`):
     evals/<EVAL_ID>/cases.jsonl     the cases as they were read (resume runs these)
     evals/<EVAL_ID>/runs.jsonl      one line per run started: case, epoch, run id
     evals/<EVAL_ID>/results.jsonl   one line per finished run (an `EvalRow`)
+    evals/<EVAL_ID>/lock            held (flock) by the process running the eval: its pid,
+                                    host and start, for the one it refuses
 
 Lines of runs.jsonl and results.jsonl are appended with one `write` and fsynced before the
 eval goes on, so `kill -9` loses at most the runs in flight: `--resume` reruns exactly the
@@ -31,6 +33,7 @@ from typing import Any
 from awf_nb.errors import AwfSystemError, UserError
 from awf_nb.evals.datasets import Case
 from awf_nb.evals.results import EvalResult, EvalRow
+from awf_nb.safe_text import terminal_safe
 from awf_nb.store import PRIVATE_DIR, PRIVATE_FILE, Store, atomic_write
 
 EVALS_DIR = "evals"
@@ -40,6 +43,7 @@ WORKFLOW = "workflow.yaml"
 CASES = "cases.jsonl"
 RUNS = "runs.jsonl"
 RESULTS = "results.jsonl"
+LOCK = "lock"
 _ID_ATTEMPTS = 100
 
 
@@ -171,12 +175,47 @@ class EvalFolder:
     def write_manifest(self, manifest: Manifest) -> None:
         atomic_write(self.path / MANIFEST, _json(manifest.as_dict(), indent=2))
 
+    def lock(self) -> None:
+        """Hold the eval's lock (`lock`, an fcntl lock the system drops when the process
+        ends) until `finish`: two processes resuming the same eval at once would both run
+        every pending run. The second is refused, told who holds it."""
+        import fcntl
+
+        path = self.path / LOCK
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise _system_error("cannot create", path, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 512).decode(errors="replace").split("\t")
+            os.close(fd)
+            pid, host, since = [*holder, "?", "?", "?"][:3]
+            raise UserError(
+                f"eval {self.eval_id} is being run by process {terminal_safe(pid.strip())} "
+                f"on {terminal_safe(host.strip())} since {terminal_safe(since.strip())}",
+                hint="stop it first, or wait for it to finish",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\t{socket.gethostname()}\t{now_text()}".encode())
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        fd = getattr(self, "_lock_fd", None)
+        if fd is not None:
+            os.close(fd)  # closing drops the flock
+            self._lock_fd = None
+
     def claim(self, manifest: Manifest) -> None:
         """Mark the eval as running in this process (refused if another one runs it)."""
         from awf_nb.engine.state import process_start_time
 
+        self.lock()
+
         alive = manifest.pid and manifest.pid != os.getpid()
         if alive and manifest.shown_status() == "running":
+            self.unlock()
             raise UserError(
                 f"eval {self.eval_id} is still running (process {manifest.pid}); "
                 "stop it first, or wait for it to finish"
@@ -192,6 +231,7 @@ class EvalFolder:
         manifest.status = status
         manifest.finished_at = now_text()
         self.write_manifest(manifest)
+        self.unlock()
 
     def append_run(self, case: str, epoch: int, run_id: str) -> None:
         """Which run serves a (case, epoch): for people and tools (the run is in the store

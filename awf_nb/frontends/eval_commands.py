@@ -12,9 +12,11 @@ results are printed either way), 130 when cancelled (resume it with `--resume EV
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from awf_nb.errors import EXIT_CANCELLED, EXIT_EXECUTION, UserError
@@ -80,6 +82,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """
     from awf_nb.evals.api import prepare_eval, prepare_resume
 
+    # Ctrl-C / SIGTERM while the eval is read and its folder written: kept, and the eval
+    # is cancelled as soon as it exists (exit 130, resumable), not killed half written.
+    # The eval's own handlers take over from these while they are still in place, so no
+    # signal falls between the two.
+    with _held_signals() as held:
+        run = _prepare(args, prepare_eval, prepare_resume)
+        return _execute(run, json_only=args.json, held=held)
+
+
+def _prepare(args: argparse.Namespace, prepare_eval: Any, prepare_resume: Any) -> Any:
     if args.resume is not None:
         given = [flag for flag, value in (("FILE", args.file), ("--epochs", args.epochs),
                  ("--limit", args.limit), ("--seed", args.seed), ("--record", args.record),
@@ -111,14 +123,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
             workers=args.workers,
             storage=args.storage,
         )
-    return _execute(run, json_only=args.json)
+    return run
 
 
-def _execute(run: Any, *, json_only: bool) -> int:
+@contextlib.contextmanager
+def _held_signals() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM noted (the list of those received), not acted on, inside."""
+    held: list[int] = []
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError):  # not the main thread
+            previous[signum] = signal.signal(signum, lambda n, _f: held.append(n))
+    try:
+        yield held
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def _execute(run: Any, *, json_only: bool, held: list[int] | None = None) -> int:
     from awf_nb.frontends.eval_terminal import TerminalEvalProgress, run_eval_in_terminal
 
     progress = _Silent() if json_only else TerminalEvalProgress()
-    result = run_eval_in_terminal(run, progress)
+    result = run_eval_in_terminal(run, progress, held)
     if json_only:
         print(result.to_json())
     if result.status == "cancelled":

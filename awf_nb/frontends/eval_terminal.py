@@ -196,8 +196,13 @@ def print_rows(result: EvalResult, rows: Sequence[EvalRow], console: Console) ->
     console.print(table)
 
 
-def run_eval_in_terminal(run: EvalRun, progress: Any) -> EvalResult:
-    """Run the eval on a fresh event loop; Ctrl-C (or SIGTERM) cancels it, resumable."""
+def run_eval_in_terminal(
+    run: EvalRun, progress: Any, held: Sequence[int] | None = None
+) -> EvalResult:
+    """Run the eval on a fresh event loop; Ctrl-C (or SIGTERM) cancels it, resumable.
+
+    `held`: the signals received while the eval was prepared (see eval_commands.py): any
+    one of them cancels it as soon as it starts."""
     holder: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
 
     def on_signal(_signum: int, _frame: object) -> None:
@@ -209,6 +214,8 @@ def run_eval_in_terminal(run: EvalRun, progress: Any) -> EvalResult:
 
     async def main() -> EvalResult:
         holder.append((asyncio.get_running_loop(), asyncio.current_task()))  # type: ignore[arg-type]
+        if held:  # our handlers are in place: nothing received from here on is lost
+            on_signal(held[0], None)
         try:
             return await run.execute(progress)
         except asyncio.CancelledError:

@@ -98,3 +98,20 @@ def test_a_case_id_never_names_a_path_outside_its_folder() -> None:
     assert Case("../etc/passwd").file_stem == "..%2Fetc%2Fpasswd"
     assert Case("a b").file_stem == "a%20b"
     assert Case("ok_id-1.x").file_stem == "ok_id-1.x"
+
+
+@pytest.mark.parametrize("depth", [101, 100_000])
+def test_json_nested_too_deep_is_a_located_error(tmp_path: Path, depth: int) -> None:
+    deep = '{"id": "x", "v": ' + "[" * depth + "]" * depth + "}"
+    jsonl = write(tmp_path, "d.jsonl", '{"id": "a"}\n' + deep + "\n")
+    with pytest.raises(DefinitionError) as caught:
+        load_dataset(jsonl, label="d.jsonl")
+    assert [str(p) for p in caught.value.problems] == [
+        "d.jsonl:2: error: line 2: not JSON (nesting deeper than 100 levels)"
+    ]
+    whole = write(tmp_path, "d.json", '[{"id": "a"},\n' + deep + "]")
+    with pytest.raises(DefinitionError) as caught:
+        load_dataset(whole, label="d.json")
+    assert [str(p) for p in caught.value.problems] == [
+        "d.json:2: error: not JSON (nesting deeper than 100 levels)"
+    ]
