@@ -15,11 +15,16 @@ per batch sends its runs back only when the whole batch ends; an actor keeps `co
 runs in flight on one loop and streams each back as it ends
 (`benchmarks/ray_tasks_vs_actors.py` measures the three; docs/evaluations.md has figures).
 
-What travels with the job:
+What travels with the job (docs/evaluations.md says the same to users):
 - the plan (workflow, scorers, limits; not the driver's environment) once per worker, as
-  its actor's argument; the dataset rows in each work item; the working directory (the
-  workflow's files and whatever its commands read) as Ray's runtime environment
-  `working_dir`, without the driver's storage folder; awf-nb itself as `py_modules`;
+  its actor's argument; the dataset rows in each work item, with the eval file's templates
+  (`inputs`, `user`) rendered on the driver: a value they take from the driver's
+  environment (`{{.env.X}}`) travels inside the work item;
+- the working directory (the workflow's files and whatever its commands read) as one zip
+  in Ray's object store (`workdir.py`), without the driver's storage folder, `.git`-like
+  folders and files whose names look secret (`.env*`, `*.pem`, `secrets/`, …) unless
+  listed in `AWF_RAY_FILES`; each worker unpacks it into a private folder of its own
+  (0700) and removes it when the eval ends; awf-nb itself travels as Ray's `py_modules`;
 - replayed cassettes as bytes in the work item; recorded ones come back as bytes and are
   written where a local eval writes them;
 - of the driver's environment, only the variables the workflow names in its `env:` list
@@ -27,16 +32,25 @@ What travels with the job:
 
 What comes back, per run as it finishes (an actor method streaming `RunStarted` then
 `RunOutcome`): the row and the run's files (`RunArtifacts`), masked with the run's own
-secrets and again with every secret-named variable that travelled; the driver writes them
-into its store, so `awf status RUN_ID`, `awf eval-show` and `--resume` work as for a local
-eval.
+secrets and again on the worker with every secret value the driver's environment gave it
+(secret-named variables that travelled, and those the work item's rendered templates
+hold); the driver checks that each answer is the work item's (else the row is an error of
+kind "worker") and writes it into its store, so `awf status RUN_ID`, `awf eval-show` and
+`--resume` work as for a local eval.
 
 A worker that dies (its process killed, its node lost) loses only its runs in flight: Ray
 restarts the actor (up to `MAX_ACTOR_RESTARTS` times) and each of those runs is tried
 again, by any worker, at most `MAX_ITEM_RETRIES` times (a warning names it); after that,
 or when no worker is left alive, its row is an error of kind "worker".
 
-Connecting: a cluster started with `ray start` uses Ray's token authentication unless told
+Connecting (`connect`, before the eval's folder is made): at most `CONNECT_TIMEOUT` for
+the cluster's address to answer as a Ray cluster (Ray's own retries at an address that
+does not answer last many minutes); Ctrl-C and SIGTERM end the wait at once. A loopback
+address (`127.0.0.1`, `localhost`, `::1`) keeps the driver on loopback: Ray would
+otherwise swap it for the machine's own network address, where a cluster started for
+loopback only does not listen.
+
+A cluster started with `ray start` uses Ray's token authentication unless told
 otherwise; a driver that connects to it by address needs `RAY_AUTH_MODE=token` and the
 cluster's token (`RAY_AUTH_TOKEN`, or the file `~/.ray/auth_token`), or Ray refuses it
 (after about 20 s of retries). awf-nb itself travels with the job (`py_modules`), so the
@@ -48,12 +62,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ipaddress
 import logging
 import os
 import shutil
 import socket
 import tempfile
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +81,7 @@ from awf_nb.evals.results import EvalRow
 from awf_nb.evals.run_setup import CassetteUse
 
 if TYPE_CHECKING:
+    from awf_nb.secrets import Masker
     from awf_nb.store import Store
 
 log = logging.getLogger(__name__)
@@ -79,15 +96,16 @@ MAX_ACTOR_RESTARTS = 3
 # How long the driver waits for the workers to start (a cluster without free CPUs would
 # otherwise leave them pending for ever).
 WORKER_START_TIMEOUT = 120.0
-# How long the driver waits for the cluster's address to answer at all (Ray's own retries
-# at an address where nothing listens last minutes).
+# How long the driver waits for the cluster's address to answer, as a TCP listener and
+# then as a Ray cluster (Ray's own retries at an address that does not answer last many
+# minutes); the wait ends at once on Ctrl-C or SIGTERM.
 CONNECT_TIMEOUT = 10.0
+# How often that wait looks whether the answer came (signals are handled in between).
+CONNECT_POLL = 0.1
 # How often the driver asks a restarting worker whether it is up.
 RESTART_POLL = 0.5
 # How long the driver waits for the workers to remove their folders at the end.
 WORKER_CLOSE_TIMEOUT = 30.0
-# Ray's own limit on a working directory it uploads is 500 MiB (larger is its error).
-WORKING_DIR_EXCLUDES = [".git", ".venv", "__pycache__", "node_modules"]
 
 
 def import_ray() -> Any:
@@ -108,6 +126,9 @@ class RemoteItem:
 
     item: WorkItem
     replay_bytes: bytes | None = None
+    # The secret values of the driver's environment the item's rendered templates hold
+    # (an `{{.env.API_TOKEN}}` input): the worker masks them in all it sends back.
+    secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,6 +146,36 @@ def travelling_env(plan: EvalPlan) -> dict[str, str]:
     return {name: source[name] for name in plan.workflow.env if name in source}
 
 
+def item_secrets(item: WorkItem, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The secret values of the driver's environment `env` (secret-named variables) that
+    `item` carries in its rendered inputs or simulated user, and the secret options
+    (`api_key`, secret headers) of that user: what the run on a worker must mask."""
+    from awf_nb.secrets import Masker, is_secret_name, option_secrets
+
+    texts = list(_strings(item.inputs))
+    if item.user is not None:
+        texts += [item.user.persona, item.user.provider, *_strings(item.user.options)]
+    found = {
+        value
+        for name, value in env.items()
+        if value and is_secret_name(name) and any(value in text for text in texts)
+    }
+    if item.user is not None:
+        found.update(option_secrets(item.user.options))
+    return Masker(found).secrets
+
+
+def _strings(obj: Any) -> list[str]:
+    """Every string in nested data (mappings, lists, tuples)."""
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, Mapping):
+        return [text for value in obj.values() for text in _strings(value)]
+    if isinstance(obj, list | tuple):
+        return [text for value in obj for text in _strings(value)]
+    return []
+
+
 def relocate(path: Path | None, old: Path, new: Path) -> Path | None:
     """`path` under the driver's working directory `old`, as the same file under the
     worker's `new`; a path elsewhere stays as it is (shared file systems)."""
@@ -139,13 +190,20 @@ def relocate(path: Path | None, old: Path, new: Path) -> Path | None:
 class CaseWorker:
     """A Ray actor: runs work items, `concurrency` at a time, in its own store."""
 
-    def __init__(self, plan: EvalPlan, driver_cwd: str, env: dict[str, str]) -> None:
+    def __init__(
+        self, plan: EvalPlan, driver_cwd: str, env: dict[str, str], workdir: bytes
+    ) -> None:
+        from awf_nb.evals import workdir as workdirs
         from awf_nb.evals.run_store import EvalRunStore
         from awf_nb.secrets import Masker, is_secret_name
 
-        self.dir = Path(tempfile.mkdtemp(prefix="awf-ray-worker-"))
+        workdirs.sweep()  # what killed workers left (this one's predecessor, say)
+        self.dir = workdirs.worker_folder()
+        here = self.dir / "work"
+        workdirs.unpack(workdir, here)
+        os.chdir(here)  # the actor's own process: relative paths are the job's
         self.store = EvalRunStore(self.dir / "storage")
-        here, there = Path.cwd(), Path(driver_cwd)
+        there = Path(driver_cwd)
         workflow = plan.workflow.model_copy(
             update={
                 "source_path": relocate(plan.workflow.source_path, there, here),
@@ -168,17 +226,25 @@ class CaseWorker:
         return os.getpid()
 
     def close(self) -> None:
-        """Close the worker's store and remove its folder (its runs are in the driver's
-        store by now)."""
+        """Close the worker's store and remove its folder, the working directory with it
+        (its runs are in the driver's store by now)."""
+        from awf_nb.evals import workdir as workdirs
+
         self.store.close()
+        os.chdir(tempfile.gettempdir())  # not inside the folder being removed
         shutil.rmtree(self.dir, ignore_errors=True)
+        workdirs.sweep()
 
     async def run(self, remote: RemoteItem) -> AsyncIterator[RunStarted | RemoteOutcome]:
         """Streams the item's `RunStarted` (when it has a run), then its outcome."""
         from awf_nb.evals.executor import collect_artifacts, run_item
+        from awf_nb.secrets import Masker
 
         async with self.slots:
             item = remote.item
+            masker = self.masker
+            if remote.secrets:
+                masker = Masker([*self.masker.secrets, *remote.secrets])
             cassette = item.cassette
             if cassette is not None:
                 local = self.dir / "cassettes" / cassette.path.name
@@ -202,7 +268,7 @@ class CaseWorker:
             artifacts = None
             if outcome.row.run_id:
                 await asyncio.to_thread(self.store.settle, outcome.row.run_id)
-                artifacts = self._masked(collect_artifacts(self.store, outcome.row.run_id))
+                artifacts = _masked(masker, collect_artifacts(self.store, outcome.row.run_id))
                 # the driver's store keeps it: the worker's disk does not fill up
                 await asyncio.to_thread(
                     shutil.rmtree, self.store.run_dir(outcome.row.run_id), ignore_errors=True
@@ -213,17 +279,18 @@ class CaseWorker:
                 if item.cassette.mode == "record" and path.is_file():
                     recorded = path.read_bytes()
                 path.unlink(missing_ok=True)
-            row = self.masker.mask_data(outcome.row) if self.masker else outcome.row
+            row = masker.mask_data(outcome.row) if masker else outcome.row
             yield RemoteOutcome(RunOutcome(row, artifacts), recorded)
 
-    def _masked(self, artifacts: RunArtifacts) -> RunArtifacts:
-        if not self.masker:
-            return artifacts
-        return replace(
-            artifacts,
-            state_json=self.masker.mask(artifacts.state_json.decode()).encode(),
-            transcript=self.masker.mask(artifacts.transcript.decode()).encode(),
-        )
+
+def _masked(masker: Masker, artifacts: RunArtifacts) -> RunArtifacts:
+    if not masker:
+        return artifacts
+    return replace(
+        artifacts,
+        state_json=masker.mask(artifacts.state_json.decode()).encode(),
+        transcript=masker.mask(artifacts.transcript.decode()).encode(),
+    )
 
 
 class RayExecutor:
@@ -239,6 +306,8 @@ class RayExecutor:
         self.address = address
         self.workers = workers
         self.actors: list[Any] = []  # while an eval runs
+        self.connected = False
+        self.env: Mapping[str, str] = os.environ  # the driver's, of the eval running
         self.started = 0  # workers started for the eval running (0: not yet)
 
     def describe(self, concurrency: int) -> str:
@@ -247,18 +316,13 @@ class RayExecutor:
             return f"{concurrency} at a time on each of {workers} Ray workers"
         return f"{concurrency} at a time on each Ray worker (one per CPU of the cluster)"
 
-    def _connect(self, plan: EvalPlan) -> None:
+    def connect(self) -> None:
+        """Connect to the cluster (once): a clear error within `CONNECT_TIMEOUT` where no
+        Ray cluster answers. Called before the eval's folder is made, on the thread that
+        runs the eval (Ray's driver set-up does not complete from a thread of its own)."""
         ray = self.ray
-        excludes = list(WORKING_DIR_EXCLUDES)
-        if self.store is not None:
-            with contextlib.suppress(ValueError):
-                excludes.append(str(Path(self.store.root).resolve().relative_to(plan.cwd)))
-        runtime_env = {
-            "working_dir": str(plan.cwd),
-            "excludes": excludes,
-            # the driver's awf-nb: the workers unpickle its plan and items
-            "py_modules": [str(PACKAGE_DIR)],
-        }
+        if self.connected and ray.is_initialized():
+            return
         if ray.is_initialized():
             ray.shutdown()
         # no address: RAY_ADDRESS, else the cluster `ray start` started on this machine;
@@ -270,21 +334,31 @@ class RayExecutor:
             "cluster with token authentication (Ray's default) needs RAY_AUTH_MODE=token "
             "and its token (RAY_AUTH_TOKEN or ~/.ray/auth_token) here too"
         )
-        if address != "auto":
-            _probe(address, where, hint)
+        options: dict[str, Any] = {}
+        if address != "auto" and not address.startswith("ray://"):
+            host, port = _probe(address, where, hint)
+            if _is_loopback(host):
+                options["_node_ip_address"] = "127.0.0.1"
+                address = f"127.0.0.1:{port}"
+            with _loopback_driver(bool(options)):
+                _answers(address, where, hint)
         _route_cluster_messages()
         try:
-            ray.init(
-                address=address,
-                runtime_env=runtime_env,
-                logging_level="WARNING",
-                log_to_driver=False,
-                configure_logging=False,
-            )
+            with _loopback_driver(bool(options)):
+                ray.init(
+                    address=address,
+                    # the driver's awf-nb: the workers unpickle its plan and items
+                    runtime_env={"py_modules": [str(PACKAGE_DIR)]},
+                    logging_level="WARNING",
+                    log_to_driver=False,
+                    configure_logging=False,
+                    **options,
+                )
         except (ConnectionError, *_refusals(ray)) as exc:
             raise UserError(
                 f"cannot connect to the Ray cluster at {where}: {_first_line(exc)}", hint=hint
             ) from None
+        self.connected = True
 
     def _worker_count(self) -> int:
         cpus = int(self.ray.cluster_resources().get("CPU", 0))
@@ -302,10 +376,11 @@ class RayExecutor:
         if not plan.items:
             return
         ray = self.ray
-        # on this thread: Ray's driver set-up does not complete from a thread of its own
-        self._connect(plan)
+        self.connect()  # done already when the eval was started
+        self.env = os.environ if plan.env is None else plan.env
         try:
             self.started = count = self._worker_count()
+            workdir = ray.put(await asyncio.to_thread(self._pack, plan))
             # the plan itself, not a reference to it: a restarted worker is given it again
             # (Ray keeps an actor's arguments while it lives)
             bare = replace(plan, items=[], env=None)  # only `env` below travels
@@ -313,13 +388,24 @@ class RayExecutor:
                 num_cpus=1, max_restarts=MAX_ACTOR_RESTARTS, max_task_retries=0
             )(CaseWorker)
             env = travelling_env(plan)
-            self.actors = [remote_class.remote(bare, str(plan.cwd), env) for _ in range(count)]
+            self.actors = [
+                remote_class.remote(bare, str(plan.cwd), env, workdir) for _ in range(count)
+            ]
             await self._started()
             async for event in self._dispatch(plan):
                 yield event
         finally:
-            await self._close()
+            await asyncio.shield(self._close())
+            self.connected = False
             ray.shutdown()
+
+    def _pack(self, plan: EvalPlan) -> bytes:
+        """The working directory as it travels (see workdir.py)."""
+        from awf_nb.evals import workdir
+
+        skipped = [Path(self.store.root)] if self.store is not None else []
+        source = os.environ if plan.env is None else plan.env
+        return workdir.pack(plan.cwd, skipped, workdir.listed_files(dict(source)))
 
     async def _started(self) -> None:
         """Every worker up (its process started, awf-nb imported, the plan unpickled)."""
@@ -435,16 +521,22 @@ class RayExecutor:
         replay = None
         if item.cassette is not None and item.cassette.mode == "replay":
             replay = await asyncio.to_thread(item.cassette.path.read_bytes)
-        stream = actor.run.options(num_returns="streaming").remote(RemoteItem(item, replay))
+        remote = RemoteItem(item, replay, item_secrets(item, self.env))
+        stream = actor.run.options(num_returns="streaming").remote(remote)
         try:
             async for ref in stream:
                 event = await ref
-                if isinstance(event, RunStarted):
+                if isinstance(event, RunStarted) and (event.case, event.epoch) == item.key:
                     put(event)
                     continue
+                wrong = _wrong_answer(event, item)
+                if wrong:
+                    put(RunOutcome(_answer_row(item, wrong)))
+                    return
                 if event.recorded is not None and item.cassette is not None:
                     await asyncio.to_thread(_write_file, item.cassette.path, event.recorded)
                 put(event.outcome)
+                return
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 self.ray.cancel(stream)
@@ -478,7 +570,7 @@ def _route_cluster_messages() -> None:
         ray_worker.print_to_stdstream = to_log
 
 
-def _probe(address: str, where: str, hint: str) -> None:
+def _probe(address: str, where: str, hint: str) -> tuple[str, int]:
     """A TCP connection to the cluster's `HOST:PORT` (or `ray://HOST:PORT`), within
     `CONNECT_TIMEOUT`: a clear error at once where nothing listens."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
@@ -493,6 +585,113 @@ def _probe(address: str, where: str, hint: str) -> None:
             f"(waited up to {format_duration(CONNECT_TIMEOUT)})",
             hint=hint,
         ) from None
+    return host.strip("[]"), int(port)
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether `host` is this machine's loopback (`localhost`, `127.x.x.x`, `::1`)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def _loopback_driver(on: bool) -> Iterator[None]:
+    """While `on`: Ray keeps a loopback address as it is. Otherwise it replaces
+    `127.0.0.1` by the machine's network address (unless `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`
+    is 0 when Ray is imported), where a cluster started for loopback does not listen, and
+    retries there for minutes. Ray reads the setting from this module attribute."""
+    if not on:
+        yield
+        return
+    import ray._private.ray_constants as ray_constants
+
+    before = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
+
+
+def _answers(address: str, where: str, hint: str) -> None:
+    """The cluster at `address` answers as a Ray cluster within `CONNECT_TIMEOUT`, else a
+    clear error. Ray's client blocks in native code (half a minute per try, and tries
+    again for minutes), so it asks from a thread of its own, left behind on a timeout; this
+    thread waits in short steps, so Ctrl-C and SIGTERM are handled at once."""
+    import threading
+
+    from ray._private.services import canonicalize_bootstrap_address
+    from ray._raylet import GcsClient
+
+    answer: list[BaseException | None] = []
+
+    def ask() -> None:
+        try:
+            GcsClient(address=canonicalize_bootstrap_address(address)).cluster_id  # noqa: B018
+            answer.append(None)
+        except BaseException as exc:
+            answer.append(exc)
+
+    asking = threading.Thread(target=ask, name="awf-ray-connect", daemon=True)
+    asking.start()
+    deadline = time.monotonic() + CONNECT_TIMEOUT
+    while not answer and time.monotonic() < deadline:
+        asking.join(CONNECT_POLL)
+    if not answer:
+        raise UserError(
+            f"cannot connect to the Ray cluster at {where}: it does not answer as a Ray "
+            f"cluster (waited {format_duration(CONNECT_TIMEOUT)})",
+            hint=hint,
+        )
+    failure = answer[0]
+    if failure is not None and not isinstance(failure, Exception):
+        raise failure
+    if failure is not None:
+        raise UserError(
+            f"cannot connect to the Ray cluster at {where}: {_first_line(failure)}", hint=hint
+        ) from None
+
+
+def _wrong_answer(event: Any, item: WorkItem) -> str:
+    """What is wrong with a worker's answer for `item` ("" when it is the item's
+    outcome): a row of another case, or something that is not a row at all, would
+    otherwise be counted or break the driver's store."""
+    from awf_nb.engine.state import RunState
+
+    if isinstance(event, RunStarted):
+        return f'it started a run for case "{event.case}" epoch {event.epoch}'
+    if not isinstance(event, RemoteOutcome) or not isinstance(event.outcome, RunOutcome):
+        return f"it sent back a {type(event).__name__}, not a run's outcome"
+    row, artifacts = event.outcome.row, event.outcome.artifacts
+    if not isinstance(row, EvalRow):
+        return f"it sent back a {type(row).__name__}, not a row"
+    if row.key != item.key:
+        return f'it sent back the row of case "{row.case}" epoch {row.epoch}'
+    if event.recorded is not None and not isinstance(event.recorded, bytes):
+        return "it sent back a cassette that is not bytes"
+    if artifacts is None:
+        return ""
+    if not isinstance(artifacts, RunArtifacts) or artifacts.run_id != row.run_id:
+        return "it sent back the files of another run"
+    try:
+        state = RunState.from_json(artifacts.state_json)
+    except Exception as exc:
+        return f"it sent back a run state that does not load: {_first_line(exc)}"
+    if state.run_id != row.run_id or not isinstance(artifacts.transcript, bytes):
+        return "it sent back the files of another run"
+    return ""
+
+
+def _answer_row(item: WorkItem, wrong: str) -> EvalRow:
+    """The row of an item whose worker answered wrongly."""
+    row = EvalRow(case=item.case.id, epoch=item.epoch, seed=item.seed)
+    row.error = f"the Ray worker's answer is not this run's: {wrong}"
+    row.error_kind = "worker"
+    return row
 
 
 def _worker_row(item: WorkItem, deaths: int, exc: BaseException | None) -> EvalRow:
