@@ -377,6 +377,7 @@ class RayExecutor:
             return
         ray = self.ray
         self.connect()  # done already when the eval was started
+        _quiet_cancelled_replies(asyncio.get_running_loop(), ray)
         self.env = os.environ if plan.env is None else plan.env
         try:
             self.started = count = self._worker_count()
@@ -541,6 +542,28 @@ class RayExecutor:
             with contextlib.suppress(Exception):
                 self.ray.cancel(stream)
             raise
+
+
+def _quiet_cancelled_replies(loop: asyncio.AbstractEventLoop, ray: Any) -> None:
+    """Ray's answers to calls cancelled by Ctrl-C (a worker's stream, its next item) end
+    as futures nobody reads any more; asyncio would print each one's traceback when it is
+    collected ("Future exception was never retrieved"). Those go to awf's log; every
+    other error of the loop goes where it went."""
+    previous = loop.get_exception_handler()
+    if getattr(previous, "awf_ray", False):
+        return
+    ray_errors = (ray.exceptions.RayError, asyncio.CancelledError)
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), ray_errors):
+            log.debug("a cancelled Ray call answered: %s", context.get("message"))
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    handler.awf_ray = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handler)
 
 
 def _refusals(ray: Any) -> tuple[type[BaseException], ...]:

@@ -378,6 +378,7 @@ def test_ctrl_c_cancels_a_ray_eval_and_resume_finishes_it_on_ray(
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 130, err
+    assert "Traceback" not in err and "never retrieved" not in err  # a clean stop
     assert f"finish it with: awf eval --resume {folder.name}" in err
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "cancelled"
