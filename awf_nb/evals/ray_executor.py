@@ -524,20 +524,23 @@ class RayExecutor:
             replay = await asyncio.to_thread(item.cassette.path.read_bytes)
         remote = RemoteItem(item, replay, item_secrets(item, self.env))
         stream = actor.run.options(num_returns="streaming").remote(remote)
+        answered = False  # one outcome per item: what a worker sends after it is dropped
         try:
             async for ref in stream:
                 event = await ref
+                if answered:
+                    continue
                 if isinstance(event, RunStarted) and (event.case, event.epoch) == item.key:
                     put(event)
                     continue
+                answered = True
                 wrong = _wrong_answer(event, item)
                 if wrong:
                     put(RunOutcome(_answer_row(item, wrong)))
-                    return
+                    continue
                 if event.recorded is not None and item.cassette is not None:
                     await asyncio.to_thread(_write_file, item.cassette.path, event.recorded)
                 put(event.outcome)
-                return
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 self.ray.cancel(stream)
