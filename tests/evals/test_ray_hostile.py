@@ -137,7 +137,7 @@ def test_a_loopback_address_stays_on_loopback() -> None:
     require_module("ray", "pip install 'awf-nb[ray]'")
     from ray._private.services import canonicalize_bootstrap_address
 
-    from awf_nb.evals.ray_executor import _loopback_driver
+    from awf_nb.evals.ray_connect import _loopback_driver
 
     with _loopback_driver(True):  # no network: Ray only rewrites the string
         assert canonicalize_bootstrap_address("127.0.0.1:6390") == "127.0.0.1:6390"
