@@ -152,9 +152,20 @@ def _answers(address: str, where: str, hint: str) -> None:
     thread waits in short steps, so Ctrl-C and SIGTERM are handled at once."""
     import threading
 
+    from ray._private.authentication.authentication_token_setup import (
+        ensure_token_if_auth_enabled,
+    )
     from ray._private.services import canonicalize_bootstrap_address
     from ray._raylet import GcsClient
 
+    try:
+        # as `ray.init` does first: Ray's client ends the process when the token it is
+        # told to send is missing
+        ensure_token_if_auth_enabled(None, create_token_if_missing=False)
+    except Exception as exc:
+        raise UserError(
+            f"cannot connect to the Ray cluster at {where}: {_first_line(exc)}", hint=hint
+        ) from None
     answer: list[BaseException | None] = []
 
     def ask() -> None:
