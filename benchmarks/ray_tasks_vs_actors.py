@@ -98,7 +98,7 @@ bench = load_eval_bench()
 
 
 def run_items(
-    plan: EvalPlan, driver_cwd: str, env: dict[str, str], remotes: list[RemoteItem]
+    plan: EvalPlan, driver_cwd: str, env: dict[str, str], workdir: bytes, remotes: list[RemoteItem]
 ) -> tuple[int, list[tuple[float | None, list[Any]]]]:
     """A task's body: `remotes` run as the product's actor runs an item (`CaseWorker.run`),
     `plan.concurrency` at a time, on an event loop and a run store (temp folder) of the
@@ -112,7 +112,7 @@ def run_items(
     from awf_nb.evals.ray_executor import CaseWorker
 
     async def main() -> list[tuple[float | None, list[Any]]]:
-        worker = CaseWorker(plan, driver_cwd, env)
+        worker = CaseWorker(plan, driver_cwd, env, workdir)
 
         async def one(remote: RemoteItem) -> tuple[float | None, list[Any]]:
             started, events = None, []
@@ -152,7 +152,7 @@ class TaskExecutor(RayExecutor):
 
     async def run(self, plan: EvalPlan) -> AsyncIterator[RunStarted | RunOutcome]:
         ray = self.ray
-        self._connect(plan)
+        self.connect()
         pending: list[Any] = []
         try:
             workers = self._worker_count()
@@ -162,11 +162,12 @@ class TaskExecutor(RayExecutor):
             task = ray.remote(num_cpus=share, max_retries=0)(run_items)
             bare = ray.put(replace(plan, items=[], env=None))
             env, cwd = travelling_env(plan), str(plan.cwd)
+            workdir = ray.put(self._pack(plan))
             items = plan.items
             by_key = {item.key: item for item in items}
             for start in range(0, len(items), size):
                 remotes = [await remote_item(item) for item in items[start : start + size]]
-                pending.append(task.remote(bare, cwd, env, remotes))
+                pending.append(task.remote(bare, cwd, env, workdir, remotes))
             while pending:
                 ready, pending = await asyncio.to_thread(
                     ray.wait, pending, num_returns=1, timeout=SAMPLE_EVERY

@@ -364,6 +364,9 @@ def start_eval(
     seed = options.seed if options.seed is not None else file.seed
     if seed is None:
         seed = secrets.randbits(32)
+    connect = getattr(executor, "connect", None)
+    if connect is not None:
+        connect()  # a cluster that does not answer leaves no eval behind
     folder = EvalFolder.create(store)
     manifest = Manifest(
         eval_id=folder.eval_id,

@@ -15,11 +15,16 @@ per batch sends its runs back only when the whole batch ends; an actor keeps `co
 runs in flight on one loop and streams each back as it ends
 (`benchmarks/ray_tasks_vs_actors.py` measures the three; docs/evaluations.md has figures).
 
-What travels with the job:
+What travels with the job (docs/evaluations.md says the same to users):
 - the plan (workflow, scorers, limits; not the driver's environment) once per worker, as
-  its actor's argument; the dataset rows in each work item; the working directory (the
-  workflow's files and whatever its commands read) as Ray's runtime environment
-  `working_dir`, without the driver's storage folder; awf-nb itself as `py_modules`;
+  its actor's argument; the dataset rows in each work item, with the eval file's templates
+  (`inputs`, `user`) rendered on the driver: a value they take from the driver's
+  environment (`{{.env.X}}`) travels inside the work item;
+- the working directory (the workflow's files and whatever its commands read) as one zip
+  in Ray's object store (`workdir.py`), without the driver's storage folder, `.git`-like
+  folders and files whose names look secret (`.env*`, `*.pem`, `secrets/`, …) unless
+  listed in `AWF_RAY_FILES`; each worker unpacks it into a private folder of its own
+  (0700) and removes it when the eval ends; awf-nb itself travels as Ray's `py_modules`;
 - replayed cassettes as bytes in the work item; recorded ones come back as bytes and are
   written where a local eval writes them;
 - of the driver's environment, only the variables the workflow names in its `env:` list
@@ -27,16 +32,25 @@ What travels with the job:
 
 What comes back, per run as it finishes (an actor method streaming `RunStarted` then
 `RunOutcome`): the row and the run's files (`RunArtifacts`), masked with the run's own
-secrets and again with every secret-named variable that travelled; the driver writes them
-into its store, so `awf status RUN_ID`, `awf eval-show` and `--resume` work as for a local
-eval.
+secrets and again on the worker with every secret value the driver's environment gave it
+(secret-named variables that travelled, and those the work item's rendered templates
+hold); the driver checks that each answer is the work item's (else the row is an error of
+kind "worker") and writes it into its store, so `awf status RUN_ID`, `awf eval-show` and
+`--resume` work as for a local eval.
 
 A worker that dies (its process killed, its node lost) loses only its runs in flight: Ray
 restarts the actor (up to `MAX_ACTOR_RESTARTS` times) and each of those runs is tried
 again, by any worker, at most `MAX_ITEM_RETRIES` times (a warning names it); after that,
 or when no worker is left alive, its row is an error of kind "worker".
 
-Connecting: a cluster started with `ray start` uses Ray's token authentication unless told
+Connecting (`connect`, before the eval's folder is made): at most `CONNECT_TIMEOUT` for
+the cluster's address to answer as a Ray cluster (Ray's own retries at an address that
+does not answer last many minutes); Ctrl-C and SIGTERM end the wait at once. A loopback
+address (`127.0.0.1`, `localhost`, `::1`) keeps the driver on loopback: Ray would
+otherwise swap it for the machine's own network address, where a cluster started for
+loopback only does not listen.
+
+A cluster started with `ray start` uses Ray's token authentication unless told
 otherwise; a driver that connects to it by address needs `RAY_AUTH_MODE=token` and the
 cluster's token (`RAY_AUTH_TOKEN`, or the file `~/.ray/auth_token`), or Ray refuses it
 (after about 20 s of retries). awf-nb itself travels with the job (`py_modules`), so the
@@ -51,9 +65,8 @@ import contextlib
 import logging
 import os
 import shutil
-import socket
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,15 +74,15 @@ from typing import TYPE_CHECKING, Any
 from awf_nb.engine.summary import format_duration
 from awf_nb.errors import UserError
 from awf_nb.evals.executor import EvalPlan, RunArtifacts, RunOutcome, RunStarted, WorkItem
+from awf_nb.evals.ray_connect import _first_line
 from awf_nb.evals.results import EvalRow
 from awf_nb.evals.run_setup import CassetteUse
 
 if TYPE_CHECKING:
+    from awf_nb.secrets import Masker
     from awf_nb.store import Store
 
 log = logging.getLogger(__name__)
-
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # awf_nb/, shipped to the workers
 
 INSTALL_HINT = "install it with: pip install 'awf-nb[ray]'"
 # How often a work item whose worker died is run again, and how often a dead worker is
@@ -79,15 +92,10 @@ MAX_ACTOR_RESTARTS = 3
 # How long the driver waits for the workers to start (a cluster without free CPUs would
 # otherwise leave them pending for ever).
 WORKER_START_TIMEOUT = 120.0
-# How long the driver waits for the cluster's address to answer at all (Ray's own retries
-# at an address where nothing listens last minutes).
-CONNECT_TIMEOUT = 10.0
 # How often the driver asks a restarting worker whether it is up.
 RESTART_POLL = 0.5
 # How long the driver waits for the workers to remove their folders at the end.
 WORKER_CLOSE_TIMEOUT = 30.0
-# Ray's own limit on a working directory it uploads is 500 MiB (larger is its error).
-WORKING_DIR_EXCLUDES = [".git", ".venv", "__pycache__", "node_modules"]
 
 
 def import_ray() -> Any:
@@ -108,6 +116,9 @@ class RemoteItem:
 
     item: WorkItem
     replay_bytes: bytes | None = None
+    # The secret values of the driver's environment the item's rendered templates hold
+    # (an `{{.env.API_TOKEN}}` input): the worker masks them in all it sends back.
+    secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,36 @@ def travelling_env(plan: EvalPlan) -> dict[str, str]:
     return {name: source[name] for name in plan.workflow.env if name in source}
 
 
+def item_secrets(item: WorkItem, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The secret values of the driver's environment `env` (secret-named variables) that
+    `item` carries in its rendered inputs or simulated user, and the secret options
+    (`api_key`, secret headers) of that user: what the run on a worker must mask."""
+    from awf_nb.secrets import Masker, is_secret_name, option_secrets
+
+    texts = list(_strings(item.inputs))
+    if item.user is not None:
+        texts += [item.user.persona, item.user.provider, *_strings(item.user.options)]
+    found = {
+        value
+        for name, value in env.items()
+        if value and is_secret_name(name) and any(value in text for text in texts)
+    }
+    if item.user is not None:
+        found.update(option_secrets(item.user.options))
+    return Masker(found).secrets
+
+
+def _strings(obj: Any) -> list[str]:
+    """Every string in nested data (mappings, lists, tuples)."""
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, Mapping):
+        return [text for value in obj.values() for text in _strings(value)]
+    if isinstance(obj, list | tuple):
+        return [text for value in obj for text in _strings(value)]
+    return []
+
+
 def relocate(path: Path | None, old: Path, new: Path) -> Path | None:
     """`path` under the driver's working directory `old`, as the same file under the
     worker's `new`; a path elsewhere stays as it is (shared file systems)."""
@@ -139,13 +180,20 @@ def relocate(path: Path | None, old: Path, new: Path) -> Path | None:
 class CaseWorker:
     """A Ray actor: runs work items, `concurrency` at a time, in its own store."""
 
-    def __init__(self, plan: EvalPlan, driver_cwd: str, env: dict[str, str]) -> None:
+    def __init__(
+        self, plan: EvalPlan, driver_cwd: str, env: dict[str, str], workdir: bytes
+    ) -> None:
+        from awf_nb.evals import workdir as workdirs
         from awf_nb.evals.run_store import EvalRunStore
         from awf_nb.secrets import Masker, is_secret_name
 
-        self.dir = Path(tempfile.mkdtemp(prefix="awf-ray-worker-"))
+        workdirs.sweep()  # what killed workers left (this one's predecessor, say)
+        self.dir = workdirs.worker_folder()
+        here = self.dir / "work"
+        workdirs.unpack(workdir, here)
+        os.chdir(here)  # the actor's own process: relative paths are the job's
         self.store = EvalRunStore(self.dir / "storage")
-        here, there = Path.cwd(), Path(driver_cwd)
+        there = Path(driver_cwd)
         workflow = plan.workflow.model_copy(
             update={
                 "source_path": relocate(plan.workflow.source_path, there, here),
@@ -168,17 +216,25 @@ class CaseWorker:
         return os.getpid()
 
     def close(self) -> None:
-        """Close the worker's store and remove its folder (its runs are in the driver's
-        store by now)."""
+        """Close the worker's store and remove its folder, the working directory with it
+        (its runs are in the driver's store by now)."""
+        from awf_nb.evals import workdir as workdirs
+
         self.store.close()
+        os.chdir(tempfile.gettempdir())  # not inside the folder being removed
         shutil.rmtree(self.dir, ignore_errors=True)
+        workdirs.sweep()
 
     async def run(self, remote: RemoteItem) -> AsyncIterator[RunStarted | RemoteOutcome]:
         """Streams the item's `RunStarted` (when it has a run), then its outcome."""
         from awf_nb.evals.executor import collect_artifacts, run_item
+        from awf_nb.secrets import Masker
 
         async with self.slots:
             item = remote.item
+            masker = self.masker
+            if remote.secrets:
+                masker = Masker([*self.masker.secrets, *remote.secrets])
             cassette = item.cassette
             if cassette is not None:
                 local = self.dir / "cassettes" / cassette.path.name
@@ -202,7 +258,7 @@ class CaseWorker:
             artifacts = None
             if outcome.row.run_id:
                 await asyncio.to_thread(self.store.settle, outcome.row.run_id)
-                artifacts = self._masked(collect_artifacts(self.store, outcome.row.run_id))
+                artifacts = _masked(masker, collect_artifacts(self.store, outcome.row.run_id))
                 # the driver's store keeps it: the worker's disk does not fill up
                 await asyncio.to_thread(
                     shutil.rmtree, self.store.run_dir(outcome.row.run_id), ignore_errors=True
@@ -213,17 +269,18 @@ class CaseWorker:
                 if item.cassette.mode == "record" and path.is_file():
                     recorded = path.read_bytes()
                 path.unlink(missing_ok=True)
-            row = self.masker.mask_data(outcome.row) if self.masker else outcome.row
+            row = masker.mask_data(outcome.row) if masker else outcome.row
             yield RemoteOutcome(RunOutcome(row, artifacts), recorded)
 
-    def _masked(self, artifacts: RunArtifacts) -> RunArtifacts:
-        if not self.masker:
-            return artifacts
-        return replace(
-            artifacts,
-            state_json=self.masker.mask(artifacts.state_json.decode()).encode(),
-            transcript=self.masker.mask(artifacts.transcript.decode()).encode(),
-        )
+
+def _masked(masker: Masker, artifacts: RunArtifacts) -> RunArtifacts:
+    if not masker:
+        return artifacts
+    return replace(
+        artifacts,
+        state_json=masker.mask(artifacts.state_json.decode()).encode(),
+        transcript=masker.mask(artifacts.transcript.decode()).encode(),
+    )
 
 
 class RayExecutor:
@@ -239,6 +296,8 @@ class RayExecutor:
         self.address = address
         self.workers = workers
         self.actors: list[Any] = []  # while an eval runs
+        self.connected = False
+        self.env: Mapping[str, str] = os.environ  # the driver's, of the eval running
         self.started = 0  # workers started for the eval running (0: not yet)
 
     def describe(self, concurrency: int) -> str:
@@ -247,44 +306,16 @@ class RayExecutor:
             return f"{concurrency} at a time on each of {workers} Ray workers"
         return f"{concurrency} at a time on each Ray worker (one per CPU of the cluster)"
 
-    def _connect(self, plan: EvalPlan) -> None:
-        ray = self.ray
-        excludes = list(WORKING_DIR_EXCLUDES)
-        if self.store is not None:
-            with contextlib.suppress(ValueError):
-                excludes.append(str(Path(self.store.root).resolve().relative_to(plan.cwd)))
-        runtime_env = {
-            "working_dir": str(plan.cwd),
-            "excludes": excludes,
-            # the driver's awf-nb: the workers unpickle its plan and items
-            "py_modules": [str(PACKAGE_DIR)],
-        }
-        if ray.is_initialized():
-            ray.shutdown()
-        # no address: RAY_ADDRESS, else the cluster `ray start` started on this machine;
-        # never a cluster of the driver's own (Ray's `ray.init()` would start one)
-        address = self.address or os.environ.get("RAY_ADDRESS") or "auto"
-        where = "this machine's cluster" if address == "auto" else address
-        hint = (
-            "start one with `ray start --head`, or pass --ray-address HOST:PORT; a "
-            "cluster with token authentication (Ray's default) needs RAY_AUTH_MODE=token "
-            "and its token (RAY_AUTH_TOKEN or ~/.ray/auth_token) here too"
-        )
-        if address != "auto":
-            _probe(address, where, hint)
-        _route_cluster_messages()
-        try:
-            ray.init(
-                address=address,
-                runtime_env=runtime_env,
-                logging_level="WARNING",
-                log_to_driver=False,
-                configure_logging=False,
-            )
-        except (ConnectionError, *_refusals(ray)) as exc:
-            raise UserError(
-                f"cannot connect to the Ray cluster at {where}: {_first_line(exc)}", hint=hint
-            ) from None
+    def connect(self) -> None:
+        """Connect to the cluster (once): see ray_connect.py. Called before the eval's
+        folder is made, on the thread that runs the eval (Ray's driver set-up does not
+        complete from a thread of its own)."""
+        from awf_nb.evals.ray_connect import connect
+
+        if self.connected and self.ray.is_initialized():
+            return
+        connect(self.ray, self.address)
+        self.connected = True
 
     def _worker_count(self) -> int:
         cpus = int(self.ray.cluster_resources().get("CPU", 0))
@@ -302,10 +333,12 @@ class RayExecutor:
         if not plan.items:
             return
         ray = self.ray
-        # on this thread: Ray's driver set-up does not complete from a thread of its own
-        self._connect(plan)
+        self.connect()  # done already when the eval was started
+        _quiet_cancelled_replies(asyncio.get_running_loop(), ray)
+        self.env = os.environ if plan.env is None else plan.env
         try:
             self.started = count = self._worker_count()
+            workdir = ray.put(await asyncio.to_thread(self._pack, plan))
             # the plan itself, not a reference to it: a restarted worker is given it again
             # (Ray keeps an actor's arguments while it lives)
             bare = replace(plan, items=[], env=None)  # only `env` below travels
@@ -313,13 +346,24 @@ class RayExecutor:
                 num_cpus=1, max_restarts=MAX_ACTOR_RESTARTS, max_task_retries=0
             )(CaseWorker)
             env = travelling_env(plan)
-            self.actors = [remote_class.remote(bare, str(plan.cwd), env) for _ in range(count)]
+            self.actors = [
+                remote_class.remote(bare, str(plan.cwd), env, workdir) for _ in range(count)
+            ]
             await self._started()
             async for event in self._dispatch(plan):
                 yield event
         finally:
-            await self._close()
+            await asyncio.shield(self._close())
+            self.connected = False
             ray.shutdown()
+
+    def _pack(self, plan: EvalPlan) -> bytes:
+        """The working directory as it travels (see workdir.py)."""
+        from awf_nb.evals import workdir
+
+        skipped = [Path(self.store.root)] if self.store is not None else []
+        source = os.environ if plan.env is None else plan.env
+        return workdir.pack(plan.cwd, skipped, workdir.listed_files(dict(source)))
 
     async def _started(self) -> None:
         """Every worker up (its process started, awf-nb imported, the plan unpickled)."""
@@ -435,12 +479,21 @@ class RayExecutor:
         replay = None
         if item.cassette is not None and item.cassette.mode == "replay":
             replay = await asyncio.to_thread(item.cassette.path.read_bytes)
-        stream = actor.run.options(num_returns="streaming").remote(RemoteItem(item, replay))
+        remote = RemoteItem(item, replay, item_secrets(item, self.env))
+        stream = actor.run.options(num_returns="streaming").remote(remote)
+        answered = False  # one outcome per item: what a worker sends after it is dropped
         try:
             async for ref in stream:
                 event = await ref
-                if isinstance(event, RunStarted):
+                if answered:
+                    continue
+                if isinstance(event, RunStarted) and (event.case, event.epoch) == item.key:
                     put(event)
+                    continue
+                answered = True
+                wrong = _wrong_answer(event, item)
+                if wrong:
+                    put(RunOutcome(_answer_row(item, wrong)))
                     continue
                 if event.recorded is not None and item.cassette is not None:
                     await asyncio.to_thread(_write_file, item.cassette.path, event.recorded)
@@ -451,10 +504,26 @@ class RayExecutor:
             raise
 
 
-def _refusals(ray: Any) -> tuple[type[BaseException], ...]:
-    """Ray's error for a cluster that refuses the driver (Ray with token authentication)."""
-    refused = getattr(ray.exceptions, "AuthenticationError", None)
-    return (refused,) if refused is not None else ()
+def _quiet_cancelled_replies(loop: asyncio.AbstractEventLoop, ray: Any) -> None:
+    """Ray's answers to calls cancelled by Ctrl-C (a worker's stream, its next item) end
+    as futures nobody reads any more; asyncio would print each one's traceback when it is
+    collected ("Future exception was never retrieved"). Those go to awf's log; every
+    other error of the loop goes where it went."""
+    previous = loop.get_exception_handler()
+    if getattr(previous, "awf_ray", False):
+        return
+    ray_errors = (ray.exceptions.RayError, asyncio.CancelledError)
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), ray_errors):
+            log.debug("a cancelled Ray call answered: %s", context.get("message"))
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    handler.awf_ray = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handler)
 
 
 def _worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
@@ -463,36 +532,42 @@ def _worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
     return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
 
 
-def _route_cluster_messages() -> None:
-    """The cluster's messages to this driver (a worker died, …) into awf's log, not onto
-    stdout: Ray's driver prints them on `sys.stdout` from a thread of its own (whatever
-    `log_to_driver` says), which would break `awf eval --json` and the progress display.
-    The deaths that matter are awf's own warnings; Ray's text is shown with --verbose."""
-    import ray._private.worker as ray_worker
+def _wrong_answer(event: Any, item: WorkItem) -> str:
+    """What is wrong with a worker's answer for `item` ("" when it is the item's
+    outcome): a row of another case, or something that is not a row at all, would
+    otherwise be counted or break the driver's store."""
+    from awf_nb.engine.state import RunState
 
-    def to_log(data: dict[str, Any], ignore_prefix: bool = False) -> None:
-        for line in data.get("lines", []):
-            log.info("Ray (%s): %s", data.get("pid", "?"), line)
-
-    if hasattr(ray_worker, "print_to_stdstream"):  # Ray's internal name (2.40 to 2.60)
-        ray_worker.print_to_stdstream = to_log
-
-
-def _probe(address: str, where: str, hint: str) -> None:
-    """A TCP connection to the cluster's `HOST:PORT` (or `ray://HOST:PORT`), within
-    `CONNECT_TIMEOUT`: a clear error at once where nothing listens."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        raise UserError(f"--ray-address must be HOST:PORT or ray://HOST:PORT, got {address!r}")
+    if isinstance(event, RunStarted):
+        return f'it started a run for case "{event.case}" epoch {event.epoch}'
+    if not isinstance(event, RemoteOutcome) or not isinstance(event.outcome, RunOutcome):
+        return f"it sent back a {type(event).__name__}, not a run's outcome"
+    row, artifacts = event.outcome.row, event.outcome.artifacts
+    if not isinstance(row, EvalRow):
+        return f"it sent back a {type(row).__name__}, not a row"
+    if row.key != item.key:
+        return f'it sent back the row of case "{row.case}" epoch {row.epoch}'
+    if event.recorded is not None and not isinstance(event.recorded, bytes):
+        return "it sent back a cassette that is not bytes"
+    if artifacts is None:
+        return ""
+    if not isinstance(artifacts, RunArtifacts) or artifacts.run_id != row.run_id:
+        return "it sent back the files of another run"
     try:
-        socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT).close()
-    except OSError as exc:
-        reason = "no answer" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
-        raise UserError(
-            f"cannot connect to the Ray cluster at {where}: {reason} "
-            f"(waited up to {format_duration(CONNECT_TIMEOUT)})",
-            hint=hint,
-        ) from None
+        state = RunState.from_json(artifacts.state_json)
+    except Exception as exc:
+        return f"it sent back a run state that does not load: {_first_line(exc)}"
+    if state.run_id != row.run_id or not isinstance(artifacts.transcript, bytes):
+        return "it sent back the files of another run"
+    return ""
+
+
+def _answer_row(item: WorkItem, wrong: str) -> EvalRow:
+    """The row of an item whose worker answered wrongly."""
+    row = EvalRow(case=item.case.id, epoch=item.epoch, seed=item.seed)
+    row.error = f"the Ray worker's answer is not this run's: {wrong}"
+    row.error_kind = "worker"
+    return row
 
 
 def _worker_row(item: WorkItem, deaths: int, exc: BaseException | None) -> EvalRow:
@@ -512,11 +587,6 @@ def _worker_row(item: WorkItem, deaths: int, exc: BaseException | None) -> EvalR
 def _write_file(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _last_line(exc: BaseException) -> str:

@@ -247,11 +247,12 @@ def test_a_cluster_that_refuses_the_driver_is_a_clear_error(
     env = {**ray_cluster.env, "RAY_AUTH_TOKEN": None, "HOME": str(tmp_path)}
     completed = awf(project, "eval", "t.eval.yaml", "--executor", "ray", env=env)
     assert completed.returncode == 1, completed.stderr
-    # the progress says where the runs go
-    assert "on each Ray worker (one per CPU of the cluster)" in completed.stderr
     assert f"cannot connect to the Ray cluster at {ray_cluster.address}" in completed.stderr
     assert "RAY_AUTH_MODE=token" in completed.stderr
     assert "internal error" not in completed.stderr
+    # connected before the eval's folder is made: a failed connection leaves no eval
+    evals = project.store.root / "evals"
+    assert not evals.exists() or not any(evals.iterdir())
     # nothing listens there: said at once, not after Ray's minutes of retries
     nowhere = f"127.0.0.1:{free_port()}"
     completed = awf(
@@ -313,10 +314,15 @@ def test_no_ray_process_listens_on_a_non_loopback_address(ray_cluster: RayCluste
 
 
 @pytest.mark.ray
-def test_the_notebook_magic_passes_the_ray_options_on(project: Project) -> None:
+def test_the_notebook_magic_passes_the_ray_options_on(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from awf_nb.frontends.notebook.eval_magic import _parse, _prepare
 
     require_module("ray", "pip install 'awf-nb[ray]'")
+    from awf_nb.evals.ray_executor import RayExecutor
+
+    monkeypatch.setattr(RayExecutor, "connect", lambda self: None)  # no cluster at :1
     project.rows("cases.jsonl", [{"id": "a", "topic": "x"}])
     body = 'workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "x"}\n'
     line = f"--executor ray --ray-address 127.0.0.1:1 --workers 3 --storage {project.store.root}"
@@ -373,6 +379,7 @@ def test_ctrl_c_cancels_a_ray_eval_and_resume_finishes_it_on_ray(
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 130, err
+    assert "Traceback" not in err and "never retrieved" not in err  # a clean stop
     assert f"finish it with: awf eval --resume {folder.name}" in err
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "cancelled"
@@ -390,3 +397,69 @@ def test_ctrl_c_cancels_a_ray_eval_and_resume_finishes_it_on_ray(
     rows = json.loads(resumed.stdout)["rows"]
     assert sorted(row["case"] for row in rows) == ["c1", "c2", "c3"]
     assert all(row["passed"] for row in rows), rows
+
+
+HOSTILE_WORKFLOW = """\
+name: hostile
+inputs: [{name: topic}]
+states:
+  initial: show
+  show:
+    type: step
+    command: >-
+      echo "topic={{.inputs.topic}}";
+      for f in .env .env.local secrets/db.txt id_rsa server.pem listed.key; do
+      if [ -e "$f" ]; then echo "sent:$f"; else echo "kept:$f"; fi; done;
+      echo "workdir=$PWD"; echo "mode=$(stat -c %a "$(dirname "$PWD")")/$(stat -c %a wf.yaml)"
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+def stored_text(root: Path) -> str:
+    """Every file under `root`, as text (what `awf status` and the rest read)."""
+    return "".join(
+        path.read_bytes().decode(errors="replace") for path in root.rglob("*") if path.is_file()
+    )
+
+
+@pytest.mark.ray
+def test_secrets_from_the_environment_and_secret_files_stay_home(
+    ray_cluster: RayCluster, project: Project
+) -> None:
+    token = "tok-from-env-5551234"
+    project.write("wf.yaml", HOSTILE_WORKFLOW)
+    for name in (".env", ".env.local", "secrets/db.txt", "id_rsa", "server.pem", "listed.key"):
+        project.write(name, "do-not-send\n")
+    project.rows("cases.jsonl", [{"id": "a"}])
+    project.write_eval(
+        'workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "{{.env.MY_API_TOKEN}}"}\n'
+    )
+    # a driver that does not set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: Ray would swap the
+    # loopback address for the machine's network address, where this cluster is not
+    env = {**ray_cluster.env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": None,
+           "MY_API_TOKEN": token, "AWF_RAY_FILES": "listed.key"}  # fmt: skip
+    local = awf(project, "eval", "t.eval.yaml", "--json", env=env)
+    assert local.returncode == 0, local.stderr
+    assert token not in stored_text(project.store.root)  # the local executor masks it
+    completed = awf(
+        project, "eval", "t.eval.yaml", "--json", "--executor", "ray",
+        "--ray-address", ray_cluster.address, env=env,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    (row,) = json.loads(completed.stdout)["rows"]
+    assert row["passed"] is True, row
+    transcript = stored_text(project.store.run_dir(row["run_id"]))  # state and transcript
+    assert "topic=***" in transcript  # the value travelled, and came back masked
+    assert token not in stored_text(project.store.root)
+    status = awf(project, "status", row["run_id"], env=env)
+    assert status.returncode == 0 and token not in status.stdout + status.stderr
+    # files whose names look secret stayed, but the one listed in AWF_RAY_FILES
+    for name in (".env", ".env.local", "secrets/db.txt", "id_rsa", "server.pem"):
+        assert f"kept:{name}" in transcript, name
+    assert "sent:listed.key" in transcript
+    # unpacked in a folder of the worker's own, private, and removed after the eval
+    assert "mode=700/600" in transcript
+    workdir = Path(transcript.split("workdir=", 1)[1].split("\\n", 1)[0].split('"', 1)[0])
+    assert workdir.name == "work" and workdir.parent.name.startswith("awf-ray-worker-")
+    assert not workdir.parent.exists()
