@@ -738,20 +738,39 @@ class CtrlC:
             self.cancelled = True
 
 
-def run_in_terminal(runner: Runner, sink: TerminalSink, *, double_press: float = 1.0) -> RunState:
+def run_in_terminal(
+    runner: Runner,
+    sink: TerminalSink,
+    *,
+    double_press: float = 1.0,
+    headless: bool | None = None,
+) -> RunState:
     """Run to completion on a fresh event loop, with Ctrl-C handled the chat way (`CtrlC`).
 
     A run cancelled from the keyboard is persisted with status `cancelled` (the caller
     exits with code 130; Ctrl-C stays ignored after such a cancel).
+
+    `headless` (default: stdin is not a terminal — CI, a script, `nohup`): nobody is there
+    to go on after a reply is cut short, and a CI system cancelling a job sends SIGINT, so
+    SIGINT cancels the run wherever it lands, as SIGTERM does. A half reply is never kept
+    as a step's output and published by the steps after it.
     """
     import signal
 
+    if headless is None:
+        headless = not _is_tty(sys.stdin)
     ctrl_c = CtrlC(runner, sink.interrupted_turn, double_press=double_press)
     running_loop: list[asyncio.AbstractEventLoop] = []
 
+    def cancel_run() -> None:
+        ctrl_c.cancelled = True
+        runner.cancel()
+
+    on_press = cancel_run if headless else ctrl_c
+
     def on_signal(_signum: int, _frame: object) -> None:  # between bytecodes, main thread
         if running_loop and not running_loop[0].is_closed():
-            running_loop[0].call_soon_threadsafe(ctrl_c)
+            running_loop[0].call_soon_threadsafe(on_press)
 
     async def main() -> RunState:
         loop = asyncio.get_running_loop()
