@@ -40,6 +40,7 @@ from awf_nb.engine.ports import (
 )
 from awf_nb.engine.run import Runner
 from awf_nb.errors import DefinitionError, UserError
+from awf_nb.runs.checks import provider_problems
 from awf_nb.runs.options import FrontendIO, FrontendRequest, PathLike, Resume, RunOptions
 from awf_nb.runs.results import RunResult
 from awf_nb.secrets import MASK, Masker
@@ -57,7 +58,6 @@ __all__ = [
     "load",
     "model_choice",
     "prepare_run",
-    "provider_problems",
 ]
 
 
@@ -222,14 +222,6 @@ def model_choice(model: str | None, env: Mapping[str, str]) -> ModelChoice | Non
 
     spec = model if model is not None else env.get(MODEL_VARIABLE)
     return None if spec is None or (model is None and not spec.strip()) else parse_model(spec, env)
-
-
-def provider_problems(workflow: Workflow) -> list[Any]:
-    """Unknown provider names and bad provider options in `workflow`, as located problems
-    (what `awf validate` reports and a run refuses to start with)."""
-    from awf_nb.providers import provider_problems as problems
-
-    return problems(workflow)
 
 
 def _run_providers(

@@ -76,7 +76,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     from awf_nb.errors import DefinitionError
-    from awf_nb.runs.setup import provider_problems
+    from awf_nb.runs.checks import provider_problems
     from awf_nb.workflow.loader import load_workflow
     from awf_nb.workflow.roles_skills import agent_file_problems
 
