@@ -25,6 +25,7 @@ from typing import Any
 
 from awf_nb.errors import DefinitionError, Problem, UserError
 from awf_nb.evals.model import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS
+from awf_nb.workflow.files import refuse_pipe
 from awf_nb.workflow.loader.yaml_source import MAX_DEPTH
 
 DATASET_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".json", ".yaml", ".yml")
@@ -194,6 +195,7 @@ def cases_from_rows(rows: Any, *, max_rows: int = DEFAULT_MAX_ROWS) -> list[Case
 
 def _read_bounded(path: Path, shown: str, max_bytes: int) -> str:
     try:
+        refuse_pipe(path)  # a FIFO would block the eval before it starts
         with path.open("rb") as file:
             data = file.read(max_bytes + 1)
     except FileNotFoundError:

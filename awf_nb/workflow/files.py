@@ -5,7 +5,9 @@ bytes replaced (U+FFFD) rather than failing the run."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 from typing import BinaryIO
 
@@ -19,13 +21,24 @@ class FileTooLarge(Exception):
         self.limit = limit
 
 
+def refuse_pipe(path: Path) -> None:
+    """Refuse, before opening it, a FIFO or a socket (links followed): opening one for
+    reading blocks until a writer comes, which may be never. A device is read as a file is
+    (capped: `/dev/zero` is a clear error at the cap). `FileNotFoundError` when `path` does
+    not exist, `IsADirectoryError` for a folder, else `OSError` "not a regular file"."""
+    mode = os.stat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        raise OSError(errno.EINVAL, "not a regular file (a pipe or a socket)", str(path))
+
+
 def read_text_capped(path: Path, limit: int = MAX_FILE_BYTES) -> str:
     """The file's text; `FileTooLarge` past `limit` bytes, `OSError` when unreadable.
 
     Reads at most `limit + 1` bytes, so a device or a pipe that never ends costs nothing.
     """
-    if path.is_dir():
-        raise IsADirectoryError(21, "is a directory", str(path))
+    refuse_pipe(path)
     with path.open("rb") as handle:
         data = read_at_most(handle, limit + 1)
     if len(data) > limit:

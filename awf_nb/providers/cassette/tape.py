@@ -50,6 +50,7 @@ from awf_nb.engine.ports import (
 )
 from awf_nb.errors import AwfSystemError, UserError
 from awf_nb.secrets import Masker
+from awf_nb.workflow.files import refuse_pipe
 
 FORMAT = "awf-cassette"
 VERSION = 1
@@ -402,6 +403,7 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
     """Read and check a whole cassette before anything runs (errors name the line)."""
     source = Path(path)
     try:
+        refuse_pipe(source)  # a FIFO would block the run before it starts
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CassetteError(
