@@ -159,7 +159,7 @@ def test_a_fifo_as_a_role_file_is_refused_without_blocking(places: dict[str, Pat
     fifo = places["cwd"] / ".awf/roles/pipe/AGENTS.md"
     fifo.parent.mkdir(parents=True)
     os.mkfifo(fifo)
-    with pytest.raises(AgentFileError, match='role "pipe" has no AGENTS.md'):
+    with pytest.raises(AgentFileError, match=r'role "pipe" has no AGENTS\.md'):
         resolve_role("pipe", _lookup(places))  # never opened: it would block
 
 
