@@ -6,13 +6,12 @@ step's output for the next steps to publish. CI systems send SIGINT when they ca
 from __future__ import annotations
 
 import signal
-import threading
 from pathlib import Path
 
 import pytest
 
 from awf_nb.store import Store
-from tests.support.cli import only_run_id, run_awf, spawn_awf
+from tests.support.cli import Output, only_run_id, run_awf, spawn_awf
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.waiting import wait_until
 
@@ -32,18 +31,6 @@ states:
     on_success: done
   done: {{type: terminal}}
 """
-
-
-class Output:
-    """A stream of a running process, read in a thread as it comes."""
-
-    def __init__(self, stream) -> None:  # type: ignore[no-untyped-def]
-        self.text = ""
-        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-
-    def _read(self, stream) -> None:  # type: ignore[no-untyped-def]
-        for chunk in iter(lambda: stream.read(1), ""):
-            self.text += chunk
 
 
 @pytest.mark.parametrize("mode", ["", "mode: conversation\n    "], ids=["single", "conversation"])

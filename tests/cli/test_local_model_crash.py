@@ -7,13 +7,12 @@ before the signal lands)."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
 
 from awf_nb.store import Store
-from tests.support.cli import only_run_id, run_awf, spawn_awf
+from tests.support.cli import Output, only_run_id, run_awf, spawn_awf
 from tests.support.processes import MODEL_CRASHED as CRASH
 from tests.support.processes import crash_mid_reply, model_processes
 from tests.support.waiting import wait_until
@@ -38,18 +37,6 @@ states:
   done: {type: terminal}
 """
 RUN_SECONDS = 600.0
-
-
-class Output:
-    """A stream of a running process, read in a thread as it comes."""
-
-    def __init__(self, stream) -> None:  # type: ignore[no-untyped-def]
-        self.text = ""
-        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-
-    def _read(self, stream) -> None:  # type: ignore[no-untyped-def]
-        for chunk in iter(lambda: stream.read(1), ""):
-            self.text += chunk
 
 
 def test_a_crash_mid_reply_fails_the_step_saves_the_run_and_resume_works(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,3 +115,16 @@ def only_run_id(storage: Path) -> str:
     runs = sorted(p.name for p in (storage / "runs").iterdir())
     assert len(runs) == 1, runs
     return runs[0]
+
+
+class Output:
+    """A text stream of a running `awf` (`spawn_awf`'s stdout or stderr), read in a thread as
+    it comes: `text` is everything so far, for a test that waits for what it shows."""
+
+    def __init__(self, stream: Any) -> None:
+        self.text = ""
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: Any) -> None:
+        for chunk in iter(lambda: stream.read(1), ""):
+            self.text += chunk
