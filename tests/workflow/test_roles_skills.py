@@ -93,10 +93,22 @@ def test_a_role_path_is_relative_to_the_workflow_file(places: dict[str, Path]) -
 
 
 def test_a_role_path_expands_the_tilde_and_takes_absolute_paths(places: dict[str, Path]) -> None:
-    _write(places["home"] / "shared/critic/AGENTS.md", "home")
-    assert resolve_role("~/shared/critic", _lookup(places)).content == "home"
-    absolute = str(places["home"] / "shared/critic")
+    _write(places["home"] / ".agents/roles/critic/AGENTS.md", "home")
+    assert resolve_role("~/.agents/roles/critic", _lookup(places)).content == "home"
+    absolute = str(places["home"] / ".agents/roles/critic")
     assert resolve_role(absolute, _lookup(places)).content == "home"
+
+
+def test_a_role_path_outside_the_role_folders_is_refused_unless_listed(
+    places: dict[str, Path],
+) -> None:
+    """A path may lead to the project, the workflow's folder or a role folder only; a
+    folder named in AWF_ROLES_PATH is one."""
+    _write(places["home"] / "shared/critic/AGENTS.md", "home")
+    with pytest.raises(AgentFileError, match="outside the project and the role folders"):
+        resolve_role("~/shared/critic", _lookup(places))
+    lookup = _lookup(places, AWF_ROLES_PATH=str(places["home"] / "shared"))
+    assert resolve_role("~/shared/critic", lookup).content == "home"
 
 
 def test_front_matter_is_stripped_as_awf_strips_it() -> None:
@@ -143,9 +155,10 @@ def test_awf_skills_path_is_an_exclusive_override(places: dict[str, Path]) -> No
 
 def test_a_skill_path_is_relative_to_the_workflow_file_or_home(places: dict[str, Path]) -> None:
     _write(places["wfdir"] / "skills/audit/SKILL.md", "relative")
-    _write(places["home"] / "shared/audit/SKILL.md", "home")
+    _write(places["home"] / ".claude/skills/audit/SKILL.md", "home")
     assert resolve_skill(SkillPath(path="./skills/audit"), _lookup(places)).content == "relative"
-    assert resolve_skill(SkillPath(path="~/shared/audit"), _lookup(places)).content == "home"
+    home_skill = SkillPath(path="~/.claude/skills/audit")
+    assert resolve_skill(home_skill, _lookup(places)).content == "home"
 
 
 def test_the_skill_block_is_awfs_with_the_bundled_files() -> None:
