@@ -307,3 +307,28 @@ async def test_what_the_model_gets_through_links_inside_the_project(tmp_path: Pa
     [request] = claude.seen
     assert request.system_prompt == "You are a critic."
     assert SECRET not in repr(request)
+
+
+async def test_skills_are_found_and_listed_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A skill folder's walk may take a while: the loop keeps driving the frontend."""
+    import threading
+
+    from awf_nb.workflow import roles_skills
+
+    threads: list[threading.Thread] = []
+    resolve = roles_skills.resolve_skill
+
+    def noting(*args: Any) -> roles_skills.Skill:
+        threads.append(threading.current_thread())
+        return resolve(*args)
+
+    monkeypatch.setattr(roles_skills, "resolve_skill", noting)
+    result, claude = await _run(FIXTURES / "skills-mixed.yaml", tmp_path)
+    assert result.ok, result.error
+    # two skills: found once by the check before the run starts (which also loads the
+    # workflow, off any step), then again when the step starts, in a worker thread
+    assert len(threads) == 4
+    assert threading.current_thread() not in threads[2:]
+    assert claude.seen[0].prompt.startswith('<skill_content name="go-conventions">')
