@@ -1,5 +1,6 @@
 """Untrusted text made safe to show: one function for terminals (`terminal_safe`), one for
-the bidirectional-text controls every medium must show (`mark_bidi`).
+the bidirectional-text controls every medium must show (`mark_bidi`), and one for a name
+that must stay on one line and read as it is (`escape_name`).
 
 A model reply, a command's output, a tool's arguments, a stored transcript, a workflow file
 written by someone else: any of them can carry escape sequences that clear the screen
@@ -16,6 +17,11 @@ runs ("Trojan Source"). Terminals and browsers both obey them, so `mark_bidi` re
 with a visible mark (`⟨U+202E⟩`): `terminal_safe` does, and the notebook panel does before
 it renders a reply or escapes a text. The implicit marks (U+200E, U+200F, U+061C), which
 right-to-left scripts use and which reorder nothing by themselves, are left alone.
+
+A name (a file name in a skill's listing, which a model reads) may hold a newline that
+would start a line of its own, a tab, or any other character that shows nothing:
+`escape_name` writes each of them as a backslash escape (`\\n`, `\\x07`, `\\u202e`), so the
+name stays on its line and every character in it can be seen.
 
 This module is below every layer (the loader, the engine's dry run, diagrams and the
 frontends use it) and imports nothing from the package.
@@ -49,3 +55,24 @@ def terminal_safe(text: str) -> str:
     if "\r\n" in text:
         text = text.replace("\r\n", "\n")
     return mark_bidi(_CONTROL.sub("", text).replace("\x1b", "␛"))
+
+
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape_name(text: str) -> tuple[str, bool]:
+    """`text` with every character that does not print (controls, line and paragraph
+    separators, format characters such as the bidirectional controls, lone surrogates
+    from undecodable bytes) written as a backslash escape; and whether any was. A
+    backslash is kept as it is: whether the text was escaped says how to read it."""
+    if text.isprintable():
+        return text, False
+    shown = "".join(
+        char if char.isprintable() else _NAMED_ESCAPES.get(char) or _code(ord(char))
+        for char in text
+    )
+    return shown, True
+
+
+def _code(point: int) -> str:
+    return f"\\x{point:02x}" if point < 0x100 else f"\\u{point:04x}"

@@ -13,6 +13,7 @@ servers, an agent CLI — is recorded in its state while it runs (`StepChildren`
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING
 
@@ -70,7 +71,7 @@ async def _execute_agent(
             "first message (check the inputs and states it uses)",
             step=name,
         )
-    prompt = with_skills(run, step, prompt)
+    prompt = await with_skills(run, step, prompt)
     system = (
         ctx.render(step.system_prompt, step=name, what="system_prompt", loop=loop)
         if step.system_prompt
@@ -143,21 +144,24 @@ def with_role(
     return roles_skills.compose_system_prompt(found.content, system)
 
 
-def with_skills(run: StepRun, step: AgentStep, prompt: str) -> str:
-    """The prompt preceded by the step's skills, each in its `<skill_content>` block."""
+async def with_skills(run: StepRun, step: AgentStep, prompt: str) -> str:
+    """The prompt preceded by the step's skills, each in its `<skill_content>` block.
+
+    Found and read in a worker thread: listing a skill's folder walks up to
+    `roles_skills.MAX_SKILL_ENTRIES` entries, and the loop also drives the frontend and
+    the run's other steps."""
     if not step.skills:
         return prompt
-    lookup, skills = _lookup(run), []
-    for ref in step.skills:
-        try:
-            skill = roles_skills.resolve_skill(ref, lookup)
-        except roles_skills.AgentFileError as exc:
-            raise ExecutionError(
-                f"step {step.name}: skills: {exc.message}", step=step.name
-            ) from None
+    lookup, refs = _lookup(run), list(step.skills)
+    try:
+        skills = await asyncio.to_thread(
+            lambda: [roles_skills.resolve_skill(ref, lookup) for ref in refs]
+        )
+    except roles_skills.AgentFileError as exc:
+        raise ExecutionError(f"step {step.name}: skills: {exc.message}", step=step.name) from None
+    for skill in skills:
         for warning in roles_skills.skill_warnings(skill):
             run.warn_once(f"skill:{step.name}:{warning}", f"step {step.name}: {warning}", step.name)
-        skills.append(skill)
     return roles_skills.with_skills(prompt, skills)
 
 

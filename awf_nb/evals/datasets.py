@@ -25,7 +25,7 @@ from typing import Any
 
 from awf_nb.errors import DefinitionError, Problem, UserError
 from awf_nb.evals.model import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS
-from awf_nb.workflow.files import refuse_pipe
+from awf_nb.workflow.files import open_regular
 from awf_nb.workflow.loader.yaml_source import MAX_DEPTH
 
 DATASET_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".json", ".yaml", ".yml")
@@ -195,8 +195,7 @@ def cases_from_rows(rows: Any, *, max_rows: int = DEFAULT_MAX_ROWS) -> list[Case
 
 def _read_bounded(path: Path, shown: str, max_bytes: int) -> str:
     try:
-        refuse_pipe(path)  # a FIFO would block the eval before it starts
-        with path.open("rb") as file:
+        with open_regular(path) as file:  # a FIFO or a device is refused, not waited on
             data = file.read(max_bytes + 1)
     except FileNotFoundError:
         raise UserError(f"dataset {shown} not found") from None

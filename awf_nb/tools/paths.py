@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from pathlib import Path
 
 from awf_nb.tools.output import ToolError
+from awf_nb.workflow.files import fd_path
 
 
 class Workspace:
@@ -89,24 +89,6 @@ class Workspace:
     def open_folder(self, path: Path | str) -> int:
         """A descriptor of the folder `path` (inside the workspace, checked as opened)."""
         return self.open_inside(path, os.O_RDONLY | os.O_DIRECTORY)
-
-
-def fd_path(fd: int) -> str | None:
-    """The real path of what `fd` refers to, from the kernel; None where it cannot tell."""
-    if sys.platform.startswith("linux"):
-        try:
-            return os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            return None
-    if sys.platform == "darwin":  # pragma: no cover - not in CI
-        import fcntl
-
-        try:
-            raw = fcntl.fcntl(fd, 50, b"\0" * 1024)  # F_GETPATH
-        except OSError:
-            return None
-        return raw.split(b"\0", 1)[0].decode(errors="surrogateescape")
-    return None  # pragma: no cover
 
 
 def is_regular(fd: int) -> bool:

@@ -15,29 +15,41 @@ directory), `$AWF_CONFIG_HOME` or `$XDG_CONFIG_HOME/awf/roles/` (default
 `~/.agents/skills/`, `~/.claude/skills/`. A reference that starts with `.` or `~` or holds a
 `/` is a path: relative to the workflow file's folder, `~` expanded.
 
-Reading is bounded: a file over 1 MiB is refused (AWF only warns past 500 KB, as we do
-too), and a skill lists at most `MAX_SKILL_RESOURCES` bundled files, four folders deep.
-Only reading files happens here (the workflow package does no other I/O).
+A role or skill is text given to the model, so where its files may be is confined, as the
+built-in file tools are (a cloned repository could otherwise ship `.awf/roles/x/AGENTS.md`
+as a link to `/proc/self/environ` or a key, and have it sent as the system prompt): the
+AGENTS.md / SKILL.md and the skill's folder must resolve (symlinks followed) inside the run's
+working directory, the workflow file's folder, or one of the folders named above outside
+them (the config and home folders, `$AWF_ROLES_PATH` / `$AWF_SKILLS_PATH`). A link that
+leads elsewhere is refused, `/proc` and `/sys` always, and only a regular file is read. A
+link from the project cannot widen this: a listed folder inside the project adds nothing
+beyond the project.
 
-Reading is confined, as the built-in file tools are: a role's or skill's file, links
-followed, must be a regular file inside the project (the run's working directory or the
-workflow file's folder) or one of the folders roles and skills are looked up in; `/proc`,
-`/sys` and `/dev` never are. A cloned repository can ship `AGENTS.md -> /proc/self/environ`
-or a role folder linked to `~/.ssh`, and a templated role can be handed any path: what the
-model is sent as a persona must never be whatever such a link points at.
+Reading is bounded: a file over 1 MiB is refused (AWF only warns past 500 KB, as we do
+too), and a skill lists at most `MAX_SKILL_RESOURCES` bundled files, four folders deep; its
+folder's walk stops there, or after `MAX_SKILL_ENTRIES` entries of any kind. A file name
+that does not print (a newline, a control) is listed escaped (`safe_text.escape_name`).
+Only reading files happens here (the workflow package does no other I/O).
 """
 
 from __future__ import annotations
 
 import os
-import stat
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from awf_nb.errors import Problem
-from awf_nb.workflow.files import MAX_FILE_BYTES, FileTooLarge, read_text_capped
+from awf_nb.safe_text import escape_name
+from awf_nb.workflow.files import (
+    MAX_FILE_BYTES,
+    FileTooLarge,
+    fd_path,
+    open_regular,
+    read_text_from,
+)
 
 if TYPE_CHECKING:
     from awf_nb.workflow.model import SkillPath, Workflow
@@ -50,8 +62,14 @@ COMBINED_PROMPT_WARN_BYTES = 10 * 1024
 # lists (AWF has neither bound; a skill folder holding a repository would flood the prompt).
 MAX_AGENT_FILE_BYTES = MAX_FILE_BYTES
 MAX_SKILL_RESOURCES = 1000
+# How many entries (files, folders, skipped ones) the walk of a skill's folder looks at, at
+# most: a folder of many empty subfolders is cut too.
+MAX_SKILL_ENTRIES = 10 * MAX_SKILL_RESOURCES
 SKILL_RESOURCE_DEPTH = 4  # folders below the skill's own, as AWF walks them
 _SKIPPED_FOLDERS = frozenset({".git", "node_modules"})
+# Never read as a role or skill, wherever the project is: the kernel's views of processes
+# (their environment, memory) and devices.
+_PSEUDO_FOLDERS = ("/proc", "/sys")
 
 ROLE_FILE = "AGENTS.md"
 SKILL_FILE = "SKILL.md"
@@ -94,13 +112,31 @@ class Lookup:
         override = self.env.get("AWF_ROLES_PATH" if kind == "roles" else "AWF_SKILLS_PATH")
         if override:
             return [self._absolute(entry) for entry in override.split(os.pathsep) if entry]
-        home = self.home()
         local = [self.cwd / ".awf" / kind, self.cwd / ".agents" / kind]
-        shared = [self.config_dir() / kind, home / ".agents" / kind]
         if kind == "skills":
             local.append(self.cwd / ".claude" / "skills")
+        return local + self._shared(kind)
+
+    def allowed(self, kind: Literal["roles", "skills"]) -> tuple[str, ...]:
+        """The real folders a role's or skill's files may be in: the run's working
+        directory, the workflow file's folder, and the search folders outside them."""
+        project = [os.path.realpath(self.cwd), os.path.realpath(self.workflow_dir)]
+        folders = [*self.search_path(kind), *self._shared(kind)]
+        found = list(project)
+        for folder in folders:
+            # One inside the project adds nothing: a link the project ships (`.awf/roles`
+            # -> `/`) must not widen what may be read.
+            plain = os.path.normpath(self.cwd / folder)
+            if not any(_inside(plain, root) for root in (str(self.cwd), *project)):
+                found.append(os.path.realpath(plain))
+        return tuple(dict.fromkeys(found))
+
+    def _shared(self, kind: Literal["roles", "skills"]) -> list[Path]:
+        home = self.home()
+        shared = [self.config_dir() / kind, home / ".agents" / kind]
+        if kind == "skills":
             shared.append(home / ".claude" / "skills")
-        return local + shared
+        return shared
 
     def path_ref(self, ref: str) -> Path:
         """A path reference: `~` expanded, relative to the workflow file's folder."""
@@ -124,7 +160,7 @@ class Skill:
     content: str  # the SKILL.md body, front matter stripped
     location: Path  # the skill's folder, absolute
     resources: tuple[str, ...] = ()  # bundled files, relative to the folder, sorted
-    resources_left_out: int = 0  # past MAX_SKILL_RESOURCES
+    resources_cut: bool = False  # the walk stopped at a bound: the folder holds more
     raw_size: int = 0
 
 
@@ -144,7 +180,7 @@ def resolve_role(ref: str, lookup: Lookup) -> Role:
         )
     if not is_path_ref(ref):
         for folder in lookup.search_path("roles"):
-            if (folder / ref / ROLE_FILE).is_file():
+            if _present(folder / ref / ROLE_FILE):
                 return _read_role(folder / ref, lookup)
         if any((folder / ref).is_dir() for folder in lookup.search_path("roles")):
             raise AgentFileError(f'role "{ref}" has no {ROLE_FILE}', kind="missing_file")
@@ -152,7 +188,7 @@ def resolve_role(ref: str, lookup: Lookup) -> Role:
         raise AgentFileError(f'resolve role "{ref}": not found (searched: {searched})')
     path = lookup.path_ref(ref)
     folder = path.parent if path.name == ROLE_FILE else path
-    if (folder / ROLE_FILE).is_file():
+    if _present(folder / ROLE_FILE):
         return _read_role(folder, lookup)
     if folder.is_dir():
         raise AgentFileError(f'role "{folder.name}" has no {ROLE_FILE}', kind="missing_file")
@@ -171,7 +207,7 @@ def resolve_skill(ref: str | SkillPath, lookup: Lookup) -> Skill:
     else:
         folders = [lookup.path_ref(ref.path)]
     for folder in folders:
-        if (folder / SKILL_FILE).is_file():
+        if _present(folder / SKILL_FILE):
             return _read_skill(folder, lookup)
     name = folders[0].name if folders else str(ref)
     if any(folder.is_dir() for folder in folders):
@@ -179,6 +215,12 @@ def resolve_skill(ref: str | SkillPath, lookup: Lookup) -> Skill:
     shown = [folder.parent if isinstance(ref, str) else folder for folder in folders]
     searched = ", ".join(str(folder) for folder in shown)
     raise AgentFileError(f'skill "{name}" not found in search paths: {searched}')
+
+
+def _present(path: Path) -> bool:
+    """Whether there is a file at `path` to read (a FIFO or a device too: the reader
+    refuses it, saying why, rather than the search going on past it)."""
+    return path.exists() and not path.is_dir()
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -200,10 +242,43 @@ def strip_front_matter(text: str) -> str:
     return text
 
 
-def _read(path: Path) -> tuple[str, int]:
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(os.path.join(root, ""))
+
+
+def _confine(path: Path, real: str, allowed: tuple[str, ...], kind: str) -> None:
+    """`AgentFileError` unless the real path `real` (of `path`) may be read as a role's or
+    a skill's."""
+    if any(_inside(real, pseudo) for pseudo in _PSEUDO_FOLDERS):
+        raise AgentFileError(
+            f"{path} leads to {real}: files under /proc and /sys are never read as a {kind[:-1]}",
+            kind="outside",
+        )
+    if not any(_inside(real, root) for root in allowed):
+        variable = "AWF_ROLES_PATH" if kind == "roles" else "AWF_SKILLS_PATH"
+        shown = f"{path} (a link to {real})" if str(path) != real else str(path)
+        noun = kind[:-1]
+        raise AgentFileError(
+            f"{shown} is outside the project and the {noun} folders, so it is not read: keep "
+            f"{kind} in the project or a {noun} folder (~/.config/awf/{kind}, "
+            f"~/.agents/{kind}, ${variable})",
+            kind="outside",
+        )
+
+
+def _read(path: Path, allowed: tuple[str, ...], kind: str) -> tuple[str, int]:
+    """The text of the role's or skill's file `path`, if it is a regular file inside
+    `allowed`, and its size. Checked before it is opened, and the file opened is checked
+    again (a link swapped in meanwhile, as the file tools check theirs)."""
+    real = os.path.realpath(path)
+    _confine(path, real, allowed, kind)
     try:
-        size = path.stat().st_size
-        return read_text_capped(path, MAX_AGENT_FILE_BYTES), size
+        with open_regular(real) as handle:
+            opened = fd_path(handle.fileno())
+            if opened is not None:
+                _confine(path, opened, allowed, kind)
+            size = os.fstat(handle.fileno()).st_size
+            return read_text_from(handle, path, MAX_AGENT_FILE_BYTES), size
     except FileTooLarge:
         limit = MAX_AGENT_FILE_BYTES // (1 << 20)
         raise AgentFileError(f"{path} is larger than {limit} MiB", kind="too_large") from None
@@ -213,71 +288,60 @@ def _read(path: Path) -> tuple[str, int]:
         ) from None
 
 
-# Never a role or skill, wherever a link leads: the kernel's and the devices' files.
-_SYSTEM_FOLDERS = (Path("/proc"), Path("/sys"), Path("/dev"))
-
-
-def confine(path: Path, lookup: Lookup, kind: Literal["roles", "skills"]) -> None:
-    """Refuse `path` (an AGENTS.md or SKILL.md) unless, links followed, it is a regular
-    file inside the project or a folder `kind` are looked up in. Raises `AgentFileError`."""
-    real = Path(os.path.realpath(path))
-    what = "role" if kind == "roles" else "skill"
-    if any(real == folder or folder in real.parents for folder in _SYSTEM_FOLDERS):
-        raise AgentFileError(
-            f"{what} file {path} leads to {real}, a system file: refused", kind="outside"
-        )
-    roots = [lookup.cwd, lookup.workflow_dir, *lookup.search_path(kind)]
-    allowed = {Path(os.path.realpath(root)) for root in roots}
-    if not any(real == root or root in real.parents for root in allowed):
-        raise AgentFileError(
-            f"{what} file {path} leads to {real}, outside the project and the {kind} "
-            f"folders: refused (put the {what} under .awf/{kind}/ or in ~/.agents/{kind}/)",
-            kind="outside",
-        )
-    try:
-        mode = os.stat(real).st_mode
-    except OSError as exc:
-        raise AgentFileError(
-            f"cannot read {path}: {exc.strerror or exc}", kind="unreadable"
-        ) from None
-    if not stat.S_ISREG(mode):
-        raise AgentFileError(f"{what} file {path} is not a regular file: refused", kind="outside")
-
-
 def _read_role(folder: Path, lookup: Lookup) -> Role:
     source = (folder / ROLE_FILE).absolute()
-    confine(source, lookup, "roles")
-    text, size = _read(source)
+    text, size = _read(source, lookup.allowed("roles"), "roles")
     return Role(folder.name, strip_front_matter(text), source, size)
 
 
 def _read_skill(folder: Path, lookup: Lookup) -> Skill:
     location = folder.absolute()
-    confine(location / SKILL_FILE, lookup, "skills")
-    text, size = _read(location / SKILL_FILE)
-    resources, left_out = _bundled_files(location)
-    return Skill(folder.name, strip_front_matter(text), location, resources, left_out, size)
+    allowed = lookup.allowed("skills")
+    # The folder too: its file names are listed to the model.
+    _confine(location, os.path.realpath(location), allowed, "skills")
+    text, size = _read(location / SKILL_FILE, allowed, "skills")
+    resources, cut = bundled_files(location)
+    return Skill(folder.name, strip_front_matter(text), location, resources, cut, size)
 
 
-def _bundled_files(folder: Path) -> tuple[tuple[str, ...], int]:
-    """The files in a skill's folder other than SKILL.md, relative and sorted; at most
-    `MAX_SKILL_RESOURCES` (and how many more there were)."""
+def bundled_files(folder: Path) -> tuple[tuple[str, ...], bool]:
+    """The files in a skill's folder other than SKILL.md, relative and sorted, down to
+    `SKILL_RESOURCE_DEPTH` folders (not `.git` nor `node_modules`, nor a linked folder);
+    and whether the walk stopped short, at `MAX_SKILL_RESOURCES` files or after
+    `MAX_SKILL_ENTRIES` entries, leaving some out. Folders are walked breadth first, each
+    in the order the system gives (sorting one would mean reading all of it first)."""
     found: list[str] = []
-    more = 0
-    for root, dirs, files in os.walk(folder, onerror=lambda _: None):
-        depth = len(Path(root).relative_to(folder).parts)
-        dirs[:] = [] if depth >= SKILL_RESOURCE_DEPTH else [
-            d for d in sorted(dirs) if d not in _SKIPPED_FOLDERS
-        ]  # fmt: skip
-        for name in files:
-            relative = os.path.relpath(os.path.join(root, name), folder)
-            if relative == SKILL_FILE:
-                continue
-            if len(found) < MAX_SKILL_RESOURCES:
-                found.append(relative)
-            else:
-                more += 1
-    return tuple(sorted(found)), more
+    visited = 0
+    pending = deque([(str(folder), "", 0)])  # path, relative to `folder`, depth
+    while pending:
+        path, relative, depth = pending.popleft()
+        try:
+            entries = os.scandir(path)
+        except OSError:
+            continue  # unreadable: left out, as os.walk leaves it
+        with entries:
+            subfolders: list[tuple[str, str, int]] = []
+            for entry in entries:
+                if visited == MAX_SKILL_ENTRIES or len(found) == MAX_SKILL_RESOURCES:
+                    return tuple(sorted(found)), True
+                visited += 1
+                name = os.path.join(relative, entry.name) if relative else entry.name
+                try:
+                    is_folder = entry.is_dir()
+                    linked = is_folder and entry.is_symlink()
+                except OSError:
+                    continue
+                if not is_folder:
+                    if name != SKILL_FILE:
+                        found.append(name)
+                elif (
+                    not linked
+                    and depth < SKILL_RESOURCE_DEPTH
+                    and entry.name not in _SKIPPED_FOLDERS
+                ):
+                    subfolders.append((entry.path, name, depth + 1))
+            pending.extend(sorted(subfolders))
+    return tuple(sorted(found)), False
 
 
 # --- the text an agent gets ------------------------------------------------------------------
@@ -291,22 +355,38 @@ def compose_system_prompt(role: str, inline: str | None) -> str | None:
 
 
 def format_skill(skill: Skill) -> str:
-    """One skill as AWF injects it: a `<skill_content>` block."""
+    """One skill as AWF injects it: a `<skill_content>` block. A name that does not print
+    (a newline would make a line of its own) or holds `<` or `>` (which could close the
+    block) is written escaped, and marked so."""
     lines = [
-        f'<skill_content name="{skill.name}">',
+        f'<skill_content name="{_escaped(skill.name, attribute=True)[0]}">',
         skill.content,
         "",
-        f"Skill directory: {skill.location}",
+        f"Skill directory: {_escaped(str(skill.location))[0]}",
         "Relative paths in this skill are relative to the skill directory.",
     ]
     if skill.resources:
         lines += ["", "<skill_resources>"]
-        lines += [f"<file>{resource}</file>" for resource in skill.resources]
-        if skill.resources_left_out:
-            lines.append(f"<!-- and {skill.resources_left_out} more files -->")
+        for resource in skill.resources:
+            shown, escaped = _escaped(resource)
+            mark = ' escaped="true"' if escaped else ""
+            lines.append(f"<file{mark}>{shown}</file>")
+        if skill.resources_cut:
+            lines.append(
+                f"<!-- the listing stops at {len(skill.resources)} files: the folder holds more -->"
+            )
         lines.append("</skill_resources>")
     lines.append("</skill_content>")
     return "\n".join(lines)
+
+
+def _escaped(name: str, *, attribute: bool = False) -> tuple[str, bool]:
+    shown, escaped = escape_name(name)
+    if "<" in shown or ">" in shown or (attribute and '"' in shown):
+        shown = shown.replace("<", "\\x3c").replace(">", "\\x3e")
+        shown = shown.replace('"', "\\x22") if attribute else shown
+        escaped = True
+    return shown, escaped
 
 
 def with_skills(prompt: str, skills: Iterable[Skill]) -> str:
@@ -338,10 +418,10 @@ def skill_warnings(skill: Skill) -> list[str]:
     if skill.raw_size > SKILL_SIZE_WARN_BYTES:
         limit = SKILL_SIZE_WARN_BYTES // 1024
         return [f'skill "{skill.name}": {SKILL_FILE} exceeds {limit}KB, may impact context window']
-    if skill.resources_left_out:
+    if skill.resources_cut:
         return [
-            f'skill "{skill.name}": only the first {MAX_SKILL_RESOURCES} bundled files are '
-            f"listed ({skill.resources_left_out} more left out)"
+            f'skill "{skill.name}": the folder holds more files than are listed (at most '
+            f"{MAX_SKILL_RESOURCES} files, {MAX_SKILL_ENTRIES} entries looked at)"
         ]
     return []
 

@@ -3,6 +3,7 @@ endless files, catastrophic patterns, undeclared names, AWF's other input types.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -46,9 +47,23 @@ def test_an_input_file_with_a_stray_byte_is_read_with_replacement(tmp_path: Path
     assert parse_input_args(["notes=@notes.txt"], cwd=tmp_path) == {"notes": "caf\ufffd au lait"}
 
 
-def test_an_endless_input_file_is_refused_at_one_mebibyte() -> None:
-    with pytest.raises(UserError, match=r"inputs.x: /dev/zero is larger than 1 MiB"):
+def test_an_input_file_over_one_mebibyte_is_refused(tmp_path: Path) -> None:
+    with (tmp_path / "big.txt").open("wb") as big:
+        big.truncate((1 << 20) + 1)  # sparse: costs no disk
+    with pytest.raises(UserError, match=r"inputs.x: .*big.txt is larger than 1 MiB"):
+        parse_input_args(["x=@big.txt"], cwd=tmp_path)
+
+
+def test_an_input_from_a_device_or_a_fifo_is_refused_without_reading(tmp_path: Path) -> None:
+    """`/dev/zero` never ends, and opening a FIFO waits for a writer: neither is opened."""
+    with pytest.raises(UserError) as caught:
         parse_input_args(["x=@/dev/zero"])
+    assert str(caught.value) == (
+        "inputs.x: cannot read /dev/zero: not a regular file (it is a character device)"
+    )
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(UserError, match=r"inputs.x: cannot read .*pipe: not a regular file"):
+        parse_input_args(["x=@pipe"], cwd=tmp_path)
 
 
 def test_a_nul_byte_in_an_input_file_is_a_clear_input_error(tmp_path: Path) -> None:
@@ -206,4 +221,6 @@ async def test_an_endless_template_file_is_refused(run_yaml, step: str, what: st
     text = f"name: t\nstates:\n  initial: a\n  a: {step}\n  d: {{type: terminal}}\n"
     result = await run_yaml(text)
     assert result.status == "failed"
-    assert f"{what} /dev/zero is larger than 1 MiB" in result.error
+    assert f"cannot read {what} /dev/zero: not a regular file (it is a character device)" in (
+        result.error
+    )

@@ -177,3 +177,158 @@ states:
     assert result.ok, result.error
     warnings = [e.message for e in sink.of(RunWarning)]
     assert 'states.ask.skills[0]: skill "blank" has empty content' in warnings
+
+
+# --- confined: what leads out of the project never reaches the model --------------------------
+
+SECRET = "MARKER-outside-the-project"
+
+TEMPLATED_ROLE = """
+name: t
+inputs: [{name: persona, type: string}]
+states:
+  initial: ask
+  ask: {type: agent, provider: claude, prompt: hi, role: "{{.inputs.persona}}", on_success: done}
+  done: {type: terminal}
+"""
+
+
+def _hostile_project(tmp_path: Path) -> tuple[Path, Path]:
+    """A project whose roles lead out (to a secret, /proc/self/environ, a folder
+    elsewhere), and the folder elsewhere, holding a role and a skill that say SECRET."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    for folder in ("role", "skill"):
+        (elsewhere / folder).mkdir(parents=True)
+    (elsewhere / "secret.txt").write_text(SECRET)
+    (elsewhere / "role/AGENTS.md").write_text(SECRET)
+    (elsewhere / "skill/SKILL.md").write_text(SECRET)
+    roles = project / ".awf/roles"
+    for name in ("linked-file", "environ"):
+        (roles / name).mkdir(parents=True)
+    (roles / "linked-file/AGENTS.md").symlink_to(elsewhere / "secret.txt")
+    (roles / "environ/AGENTS.md").symlink_to("/proc/self/environ")
+    (roles / "linked-folder").symlink_to(elsewhere / "role")
+    return project, elsewhere
+
+
+@pytest.mark.parametrize(
+    ("persona", "reason"),
+    [
+        ("linked-file", "is outside the project"),
+        ("environ", "files under /proc and /sys are never read as a role"),
+        ("linked-folder", "is outside the project"),
+        ("{elsewhere}/role", "is outside the project"),
+    ],
+)
+async def test_a_templated_role_leading_out_fails_the_step(
+    tmp_path: Path, persona: str, reason: str
+) -> None:
+    """Validation leaves a templated role to the run: the step refuses it."""
+    project, elsewhere = _hostile_project(tmp_path)
+    persona = persona.format(elsewhere=elsewhere)
+    result, claude = await _run(TEMPLATED_ROLE, tmp_path, cwd=project, inputs={"persona": persona})
+    assert not result.ok
+    assert result.error.startswith("step ask: role: ")
+    assert reason in result.error
+    assert claude.seen == []
+
+
+@pytest.mark.parametrize(
+    ("swap", "reason"),
+    [
+        ("rm .awf/skills/s/SKILL.md && ln -s {elsewhere}/secret.txt .awf/skills/s/SKILL.md",
+         ".awf/skills/s/SKILL.md (a link to {elsewhere}/secret.txt) is outside the project"),
+        ("rm -r .awf/skills/s && ln -s {elsewhere}/skill .awf/skills/s",
+         ".awf/skills/s (a link to {elsewhere}/skill) is outside the project"),
+        ("rm .awf/roles/r/AGENTS.md && ln -s {elsewhere}/secret.txt .awf/roles/r/AGENTS.md",
+         ".awf/roles/r/AGENTS.md (a link to {elsewhere}/secret.txt) is outside the project"),
+    ],
+)  # fmt: skip
+async def test_a_role_or_skill_turned_into_a_link_by_then_fails_the_step(
+    tmp_path: Path, swap: str, reason: str
+) -> None:
+    """Checked before the run starts, and again when the step starts: a command run
+    before it (or at the same time) may have swapped a file for a link."""
+    project, elsewhere = _hostile_project(tmp_path)
+    (project / ".awf/skills/s").mkdir(parents=True)
+    (project / ".awf/skills/s/SKILL.md").write_text("a skill")
+    (project / ".awf/roles/r").mkdir(parents=True)
+    (project / ".awf/roles/r/AGENTS.md").write_text("a role")
+    workflow = f"""
+name: t
+states:
+  initial: swap
+  swap: {{type: step, command: "{swap.format(elsewhere=elsewhere)}", on_success: ask}}
+  ask: {{type: agent, provider: claude, prompt: hi, role: r, skills: [s], on_success: done}}
+  done: {{type: terminal}}
+"""
+    result, claude = await _run(workflow, tmp_path, cwd=project)
+    assert not result.ok
+    assert reason.format(elsewhere=elsewhere) in result.error
+    assert claude.seen == []
+
+
+@pytest.mark.parametrize(
+    ("step", "reason"),
+    [
+        ("role: linked-file", "is outside the project"),
+        ("role: environ", "files under /proc and /sys are never read as a role"),
+        ("role: linked-folder", "is outside the project"),
+        ("role: {elsewhere}/role", "is outside the project"),
+        ("skills: [{{path: {elsewhere}/skill}}]", "is outside the project"),
+    ],
+)
+async def test_a_role_or_skill_leading_out_stops_the_run_before_it_starts(
+    tmp_path: Path, step: str, reason: str
+) -> None:
+    project, elsewhere = _hostile_project(tmp_path)
+    step = step.format(elsewhere=elsewhere)
+    workflow = f"""
+name: t
+states:
+  initial: ask
+  ask: {{type: agent, provider: claude, prompt: hi, {step}, on_success: done}}
+  done: {{type: terminal}}
+"""
+    with pytest.raises(DefinitionError, match=reason) as caught:
+        await _run(workflow, tmp_path, cwd=project)
+    assert SECRET not in str(caught.value)
+
+
+async def test_what_the_model_gets_through_links_inside_the_project(tmp_path: Path) -> None:
+    project, _ = _hostile_project(tmp_path)
+    (project / "shared").mkdir()
+    (project / "shared/critic.md").write_text("You are a critic.")
+    (project / ".awf/roles/critic").mkdir()
+    (project / ".awf/roles/critic/AGENTS.md").symlink_to("../../../shared/critic.md")
+    workflow = TEMPLATED_ROLE
+    result, claude = await _run(workflow, tmp_path, cwd=project, inputs={"persona": "critic"})
+    assert result.ok, result.error
+    [request] = claude.seen
+    assert request.system_prompt == "You are a critic."
+    assert SECRET not in repr(request)
+
+
+async def test_skills_are_found_and_listed_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A skill folder's walk may take a while: the loop keeps driving the frontend."""
+    import threading
+
+    from awf_nb.workflow import roles_skills
+
+    threads: list[threading.Thread] = []
+    resolve = roles_skills.resolve_skill
+
+    def noting(*args: Any) -> roles_skills.Skill:
+        threads.append(threading.current_thread())
+        return resolve(*args)
+
+    monkeypatch.setattr(roles_skills, "resolve_skill", noting)
+    result, claude = await _run(FIXTURES / "skills-mixed.yaml", tmp_path)
+    assert result.ok, result.error
+    # two skills: found once by the check before the run starts (which also loads the
+    # workflow, off any step), then again when the step starts, in a worker thread
+    assert len(threads) == 4
+    assert threading.current_thread() not in threads[2:]
+    assert claude.seen[0].prompt.startswith('<skill_content name="go-conventions">')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,18 @@ def test_unknown_format_missing_file_and_empty_dataset(tmp_path: Path) -> None:
         load_dataset(tmp_path / "none.jsonl")
     with pytest.raises(DefinitionError, match="the dataset has no rows"):
         load_dataset(write(tmp_path, "e.jsonl", "\n"))
+
+
+def test_a_fifo_as_the_dataset_is_refused_without_waiting_on_it(tmp_path: Path) -> None:
+    """Opening a FIFO waits for a writer: it is refused before it is opened."""
+    fifo = tmp_path / "cases.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(UserError) as caught:
+        load_dataset(fifo, label="cases.jsonl")
+    assert str(caught.value) == (
+        "cannot read dataset cases.jsonl: not a regular file (it is a named pipe (FIFO), "
+        "whose reading waits for a writer)"
+    )
 
 
 def test_rows_from_python_and_from_a_data_frame_like_object() -> None:

@@ -4,6 +4,7 @@ provider, and the errors a replay stops with."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -608,6 +609,17 @@ async def test_an_unusable_cassette_is_refused_before_the_run_starts(
 
     assert caught.value.exit_code == 1
     assert store.list_run_ids() == []  # refused before a run was made
+
+
+async def test_a_fifo_as_the_cassette_is_refused_without_waiting_on_it(
+    workflow: Path, store: Store, tmp_path: Path
+) -> None:
+    """Opening a FIFO waits for a writer: it is refused before it is opened."""
+    fifo = tmp_path / "cassette.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(CassetteError, match=r"not a regular file \(it is a named pipe"):
+        await run(workflow, store, replay=fifo, providers=refusing_factory([]))
+    assert store.list_run_ids() == []
 
 
 async def test_a_cassette_that_cannot_be_written_is_refused(workflow: Path, store: Store) -> None:

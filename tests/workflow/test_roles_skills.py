@@ -122,7 +122,7 @@ def test_a_role_file_linked_out_of_the_project_is_refused(places, secret_file) -
     link.parent.mkdir(parents=True)
     link.symlink_to(secret_file)
     message = _refused(lambda: resolve_role("x", _lookup(places)))
-    assert "outside the project and the roles folders: refused" in message
+    assert "outside the project and the role folders, so it is not read" in message
     assert SECRET not in message
 
 
@@ -130,7 +130,7 @@ def test_a_role_file_linked_to_proc_is_refused(places: dict[str, Path]) -> None:
     link = places["cwd"] / ".awf/roles/env/AGENTS.md"
     link.parent.mkdir(parents=True)
     link.symlink_to("/proc/self/environ")
-    assert "a system file: refused" in _refused(lambda: resolve_role("env", _lookup(places)))
+    assert "are never read as a role" in _refused(lambda: resolve_role("env", _lookup(places)))
 
 
 def test_a_role_folder_linked_out_of_the_project_is_refused(places, secret_file) -> None:
@@ -150,7 +150,7 @@ def test_a_skill_file_linked_out_of_the_project_is_refused(places, secret_file) 
     link.parent.mkdir(parents=True)
     link.symlink_to(secret_file)
     message = _refused(lambda: resolve_skill("s", _lookup(places)))
-    assert "outside the project and the skills folders" in message
+    assert "outside the project and the skill folders" in message
 
 
 def test_a_fifo_as_a_role_file_is_refused_without_blocking(places: dict[str, Path]) -> None:
@@ -159,7 +159,7 @@ def test_a_fifo_as_a_role_file_is_refused_without_blocking(places: dict[str, Pat
     fifo = places["cwd"] / ".awf/roles/pipe/AGENTS.md"
     fifo.parent.mkdir(parents=True)
     os.mkfifo(fifo)
-    with pytest.raises(AgentFileError, match=r'role "pipe" has no AGENTS\.md'):
+    with pytest.raises(AgentFileError, match=r"not a regular file \(it is a named pipe"):
         resolve_role("pipe", _lookup(places))  # never opened: it would block
 
 
@@ -177,7 +177,19 @@ def test_validate_reports_a_linked_role_and_never_its_text(places, secret_file) 
     link.symlink_to(secret_file)
     [(severity, path, message)] = _problems(places, "role: x")
     assert (severity, path) == ("error", "states.ask.role")
-    assert "refused" in message and SECRET not in message
+    assert "so it is not read" in message and SECRET not in message
+
+
+def test_a_role_path_outside_the_role_folders_is_refused_unless_listed(
+    places: dict[str, Path],
+) -> None:
+    """A path may lead to the project, the workflow's folder or a role folder only; a
+    folder named in AWF_ROLES_PATH is one."""
+    _write(places["home"] / "shared/critic/AGENTS.md", "home")
+    with pytest.raises(AgentFileError, match="outside the project and the role folders"):
+        resolve_role("~/shared/critic", _lookup(places))
+    lookup = _lookup(places, AWF_ROLES_PATH=str(places["home"] / "shared"))
+    assert resolve_role("~/shared/critic", lookup).content == "home"
 
 
 def test_front_matter_is_stripped_as_awf_strips_it() -> None:

@@ -50,7 +50,7 @@ from awf_nb.engine.ports import (
 )
 from awf_nb.errors import AwfSystemError, UserError
 from awf_nb.secrets import Masker
-from awf_nb.workflow.files import refuse_pipe
+from awf_nb.workflow.files import open_regular
 
 FORMAT = "awf-cassette"
 VERSION = 1
@@ -403,8 +403,8 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
     """Read and check a whole cassette before anything runs (errors name the line)."""
     source = Path(path)
     try:
-        refuse_pipe(source)  # a FIFO would block the run before it starts
-        text = source.read_text(encoding="utf-8")
+        with open_regular(source) as file:  # a FIFO or a device is refused, not waited on
+            text = file.read().decode("utf-8")
     except FileNotFoundError:
         raise CassetteError(
             f"cassette {source} not found", hint="record one with --record PATH"
