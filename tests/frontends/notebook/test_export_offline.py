@@ -157,3 +157,40 @@ def test_the_committed_example_notebooks_read_offline(
         for line in transcript.splitlines():
             words = squeeze(line.split(": ", 1)[-1]).strip()
             assert words in shown, f"{path.name}: {words!r} is not on the exported page"
+
+
+def test_the_conversation_example_executed_and_exported_shows_every_run_offline(
+    chromium: Any, tmp_path: Path
+) -> None:
+    """notebooks/02-conversation.ipynb run top to bottom as `jupyter nbconvert --execute`
+    runs it (in a copy of its folder: its cassettes are beside it), then exported: each of
+    its four runs' transcripts is in the page's visible text."""
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for source in NOTEBOOKS.iterdir():
+        if source.is_file():
+            (folder / source.name).write_bytes(source.read_bytes())
+    notebook = nbformat.read(folder / "02-conversation.ipynb", as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+    NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+    ).execute()
+
+    transcripts = [
+        output["data"]["text/plain"]
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        if 'class="awf-panel"' in output.get("data", {}).get("text/html", "")
+    ]
+    runs = [c for c in notebook.cells if c.cell_type == "code" and RUN_CELL.search(c.source)]
+    assert len(runs) == 4 and len(transcripts) == 4, transcripts
+
+    text, _ = visible_text_offline(chromium, export_html(notebook, tmp_path / "nb.html"))
+
+    shown = squeeze(text)
+    for transcript in transcripts:
+        lines = [squeeze(line.split(": ", 1)[-1]).strip() for line in transcript.splitlines()]
+        missing = [words for words in lines if words not in shown]
+        assert not missing, f"not on the exported page: {missing}"
