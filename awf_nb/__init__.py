@@ -6,6 +6,12 @@ IPython, ipywidgets or httpx:
     import awf_nb
     result = awf_nb.run("workflows/code-review.yaml", inputs={"target": "src"})
     result.status, result.outputs
+
+Every error awf raises on purpose is an `awf_nb.AwfError` (a message and a hint):
+`UserError` (what was asked cannot be done: a bad input, a missing file; `InputError` for
+an input), `DefinitionError` (a workflow or eval file that does not validate, with its
+problems), `ExecutionError` (a step or a provider failed; `ProviderError`), and
+`AwfSystemError` (the machine: a full disk, a store that cannot be written).
 """
 
 from __future__ import annotations
@@ -15,9 +21,16 @@ from typing import TYPE_CHECKING, Any
 from awf_nb._version import __version__
 
 __all__ = [
+    "AwfError",
+    "AwfSystemError",
+    "DefinitionError",
     "EvalResult",
+    "ExecutionError",
+    "InputError",
+    "ProviderError",
     "RunResult",
     "SimulatedUser",
+    "UserError",
     "__version__",
     "aevaluate",
     "arun",
@@ -27,8 +40,22 @@ __all__ = [
     "run",
 ]
 
+_ERRORS = (
+    "AwfError", "AwfSystemError", "DefinitionError", "ExecutionError", "InputError",
+    "ProviderError", "UserError",
+)  # fmt: skip
+
 if TYPE_CHECKING:
     from awf_nb.api import RunResult, SimulatedUser, arun, load, run
+    from awf_nb.errors import (
+        AwfError,
+        AwfSystemError,
+        DefinitionError,
+        ExecutionError,
+        InputError,
+        ProviderError,
+        UserError,
+    )
     from awf_nb.eval_api import aevaluate, evaluate
     from awf_nb.evals.results import EvalResult
 
@@ -42,11 +69,21 @@ def __getattr__(name: str) -> Any:
         from awf_nb import eval_api
 
         return getattr(eval_api, name)
+    if name in _ERRORS:
+        from awf_nb import errors
+
+        return getattr(errors, name)
     if name == "EvalResult":
         from awf_nb.evals.results import EvalResult
 
         return EvalResult
     raise AttributeError(f"module 'awf_nb' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # What a person exploring the package (dir(), tab completion) should find: the public
+    # names, lazy ones included, not the module's own imports.
+    return sorted(__all__)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -15,7 +15,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine.partner import SimulatedUser
 from awf_nb.errors import AwfError
@@ -26,6 +26,11 @@ from awf_nb.runs.results import RunResult
 from awf_nb.runs.setup import load
 from awf_nb.workflow.model import Workflow
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from awf_nb.runs.options import RunKeywords
+
 __all__ = ["RunResult", "SimulatedUser", "arun", "load", "run"]
 
 
@@ -34,7 +39,7 @@ async def arun(
     inputs: Mapping[str, Any] | None = None,
     *,
     show: Show = "auto",
-    **options: Any,
+    **options: Unpack[RunKeywords],
 ) -> RunResult:
     """Run a workflow on the running event loop and return its result.
 
@@ -102,13 +107,15 @@ def _isatty(stream: Any) -> bool:
 def run(
     workflow: str | os.PathLike[str] | Workflow,
     inputs: Mapping[str, Any] | None = None,
-    **kwargs: Any,
+    *,
+    show: Show = "auto",
+    **options: Unpack[RunKeywords],
 ) -> RunResult:
     """Synchronous `arun`. Inside a running event loop (a notebook), use `await arun(...)`."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(arun(workflow, inputs, **kwargs))
+        return asyncio.run(arun(workflow, inputs, show=show, **options))
     raise AwfError(
         "awf_nb.run() cannot be used inside a running event loop",
         hint="use `await awf_nb.arun(...)` instead (or the %%awf magic in a notebook)",

@@ -18,11 +18,44 @@ import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from awf_nb.errors import AwfError
 
-__all__ = ["aevaluate", "evaluate"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from awf_nb.evals.results import EvalResult
+
+__all__ = ["EvalKeywords", "aevaluate", "evaluate"]
+
+
+class EvalKeywords(TypedDict, total=False):
+    """The keywords `awf_nb.evaluate` takes besides the eval file (`aevaluate`'s, which
+    says what each means), for type checkers and editors."""
+
+    workflow: Any
+    dataset: Any
+    inputs: Mapping[str, Any] | None
+    user: Any
+    scorers: Sequence[Any]
+    epochs: int | None
+    concurrency: int | None
+    limits: Mapping[str, Any] | None
+    yes: bool
+    seed: int | None
+    limit: int | None
+    record: str | os.PathLike[str] | None
+    replay: str | os.PathLike[str] | None
+    record_missing: str | os.PathLike[str] | None
+    executor: str
+    ray_address: str | None
+    workers: int | None
+    storage: Any
+    cwd: str | os.PathLike[str] | None
+    env: Mapping[str, str] | None
+    show: bool | str
+    progress: Any
 
 
 async def aevaluate(
@@ -50,7 +83,7 @@ async def aevaluate(
     env: Mapping[str, str] | None = None,
     show: bool | str = "auto",
     progress: Any = None,
-) -> Any:
+) -> EvalResult:
     """Run an eval on the running event loop and return its `EvalResult`.
 
     Give the eval file's path as `source`, or the eval as keyword arguments (`workflow`,
@@ -91,7 +124,9 @@ async def aevaluate(
     return await run.execute(progress)
 
 
-def evaluate(source: str | os.PathLike[str] | None = None, **kwargs: Any) -> Any:
+def evaluate(
+    source: str | os.PathLike[str] | None = None, **kwargs: Unpack[EvalKeywords]
+) -> EvalResult:
     """Synchronous `aevaluate`. Inside a running event loop (a notebook), use
     `await awf_nb.aevaluate(...)` or the `%%awf eval` magic."""
     try:

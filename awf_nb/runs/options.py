@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from awf_nb.errors import UserError
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 PathLike = str | os.PathLike[str]
 
-__all__ = ["Frontend", "FrontendIO", "FrontendRequest", "Resume", "RunOptions"]
+__all__ = ["Frontend", "FrontendIO", "FrontendRequest", "Resume", "RunKeywords", "RunOptions"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,30 @@ class RunOptions:
     @property
     def working_dir(self) -> Path:
         return Path(self.cwd if self.cwd is not None else Path.cwd()).resolve()
+
+
+class RunKeywords(TypedDict, total=False):
+    """The keywords `awf_nb.run` / `arun` take besides the workflow, its inputs and `show`:
+    `RunOptions`' fields, for type checkers and editors (what each means is there)."""
+
+    replies: Sequence[str] | None
+    reader: InputReader | None
+    user: SimulatedUser | None
+    interactive: bool
+    ask: AskFunction | None
+    yes: bool
+    frontend: Frontend | None
+    sink: EventSink | None
+    record: PathLike | None
+    replay: PathLike | None
+    record_missing: PathLike | None
+    replay_speed: float
+    storage: Store | PathLike | bool | None
+    providers: ProviderFactory | None
+    model: str | None
+    cwd: PathLike | None
+    env: Mapping[str, str] | None
+    limits: Limits | Mapping[str, Any] | None
 
 
 def _limits(value: Limits | Mapping[str, Any]) -> Limits:
