@@ -176,13 +176,17 @@ def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
 
 
 def disk_writes() -> int:
-    """Bytes this process has caused to be written to storage so far (what reaches the
-    disk: a file replaced before the kernel wrote it back costs nothing here)."""
+    """Bytes this process has caused to be written to storage so far: the kernel's
+    `write_bytes` (counted when a page of the cache is first dirtied, a 4 KiB page at a
+    time) less its `cancelled_write_bytes` (dirty pages of a file removed or truncated
+    before they were written back: a file replaced by a rename, as state files are, never
+    reaches the disk)."""
+    counters = {}
     with open("/proc/self/io") as io:
         for line in io:
-            if line.startswith("write_bytes:"):
-                return int(line.split()[1])
-    return 0
+            name, _, value = line.partition(":")
+            counters[name] = int(value)
+    return counters.get("write_bytes", 0) - counters.get("cancelled_write_bytes", 0)
 
 
 def folder_bytes(folder: Path) -> int:

@@ -62,6 +62,9 @@ from awf_nb.providers.openai_request import (
 )
 from awf_nb.providers.openai_stream import StreamReader
 from awf_nb.providers.options import OptionsModel, parse_options
+
+# What a request gets from a connection that was closed before any answer came back.
+_CLOSED_BEFORE_ANSWERING = (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError)
 from awf_nb.secrets import is_secret_header
 
 DEFAULT_READ_TIMEOUT = 300.0
@@ -155,7 +158,8 @@ class OpenAICompatibleProvider:
         A server refusing `max_completion_tokens` is asked again with `max_tokens`."""
         timeout = httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT, pool=read_timeout)
         client = self._clients.client(settings.base_url)
-        for _attempt in range(2):
+        resent = False
+        for _attempt in range(3):  # at most one resend for each of the two reasons below
             try:
                 request = client.build_request(
                     "POST", settings.url, json=body, headers=settings.headers, timeout=timeout
@@ -167,6 +171,12 @@ class OpenAICompatibleProvider:
             try:
                 response = await client.send(request, stream=True)
             except httpx2.TransportError as exc:
+                if not resent and isinstance(exc, _CLOSED_BEFORE_ANSWERING):
+                    # A pooled connection the server closed just as it was reused (its
+                    # keep-alive ran out): no byte of an answer came back. Sent once more,
+                    # on a new connection, as HTTP clients do; twice is the server's fault.
+                    resent = True
+                    continue
                 raise transport_error(self.name, settings.shown_url, exc, read_timeout) from None
             if response.is_success:
                 return response

@@ -82,6 +82,12 @@ def transport_error(
         )
     elif isinstance(exc, httpx2.ConnectError):
         reason = connect_reason(exc)
+    elif isinstance(exc, httpx2.RemoteProtocolError | httpx2.ReadError | httpx2.WriteError):
+        return ProviderError(
+            provider,
+            f"{url}: the server closed the connection without answering ({describe(exc)})",
+            retryable=True,
+        )
     else:
         return ProviderError(provider, f"{url}: {describe(exc)}", retryable=True)
     return ProviderError(provider, f"cannot connect to {url}: {reason}", retryable=True)
