@@ -62,10 +62,10 @@ from awf_nb.providers.openai_request import (
 )
 from awf_nb.providers.openai_stream import StreamReader
 from awf_nb.providers.options import OptionsModel, parse_options
+from awf_nb.secrets import is_secret_header
 
 # What a request gets from a connection that was closed before any answer came back.
 _CLOSED_BEFORE_ANSWERING = (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError)
-from awf_nb.secrets import is_secret_header
 
 DEFAULT_READ_TIMEOUT = 300.0
 # After `[DONE]` what follows is drained this long at most, so the connection goes back to

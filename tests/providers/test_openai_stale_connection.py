@@ -30,8 +30,7 @@ def _sse(text: str) -> bytes:
     end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
     body = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode()
     head = (
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-        f"content-length: {len(body)}\r\n\r\n"
+        f"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {len(body)}\r\n\r\n"
     ).encode()
     return head + body
 
