@@ -13,6 +13,7 @@ line (or item) of the row, so a bad dataset is fixed where it is wrong.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -30,6 +31,9 @@ from awf_nb.workflow.loader.yaml_source import MAX_DEPTH
 
 DATASET_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".json", ".yaml", ".yml")
 MAX_ID_CHARS = 200
+# A case's file name part, at most (the rest of the name, "-EPOCH.cassette.jsonl", fits
+# in what is left of the 255 bytes file systems allow).
+MAX_STEM_BYTES = 200
 ID_COLUMN = "id"
 REPLIES_COLUMN = "replies"
 MAX_REPLIES = 1000
@@ -47,8 +51,18 @@ class Case:
     @property
     def file_stem(self) -> str:
         """The id as a file name part: anything but letters, digits, `.`, `_`, `-` is
-        %-encoded, so an id can never name a path outside the cassette folder."""
-        return urllib.parse.quote(self.id, safe="")
+        %-encoded, so an id can never name a path outside the cassette folder. A name
+        past `MAX_STEM_BYTES` (200 CJK characters are 1,800 bytes encoded; file systems
+        take 255) is cut at a whole character and ends with `~` and 16 hex digits of the
+        id's SHA-256: stable, and still one file per id."""
+        quoted = urllib.parse.quote(self.id, safe="")
+        if len(quoted) <= MAX_STEM_BYTES:
+            return quoted
+        digest = hashlib.sha256(self.id.encode()).hexdigest()[:16]
+        cut = quoted[: MAX_STEM_BYTES - len(digest) - 1]
+        if "%" in cut[-2:]:  # never half an escape
+            cut = cut[: cut.rindex("%")]
+        return f"{cut}~{digest}"
 
 
 class _Rows:

@@ -215,3 +215,22 @@ concurrency: 1
     (row,) = (await evaluate(project, limited)).rows
     assert (row.status, row.error_kind, row.turns) == ("failed", "limit", 1)
     assert "limits.max_agent_turns (1) reached" in row.error
+
+
+async def test_a_case_id_of_200_cjk_characters_records_and_replays(
+    project: Project, served: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """200 CJK characters are 1,800 bytes once %-encoded, past the 255 bytes a file name
+    may have: the name is cut, with a hash of the id, and the replay finds it again."""
+    long_id = "面包" * 100
+    other = "面包" * 99 + "果酱"  # the same first 198 characters: a different file
+    project.rows("cases.jsonl", [{"id": long_id, "topic": "bread"}, {"id": other, "topic": "jam"}])
+    text = eval_text(served.base_url)
+    recorded = await evaluate(project, text, record="cassettes")
+    assert recorded.status == "completed", [r.error for r in recorded.rows]
+    names = sorted(p.name for p in (project.root / "cassettes").iterdir())
+    assert len(names) == 4 and all(len(n.encode()) <= 255 for n in names)
+    assert all("~" in n for n in names)
+    monkeypatch.setattr(awf_nb.providers, "create_provider", lambda name: None)
+    replayed = await evaluate(project, text, replay="cassettes")
+    assert comparable(replayed) == comparable(recorded)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,16 @@ def test_a_case_id_never_names_a_path_outside_its_folder() -> None:
     assert Case("../etc/passwd").file_stem == "..%2Fetc%2Fpasswd"
     assert Case("a b").file_stem == "a%20b"
     assert Case("ok_id-1.x").file_stem == "ok_id-1.x"
+
+
+def test_a_long_file_stem_is_cut_at_a_whole_escape_and_ends_with_a_hash() -> None:
+    stems = {Case("面" * n + tail).file_stem for n in (150, 199) for tail in ("a", "b")}
+    assert len(stems) == 4  # one file per id
+    for stem in stems:
+        assert len(stem) <= 200 and stem.count("~") == 1
+        kept, digest = stem.split("~")
+        assert len(digest) == 16 and re.fullmatch(r"(%[0-9A-F]{2})+", kept)
+    assert Case("x" * 200).file_stem == "x" * 200  # short enough: unchanged
 
 
 @pytest.mark.parametrize("depth", [101, 100_000])
