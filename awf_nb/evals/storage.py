@@ -21,17 +21,17 @@ Each (case, epoch) is also an ordinary run under `runs/` (`awf status RUN_ID`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from awf_nb.errors import AwfSystemError, UserError
 from awf_nb.evals.datasets import Case
+from awf_nb.evals.model import MAX_EPOCHS, MAX_MAX_RUNS
 from awf_nb.evals.results import EvalResult, EvalRow
 from awf_nb.safe_text import terminal_safe
 from awf_nb.store import PRIVATE_DIR, PRIVATE_FILE, Store, atomic_write
@@ -45,6 +45,16 @@ RUNS = "runs.jsonl"
 RESULTS = "results.jsonl"
 LOCK = "lock"
 _ID_ATTEMPTS = 100
+# What a manifest's counts may be (the eval file's own bounds): a folder changed by hand to
+# `epochs: 1000000000` is refused when read, not planned.
+_BOUNDS = (
+    ("epochs", 1, MAX_EPOCHS),
+    ("total", 0, MAX_MAX_RUNS),
+    ("cases", 0, MAX_MAX_RUNS),
+    ("concurrency", 1, 1_000_000),
+    ("pid", 0, 1 << 32),
+    ("seed", -(1 << 63), (1 << 63) - 1),
+)
 
 
 @dataclass
@@ -78,9 +88,34 @@ class Manifest:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+    def from_dict(cls, data: Any) -> Manifest:
+        """The manifest read back, checked: a folder changed by hand (a wrong type, an
+        absurd count) is a `ValueError` naming the field, never a crash or a hang later."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        known["scorers"] = [tuple(s) for s in known.get("scorers", [])]
+        for name in ("eval_id", "workflow", "workflow_path", "created_at"):
+            if name not in known:
+                raise ValueError(f'"{name}" is missing')
+        for name, value in known.items():
+            if name == "scorers":
+                continue
+            default = cls.__dataclass_fields__[name].default
+            expected = str if isinstance(default, str) or default is MISSING else int
+            if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f'"{name}" must be a whole number, not {json.dumps(value)[:40]}')
+            if expected is str and not isinstance(value, str):
+                raise ValueError(f'"{name}" must be text, not {json.dumps(value)[:40]}')
+        for name, low, high in _BOUNDS:
+            if name in known and not low <= known[name] <= high:
+                raise ValueError(f'"{name}" must be from {low} to {high:,}, not {known[name]:,}')
+        scorers = known.get("scorers", [])
+        if not isinstance(scorers, list) or not all(
+            isinstance(s, list) and len(s) == 2 and all(isinstance(p, str) for p in s)
+            for s in scorers
+        ):
+            raise ValueError('"scorers" must be a list of [name, kind] pairs')
+        known["scorers"] = [tuple(s) for s in scorers]
         return cls(**known)
 
     def shown_status(self) -> str:
@@ -280,26 +315,48 @@ class EvalFolder:
             raise UserError(f"eval {self.eval_id}: cannot read {WORKFLOW}: {exc}") from None
 
     def cases(self) -> list[Case]:
-        return [
-            Case(
-                str(r["id"]),
-                dict(r["row"]),
-                tuple(r["replies"]) if r.get("replies") is not None else None,
-                int(r.get("line", 0)),
-            )
-            for r in _records(self.path / CASES)
-        ]
+        """The cases as they were read, checked: each line a case, each id once."""
+        path = self.path / CASES
+        cases: list[Case] = []
+        seen: dict[str, int] = {}
+        for number, record in _numbered_records(path):
+            try:
+                replies = record.get("replies")
+                if not isinstance(record["id"], str) or not isinstance(record["row"], dict):
+                    raise TypeError("an id (text) and a row (an object) are needed")
+                if replies is not None and not (
+                    isinstance(replies, list) and all(isinstance(r, str) for r in replies)
+                ):
+                    raise TypeError('"replies" must be a list of texts')
+                line = record.get("line", 0)
+                if isinstance(line, bool) or not isinstance(line, int):
+                    raise TypeError('"line" must be a whole number')
+            except (KeyError, TypeError) as exc:
+                raise UserError(f"{path}:{number}: not a case ({_reason(exc)})") from None
+            case_id = record["id"]
+            if case_id in seen:
+                raise UserError(
+                    f"{path}:{number}: case {terminal_safe(case_id)!r} is also on line "
+                    f"{seen[case_id]}: each case once (the folder was changed by hand?)"
+                )
+            seen[case_id] = number
+            cases.append(Case(case_id, record["row"], tuple(replies) if replies else None, line))
+        return cases
 
     def rows(self) -> list[EvalRow]:
-        """The finished rows (the last line per (case, epoch) wins)."""
+        """The finished rows (the last line per (case, epoch) wins), each checked."""
+        path = self.path / RESULTS
         rows: dict[tuple[str, int], EvalRow] = {}
-        for record in _records(self.path / RESULTS):
-            row = EvalRow.from_dict(record)
+        for number, record in _numbered_records(path):
+            try:
+                row = EvalRow.from_dict(record)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise UserError(f"{path}:{number}: not a result row ({_reason(exc)})") from None
             rows[row.key] = row
         return list(rows.values())
 
     def runs(self) -> list[dict[str, Any]]:
-        return _records(self.path / RUNS)
+        return [record for _, record in _numbered_records(self.path / RUNS)]
 
     def result(self) -> EvalResult:
         manifest = self.manifest()
@@ -331,19 +388,42 @@ def list_eval_ids(store: Store) -> list[str]:
         raise _system_error("cannot list evals in", root, exc) from None
 
 
-def list_evals(store: Store, limit: int | None = None) -> list[EvalResult]:
-    """Past evals, newest first (by when they were created; an unreadable folder is
-    skipped, not fatal)."""
-    found: list[tuple[str, str, EvalFolder]] = []
+def list_evals(
+    store: Store, limit: int | None = None, problems: list[str] | None = None
+) -> list[EvalResult]:
+    """Past evals, newest first (by when they were created). One that cannot be read (a
+    folder changed by hand, a torn disk) is listed all the same, with status "unreadable"
+    and nothing else, and what is wrong with it is added to `problems`: one bad eval never
+    hides the others."""
+    found: list[tuple[str, str, Manifest | UserError]] = []
     for eval_id in list_eval_ids(store):
-        folder = EvalFolder(store, eval_id)
-        with contextlib.suppress(UserError):
-            found.append((folder.manifest().created_at, eval_id, folder))
+        try:
+            manifest: Manifest | UserError = EvalFolder(store, eval_id).manifest()
+            created = manifest.created_at  # type: ignore[union-attr]
+        except UserError as exc:
+            manifest = exc
+            # The id starts with when it was made: 20261125-091500-…
+            created = f"{eval_id[:4]}-{eval_id[4:6]}-{eval_id[6:8]}T{eval_id[9:11]}:" \
+                f"{eval_id[11:13]}:{eval_id[13:15]}"  # fmt: skip
+        found.append((created, eval_id, manifest))
     found.sort(reverse=True)
     results = []
-    for _, _, folder in found[:limit] if limit else found:
-        with contextlib.suppress(UserError):
-            results.append(folder.result())
+    for _, eval_id, manifest in found[:limit] if limit else found:
+        error = manifest if isinstance(manifest, UserError) else None
+        if error is None:
+            try:
+                results.append(EvalFolder(store, eval_id).result())
+                continue
+            except UserError as exc:
+                error = exc
+        if problems is not None:
+            problems.append(f"eval {eval_id}: {error.message}")
+        results.append(
+            EvalResult(
+                eval_id=eval_id, workflow="?", rows=[], scorers=[], epochs=1,
+                status="unreadable", total=0, storage=str(store.root),
+            )
+        )  # fmt: skip
     return results
 
 
@@ -376,8 +456,15 @@ def _read_json(path: Path, eval_id: str) -> dict[str, Any]:
     return data
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
-    """The JSON lines of `path`; a torn last line (a killed writer) is left out."""
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"{exc.args[0]!r} is missing"
+    return terminal_safe(str(exc))[:200]
+
+
+def _numbered_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON lines of `path` with their line numbers; a torn last line (a killed
+    writer) is left out, and a line that is not a JSON object is a `UserError` there."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -390,10 +477,11 @@ def _records(path: Path) -> list[dict[str, Any]]:
             continue
         try:
             record = json.loads(line)
-        except ValueError as exc:
-            raise UserError(f"{path} is corrupt at line {number}: {exc}") from None
-        if isinstance(record, dict):
-            records.append(record)
+        except (ValueError, RecursionError) as exc:
+            raise UserError(f"{path}:{number}: not JSON ({_reason(exc)})") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{path}:{number}: not a JSON object")
+        records.append((number, record))
     return records
 
 

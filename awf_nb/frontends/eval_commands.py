@@ -180,7 +180,10 @@ def cmd_evals(args: argparse.Namespace) -> int:
 
     if args.n < 1:
         raise UserError(f"-n must be at least 1, got {args.n}")
-    results = list(list_evals(Store(args.storage), limit=args.n))
+    problems: list[str] = []
+    results = list(list_evals(Store(args.storage), limit=args.n, problems=problems))
+    for problem in problems:  # an unreadable eval is listed, and why is said here
+        print(f"warning: {terminal_safe(problem)}", file=sys.stderr)
     if args.json:
         print(json.dumps([_listed(r) for r in results], indent=2))
         return 0

@@ -55,7 +55,8 @@ class TerminalEvalProgress:
         done = len(run.done)
         self.err.print(
             Text(
-                f"eval {run.eval_id}: {run.manifest.workflow} × {run.manifest.cases} cases × "
+                f"eval {run.eval_id}: {terminal_safe(run.manifest.workflow)} × "
+                f"{run.manifest.cases} cases × "
                 f"{run.manifest.epochs} epochs, {run.executor.describe(run.manifest.concurrency)}"
                 + (f" ({done} done before)" if done else "")
             )
