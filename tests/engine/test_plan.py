@@ -82,6 +82,16 @@ def test_the_run_limits_are_shown() -> None:
     )
 
 
+def test_max_visits_alone_is_a_limit_the_plan_shows() -> None:
+    text = WORKFLOW.replace(
+        "limits: {max_agent_turns: 40, max_tokens: 200000, timeout: 30m}\n",
+        "limits: {max_visits: {draft: 3}, visits_kept: 10}\n",
+    )
+    shown = describe_plan(load_text(textwrap.dedent(text)), {})
+    assert "limits: max_visits draft 3 · visits_kept 10" in shown
+    assert "none" not in shown.split("limits:")[1].splitlines()[0]
+
+
 def test_an_exchange_between_agents_shows_the_partner_until_max_turns_and_tools() -> None:
     assert section(plan(), "draft") == [
         "provider: local (conversation)",
