@@ -35,9 +35,11 @@ if TYPE_CHECKING:
 INTERRUPTED = "interrupted: the person stopped this call before it finished"
 TIMED_OUT = "stopped: the step's timeout ran out before this call finished"
 REFUSED = "refused by the user"
+# Said to the model, and shown to whoever reads the run: every way a run can be told yes.
 NOBODY_TO_ASK = (
     "refused: this tool needs the person's confirmation and nobody can be asked in this run "
-    "(start it with --yes to allow such calls)"
+    "(to allow such calls: --yes on the command line, yes=True in Python, yes: true in an "
+    "eval file)"
 )
 
 

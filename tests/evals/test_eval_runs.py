@@ -253,6 +253,10 @@ async def test_confirm_tools_are_refused_unless_the_eval_says_yes(project: Proje
     )
     assert refused.rows[0].status == "completed"
     assert not (project.root / "out.txt").exists()
+    # What the model (and whoever reads the run) is told names the eval file's way.
+    transcript = project.store.read_transcript(refused.rows[0].run_id)
+    (told,) = [r["content"] for r in transcript if r.get("role") == "tool"]
+    assert "yes: true in an eval file" in told
     allowed = await run_eval(
         project,
         project.write_eval(
