@@ -7,9 +7,10 @@ Python (`.rows`, `.summary`, `.to_pandas()`, `_repr_html_`) and `--json`.
 
 pass^k is τ-bench's: for a case with n trials of which c passed, C(c, k) / C(n, k) — the
 chance that k trials drawn from its n all pass — averaged over the cases that have at least
-k trials, for k = 1 … epochs. pass^1 is the share of runs that passed (an error counting as a run that did not pass, so it is below the pass rate, which leaves errors out, whenever a row errored); a workflow that passes each
-case only sometimes drops fast as k grows. A row whose scorer could not decide (an error)
-counts as a trial that did not pass.
+k trials, for k = 1 … epochs. A row whose scorer could not decide (an error) counts as a
+trial that did not pass, so pass^1, the share of runs that passed, is below the pass rate
+(which leaves errors out) whenever a row errored. A workflow that passes each case only
+sometimes drops fast as k grows.
 """
 
 from __future__ import annotations
