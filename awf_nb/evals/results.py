@@ -195,7 +195,9 @@ class EvalSummary:
             summary.judge_tokens += row.judge_tokens
             summary.seconds += row.seconds
         summary.pass_hat = _pass_hat(overall, epochs)
-        kinds = Counter(row.error_kind for row in rows if row.error_kind)
+        # Only the error rows, by kind: a run stopped by a limit that its scorers still
+        # judged (failed) keeps its kind on its row, but it is a failure, not an error.
+        kinds = Counter(row.error_kind for row in rows if row.error_kind and row.passed is None)
         summary.errors_by_kind = {kind: kinds[kind] for kind in ERROR_KINDS if kinds[kind]}
         for name, kind in scorers:
             one = ScorerSummary(name, kind)
