@@ -33,6 +33,12 @@ if TYPE_CHECKING:
     from awf_nb.engine.agent import AgentSession
 
 INTERRUPTED = "interrupted: the person stopped this call before it finished"
+# For a call whose result never came because awf itself ended (killed, crashed) while it
+# ran: found when the run is resumed. Nobody stopped it; whether it took effect is unknown.
+ABANDONED = (
+    "interrupted: awf stopped (its process ended) before this call finished; whether the "
+    "call took effect is unknown"
+)
 TIMED_OUT = "stopped: the step's timeout ran out before this call finished"
 REFUSED = "refused by the user"
 # Said to the model, and shown to whoever reads the run: every way a run can be told yes.
