@@ -121,6 +121,8 @@ def load_eval_text(
     if workflow is not None:
         _check_inputs(model, workflow, doc)
     cases = _cases(model, base, doc)
+    if workflow is not None:
+        _check_someone_answers(model, workflow, cases, doc)
     errors = [p for p in doc.problems if p.severity == "error"]
     if errors or workflow is None:
         raise DefinitionError(_sorted(doc.problems))
@@ -305,6 +307,37 @@ def _check_inputs(model: EvalFile, workflow: Workflow, doc: Any) -> None:
                 f'(e.g. {item.name}: "{{{{.case.{item.name}}}}}")',
                 "inputs",
             )
+
+
+def _check_someone_answers(
+    model: EvalFile, workflow: Workflow, cases: list[Case], doc: Any
+) -> None:
+    """A conversation with the person, in an eval with no `user:`, is answered by each
+    case's `replies` only: a case without them ends that conversation after its first
+    reply, which is seldom what was meant. Said once, at validation."""
+    from awf_nb.workflow.model import AgentStep
+
+    if model.user is not None:
+        return
+    talks = [
+        name
+        for name, step in workflow.steps.items()
+        if isinstance(step, AgentStep)
+        and step.mode == "conversation"
+        and (step.conversation is None or step.conversation.partner is None)
+    ]
+    silent = [case.id for case in cases if case.replies is None]
+    if not talks or not silent:
+        return
+    shown = ", ".join(repr(case_id) for case_id in silent[:3])
+    more = f" and {len(silent) - 3} more" if len(silent) > 3 else ""
+    doc.warn(
+        f"{len(silent)} case(s) ({shown}{more}) have no replies and the eval has no user: "
+        f"the conversation of step {', '.join(talks)} ends after its first reply in them",
+        "dataset",
+        hint='give those cases "replies" (the person\'s messages) or add a simulated '
+        "user (user: {persona: …, provider: …})",
+    )
 
 
 def _cases(model: EvalFile, base: Path, doc: Any) -> list[Case]:

@@ -205,4 +205,28 @@ def test_awf_validate_accepts_eval_files(
     assert main(["validate", "plain.yaml"]) == 2  # told by its keys
     out = capsys.readouterr().out
     assert 'plain.yaml:3:10: error: inputs.topc: workflow chatty has no input "topc"' in out
-    assert "plain.yaml: invalid (2 errors)" in out
+    assert "plain.yaml: invalid (2 errors, 1 warning)" in out  # the warning: cases without replies
+
+
+def test_a_conversation_nobody_answers_in_some_cases_is_a_warning(
+    project: Project, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No `user:`, and cases without replies: the conversation ends after its first reply
+    in those cases. Said at validation, naming the cases and the step."""
+    monkeypatch.chdir(project.root)
+    project.rows(
+        "cases.jsonl",
+        [{"id": "a", "topic": "bread"}, {"id": "b", "topic": "jam", "replies": ["more", ""]}],
+    )
+    project.write_eval("workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: x}\n")
+    assert main(["validate", "t.eval.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: dataset: 1 case(s) ('a') have no replies and the eval has no user" in out
+    assert "the conversation of step chat ends after its first reply" in out
+    project.write_eval(
+        "workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: x}\n"
+        "user: {persona: a baker, provider: scripted, options: {replies: [hi]}}\n",
+        "u.eval.yaml",
+    )
+    assert main(["validate", "u.eval.yaml"]) == 0
+    assert "no replies" not in capsys.readouterr().out
