@@ -240,17 +240,24 @@ def compare_rows(
     resamples: int = stats.DEFAULT_RESAMPLES,
     seed: int = stats.DEFAULT_SEED,
     extra_p_values: Sequence[float] = (),
+    kinds: dict[str, str] | None = None,
 ) -> Comparison:
     """B against A (the baseline), paired by case, for every scorer and `passed`.
 
     `extra_p_values`: the p-values of other comparisons made at the same time (more
-    variants), counted in the Holm adjustment."""
+    variants), counted in the Holm adjustment. `kinds`: each scorer's kind; a condition
+    is pass/fail, a judge or command with a score on every decided run is compared by its
+    mean score."""
     names: list[str | None] = [*scorers, None]
     raw: list[dict[str, Any]] = []
     a_cases = {row.case for row in a_rows}
     b_cases = {row.case for row in b_rows}
     for name in names:
-        numeric = _numeric(a_rows, name) and _numeric(b_rows, name)
+        numeric = (
+            (kinds or {}).get(name or "", "") != "condition"
+            and _numeric(a_rows, name)
+            and _numeric(b_rows, name)
+        )
         pa = _per_case(a_rows, name, numeric)
         pb = _per_case(b_rows, name, numeric)
         cases = sorted(set(pa) & set(pb))
@@ -309,5 +316,37 @@ def compare_results(
     names_b = {name for name, _ in after.scorers}
     return compare_rows(
         before.rows, after.rows, [n for n in names_a if n in names_b],
-        a=before.eval_id, b=after.eval_id, seed=seed,
+        a=before.eval_id, b=after.eval_id, seed=seed, kinds=dict(before.scorers),
     )  # fmt: skip
+
+
+def check_pairing(baseline: EvalResult, run: Any) -> None:
+    """`awf eval FILE --vs-eval EVAL_ID`: refuse a baseline whose runs do not pair with
+    this eval's — other case ids, another number of epochs, other sampling seeds."""
+    from awf_nb.errors import UserError
+    from awf_nb.evals.driver import run_seed
+
+    name = baseline.eval_id
+    theirs = {row.case for row in baseline.rows}
+    ours = {case.id for case in run.cases}
+    if theirs != ours:
+        only_theirs, only_ours = sorted(theirs - ours), sorted(ours - theirs)
+        raise UserError(
+            f"--vs-eval {name}: its cases do not match this eval's by id "
+            f"({len(only_theirs)} only in {name}: {', '.join(only_theirs[:5]) or '-'}; "
+            f"{len(only_ours)} only here: {', '.join(only_ours[:5]) or '-'})",
+            hint="compare evals of the same dataset (and the same --limit)",
+        )
+    if baseline.epochs != run.manifest.epochs:
+        raise UserError(
+            f"--vs-eval {name}: it ran {baseline.epochs} epochs, this eval runs "
+            f"{run.manifest.epochs}",
+            hint=f"give --epochs {baseline.epochs} so every run has its pair",
+        )
+    for row in baseline.rows:
+        if row.seed is not None and row.seed != run_seed(run.manifest.seed, row.case, row.epoch):
+            raise UserError(
+                f"--vs-eval {name}: its runs were sampled with another seed than this "
+                f"eval's ({run.manifest.seed}), so they do not pair",
+                hint=f"give --seed with the seed {name} was run with",
+            )
