@@ -165,8 +165,16 @@ def _baseline(args: argparse.Namespace, run: Any) -> Any:
     from awf_nb.evals.api import open_eval
     from awf_nb.evals.compare import check_pairing
 
-    baseline = open_eval(args.vs_eval, storage=args.storage)
-    check_pairing(baseline, run)
+    try:
+        baseline = open_eval(args.vs_eval, storage=args.storage)
+        check_pairing(baseline, run)
+    except UserError:
+        if args.resume is None and not run.done:  # the eval just made, nothing run: gone
+            import shutil
+
+            run.folder.unlock()
+            shutil.rmtree(run.folder.path, ignore_errors=True)
+        raise
     return baseline
 
 

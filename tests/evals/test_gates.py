@@ -120,3 +120,6 @@ def test_vs_eval_refuses_a_baseline_that_does_not_pair(
     project.write_eval(EVAL.replace("FIELD", "b"))
     code, _, err = run(capsys, "eval", "t.eval.yaml", "--seed", "6", "--vs-eval", base, *storage)
     assert code == 1 and "were sampled with another seed than this eval's (6)" in err
+    # a refused comparison leaves no eval behind: only the baseline is listed
+    code, out, _ = run(capsys, "evals", "--json", *storage)
+    assert [e["eval_id"] for e in json.loads(out)] == [base]
