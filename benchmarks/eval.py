@@ -39,6 +39,11 @@ wall and memory. The issue-sized run is `--sweep --sweep-cases 1000`; the quick 
 
     python benchmarks/eval.py --sweep [--inspect-python /tmp/inspect-venv/bin/python]
 
+With `--variants`, the eval runs twice on the same cases, `--epochs` (default 3) and seed,
+as a baseline and a candidate, and it prints the time of the paired comparison, the gates
+and the comparison's text against the two evals' wall time (target: <= 1.05 in all). The
+issue-sized run is `--variants --cases 1000`.
+
 A real store on disk is used, as `awf eval` uses it (each run's files forced onto the disk
 when the run ends, the results line fsynced).
 
@@ -106,6 +111,43 @@ scorers:
     condition: 'stopped_by == "max_turns" and turns == TURNS'
 concurrency: CONCURRENCY
 """
+
+
+async def two_variants(args: argparse.Namespace, base: str, folder: Path) -> None:
+    """`--variants`: the same eval twice on the same cases, epochs and seed (a baseline and
+    a candidate), then the paired comparison, the gates and its text: its time ÷ the evals'
+    wall time (the target: the whole <= 1.05 of the evals alone)."""
+    from awf_nb.evals.api import prepare_eval
+    from awf_nb.evals.compare import compare_results
+    from awf_nb.evals.gates import check_gates, parse_gates
+    from awf_nb.store import Store
+
+    (folder / "wf.yaml").write_text(WORKFLOW.replace("BASE", base))
+    rows = "".join(
+        json.dumps({"id": f"c{i}", "topic": f"topic {i}"}) + "\n" for i in range(args.cases)
+    )
+    (folder / "cases.jsonl").write_text(rows)
+    text = (EVAL.replace("BASE", base).replace("TURNS", str(args.turns))
+            .replace("CONCURRENCY", str(args.concurrency)))  # fmt: skip
+    (folder / "b.eval.yaml").write_text(text)
+    results, wall = [], 0.0
+    for _ in ("baseline", "candidate"):
+        run = prepare_eval(folder / "b.eval.yaml", storage=Store(folder / "storage"), cwd=folder,
+                           epochs=args.epochs, seed=11)  # fmt: skip
+        started = time.perf_counter()
+        results.append(await run.execute(None))
+        wall += time.perf_counter() - started
+    started = time.perf_counter()
+    comparison = compare_results(results[0], results[1])
+    gates = parse_gates(["passed >= 80%", "no_regression: baseline"])
+    check_gates(gates, results[1].summary, scorers=["full"],
+                comparisons={"baseline": [comparison]})  # fmt: skip
+    shown = comparison.to_text()
+    spent = time.perf_counter() - started
+    print(f"{args.cases} cases x 2 variants x {args.epochs} epochs: evals {wall:.2f}s, "
+          f"comparison + gates + report {spent:.3f}s; ratio {(wall + spent) / wall:.4f} "
+          f"(target <= 1.05)")  # fmt: skip
+    print(shown.splitlines()[0])
 
 
 # --- the fake model server (its own process) ------------------------------------------------
@@ -485,6 +527,12 @@ def main() -> None:
         help="--sweep: also run the workload through Inspect AI with this interpreter "
         "(a venv with inspect-ai and openai; see benchmarks/inspect_eval.py)",
     )  # fmt: skip
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="two variants on the same cases, epochs and seed: the comparison's share of the time",
+    )
+    parser.add_argument("--epochs", type=int, default=3, help="--variants: epochs per case")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--level", metavar="BASE", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -508,6 +556,10 @@ def main() -> None:
             return
         if args.sweep:
             sweep(args, base, server.pid)
+            return
+        if args.variants:
+            with tempfile.TemporaryDirectory(prefix="awf-eval-bench-") as tmp:
+                asyncio.run(two_variants(args, base, Path(tmp)))
             return
         load_before = os.getloadavg()[0]
         bare_before = asyncio.run(bare_client(args, base))

@@ -212,6 +212,17 @@ class EvalFile(_Model):
     limits: Limits = Field(default_factory=Limits)
     yes: bool = False
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
+    # `gate:` — the CI answer (evals/gates.py): each a line such as 'passed >= 80%'
+    gate: list[Any] = Field(default_factory=list)
+
+    @field_validator("gate")
+    @classmethod
+    def _gates(cls, value: list[Any]) -> list[Any]:
+        from awf_nb.evals.gates import Gate
+
+        for one in value:
+            Gate.parse(one)  # a ValueError is a located error of the file
+        return value
 
     @field_validator("dataset", mode="before")
     @classmethod

@@ -336,6 +336,17 @@ class EvalResult:
                 return Store(self.storage or None).load_state(row.run_id)
         raise UserError(f'eval {self.eval_id} has no run of case "{case}" epoch {epoch}')
 
+    def compare(self, baseline: EvalResult, *, seed: int = 0) -> Any:
+        """This eval against an earlier one of the same cases (the baseline): a
+        `Comparison` (evals/compare.py) — per scorer the mean difference with its 95 %
+        paired bootstrap interval, McNemar's p for pass/fail, Holm-adjusted, a verdict,
+        the flipped cases."""
+        from awf_nb.evals.compare import compare_results
+
+        if not isinstance(baseline, EvalResult):
+            raise TypeError(f"compare() takes another eval's result, got {type(baseline).__name__}")
+        return compare_results(baseline, self, seed=seed)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "eval_id": self.eval_id,

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from awf_nb.errors import EXIT_CANCELLED, EXIT_EXECUTION, UserError
+from awf_nb.errors import EXIT_CANCELLED, EXIT_EXECUTION, EXIT_USER, UserError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -68,6 +68,19 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", type=int, metavar="N", help="--executor ray: worker processes (default: CPUs)"
     )
+    parser.add_argument(
+        "--gate",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="a gate to hold (repeatable): 'passed >= 80%%', 'SCORER.mean >= 3.5'; "
+        "exit 3 when one fails",
+    )
+    parser.add_argument(
+        "--vs-eval",
+        metavar="EVAL_ID",
+        help="compare with an earlier eval of the same cases, epochs and seed (the baseline)",
+    )
     parser.add_argument("--json", action="store_true", help="print only the results, as JSON")
     _storage(parser)
 
@@ -86,9 +99,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # is cancelled as soon as it exists (exit 130, resumable), not killed half written.
     # The eval's own handlers take over from these while they are still in place, so no
     # signal falls between the two.
+    from awf_nb.evals.gates import parse_gates
+
+    extra = parse_gates(args.gate)
     with _held_signals() as held:
         run = _prepare(args, prepare_eval, prepare_resume)
-        return _execute(run, json_only=args.json, held=held)
+        baseline = _baseline(args, run)
+        return _execute(run, json_only=args.json, held=held, gates=extra, baseline=baseline)
 
 
 def _prepare(args: argparse.Namespace, prepare_eval: Any, prepare_resume: Any) -> Any:
@@ -141,16 +158,70 @@ def _held_signals() -> Iterator[list[int]]:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
-def _execute(run: Any, *, json_only: bool, held: list[int] | None = None) -> int:
+def _baseline(args: argparse.Namespace, run: Any) -> Any:
+    """`--vs-eval EVAL_ID`: the earlier eval, checked to pair with this one."""
+    if args.vs_eval is None:
+        return None
+    from awf_nb.evals.api import open_eval
+    from awf_nb.evals.compare import check_pairing
+
+    try:
+        baseline = open_eval(args.vs_eval, storage=args.storage)
+        check_pairing(baseline, run)
+    except UserError:
+        if args.resume is None and not run.done:  # the eval just made, nothing run: gone
+            import shutil
+
+            run.folder.unlock()
+            shutil.rmtree(run.folder.path, ignore_errors=True)
+        raise
+    return baseline
+
+
+def _execute(
+    run: Any,
+    *,
+    json_only: bool,
+    held: list[int] | None = None,
+    gates: list[Any] | None = None,
+    baseline: Any = None,
+) -> int:
+    from awf_nb.evals.compare import compare_results
+    from awf_nb.evals.gates import check_gates, parse_gates
     from awf_nb.frontends.eval_terminal import TerminalEvalProgress, run_eval_in_terminal
 
     progress = _Silent() if json_only else TerminalEvalProgress()
+    all_gates = [*parse_gates(run.spec.file.gate, "gate"), *(gates or [])]
     result = run_eval_in_terminal(run, progress, held)
+    comparison = None if baseline is None else compare_results(baseline, result)
+    checked = check_gates(
+        all_gates,
+        result.summary,
+        scorers=[name for name, _ in result.scorers],
+        comparisons={} if comparison is None else {"baseline": [comparison],
+                                                   baseline.eval_id: [comparison]},
+    )  # fmt: skip
     if json_only:
-        print(result.to_json())
+        data = result.as_dict()
+        if comparison is not None:
+            data["comparison"] = comparison.as_dict()
+        if checked:
+            data["gates"] = [{"gate": g.gate.text, "holds": g.holds, "detail": g.detail}
+                             for g in checked]  # fmt: skip
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        if comparison is not None:
+            print(comparison.to_text())
+        for one in checked:
+            mark = {True: "gate holds ", False: "GATE FAILS ", None: "GATE UNDECIDED "}[one.holds]
+            print(f"{mark} {one.gate.text}: {one.detail}")
     if result.status == "cancelled":
         return EXIT_CANCELLED
-    return 0 if all(row.passed is True for row in result.rows) else EXIT_EXECUTION
+    if not checked:  # no gate: every run passed
+        return 0 if all(row.passed is True for row in result.rows) else EXIT_EXECUTION
+    if any(one.holds is None for one in checked):
+        return EXIT_USER
+    return 0 if all(one.holds for one in checked) else EXIT_EXECUTION
 
 
 class _Silent:
@@ -232,7 +303,11 @@ def _configure_show(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("eval_id", metavar="EVAL_ID", help="the eval (a unique prefix is enough)")
     parser.add_argument("--case", metavar="ID", help="show this case's runs, conversation included")
     parser.add_argument("--failed", action="store_true", help="only runs that did not pass")
-    parser.add_argument("--vs", metavar="OTHER_EVAL", help="compare: which cases flipped")
+    parser.add_argument(
+        "--vs",
+        metavar="OTHER_EVAL",
+        help="compare with another eval: flipped cases, differences with 95%% intervals",
+    )
     parser.add_argument("--json", action="store_true", help="print as JSON")
     _storage(parser)
 
@@ -310,14 +385,16 @@ def _show_case(rows: list[Any], store: Any, console: Any) -> None:
 
 
 def _show_comparison(before: Any, after: Any, json_only: bool) -> int:
-    from awf_nb.evals.compare import compare
+    from awf_nb.evals.compare import compare, compare_results
     from awf_nb.evals.results import percent
     from awf_nb.safe_text import terminal_safe
 
     found = compare(before, after)
+    statistics = compare_results(before, after)
     if json_only:
         print(json.dumps(
             {"before": before.eval_id, "after": after.eval_id,
+             "comparison": statistics.as_dict(),
              "cases": [{"case": c.case, "before": c.before, "after": c.after,
                         "before_passed": c.before_passed, "after_passed": c.after_passed,
                         "flipped": c.flipped, "direction": c.direction} for c in found]},
@@ -335,6 +412,8 @@ def _show_comparison(before: Any, after: Any, json_only: bool) -> int:
                 f"{mark} {terminal_safe(c.case):<{width}}  {c.before or 'absent':<6} "
                 f"{c.before_passed:>5}  →  {c.after or 'absent':<6} {c.after_passed:>5}"
             )
+    for line in statistics.lines()[1:]:
+        print(terminal_safe(line))
     return 0
 
 

@@ -106,3 +106,26 @@ async def test_evaluate_inside_a_running_loop_points_to_aevaluate(project: Proje
     )
     result = await awf_nb.aevaluate("t.eval.yaml", storage=project.store, show=False)
     assert result.rows[0].passed is True
+
+
+def test_compare_with_a_baseline_gives_a_typed_comparison(project: Project) -> None:
+    from awf_nb.evals.compare import Comparison
+
+    rows = [{"id": f"c{i:02}", "topic": "bread", "a": int(7 <= i < 15), "b": int(i < 15)}
+            for i in range(20)]  # fmt: skip
+
+    def scored(field: str) -> object:
+        scorers = [{"name": "ok", "condition": f"case.{field} == 1"}]
+        return awf_nb.evaluate(
+            workflow="wf.yaml", dataset=rows, inputs={"topic": "{{.case.topic}}"},
+            scorers=scorers, seed=3, show=False, storage=str(project.store.root),
+        )  # fmt: skip
+
+    baseline, candidate = scored("a"), scored("b")
+    found = candidate.compare(baseline)
+    assert isinstance(found, Comparison)
+    assert found["ok"].p_value == pytest.approx(0.015625)
+    assert found.verdict == "better" and len(found.flips) == 7
+    assert "<pre>" in found._repr_html_()
+    with pytest.raises(TypeError, match="another eval's result"):
+        candidate.compare("baseline")
