@@ -75,6 +75,7 @@ class CommandPartner:
                     timeout=timeout,
                     stdin=self._document(reply, turn).encode(),
                     output_limit=partner.max_output_bytes,
+                    contain=True,  # its background jobs end with the call, as a Bash call's
                 )
             except OSError as exc:
                 raise ExecutionError(

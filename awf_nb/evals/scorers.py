@@ -14,7 +14,7 @@ Three kinds, each run after the run ends (also when it failed):
   `judge.timeout` and `judge.max_reply_chars`.
 - **command** — a shell command given the run as JSON on stdin: exit 0 passes, another
   exit code fails, the first line of stdout (if any) is the score. Bounded by `timeout`
-  and `max_output_bytes`; it runs in its own process group (engine/process.py).
+  and `max_output_bytes`; it runs in its own process group, contained (engine/process.py).
 
 A scorer that cannot decide (a condition that does not evaluate, a judge whose provider
 fails or whose answer holds no verdict or several, a score that is not a finite number,
@@ -406,7 +406,11 @@ async def _command(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> S
            "AWF_RUN_ID": run.state.run_id}  # fmt: skip
     try:
         group = await ProcessGroup.start(
-            [default_shell(), "-c", spec.command], cwd=ctx.base_dir, env=env, stdin=True
+            [default_shell(), "-c", spec.command],
+            cwd=ctx.base_dir,
+            env=env,
+            stdin=True,
+            contain=True,  # its background jobs end with it, as a Bash call's do
         )
     except OSError as exc:
         return ScoreValue(None, error=f"command cannot start: {exc.strerror or exc}")

@@ -433,3 +433,18 @@ def test_the_json_schema_knows_max_visits_and_command_partners() -> None:
     document["limits"]["max_visits"] = {"draft": "many"}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(document, schema)
+
+
+@pytest.mark.parametrize(
+    "start",
+    ["nohup sleep 300 >/dev/null 2>&1 &", "setsid sleep 300 >/dev/null 2>&1 &",
+     "( sleep 300 >/dev/null 2>&1 & );"],
+)  # fmt: skip
+async def test_a_command_partners_background_jobs_end_with_it(run_yaml, workdir: Path, start):
+    # The job writes its own pid, then sleeps: whatever way it left the group, it is stopped.
+    job = start.replace("sleep 300", "sh -c 'echo $$ >> pids; exec sleep 300'")
+    result = await run_yaml(_judged(f"{job} echo APPROVED"))
+    assert result.ok, result.error
+    await until(lambda: (workdir / "pids").exists(), "the job to start")
+    pids = [int(pid) for pid in (workdir / "pids").read_text().split()]
+    await until(lambda: not any(process_alive(pid) for pid in pids), "the job to be stopped")
