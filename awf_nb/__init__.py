@@ -20,21 +20,23 @@ __all__ = [
     "SimulatedUser",
     "__version__",
     "aevaluate",
+    "afork",
     "arun",
     "evaluate",
+    "fork",
     "load",
     "load_ipython_extension",
     "run",
 ]
 
 if TYPE_CHECKING:
-    from awf_nb.api import RunResult, SimulatedUser, arun, load, run
+    from awf_nb.api import RunResult, SimulatedUser, afork, arun, fork, load, run
     from awf_nb.eval_api import aevaluate, evaluate
     from awf_nb.evals.results import EvalResult
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("run", "arun", "load", "RunResult", "SimulatedUser"):
+    if name in ("run", "arun", "fork", "afork", "load", "RunResult", "SimulatedUser"):
         from awf_nb import api
 
         return getattr(api, name)
