@@ -31,3 +31,23 @@ def test_fork_at_a_step_that_did_not_run_is_one_clear_line(awf, chat, storage):
     result = awf("fork", only_run_id(storage), "--at", "nowhere")
     assert result.returncode != 0
     assert 'step "nowhere" did not run in run' in result.stderr
+
+
+def test_runs_diff_marks_the_first_difference(awf, chat, storage):
+    assert awf("run", str(chat), "--reply", "more", "--reply", "").returncode == 0
+    original = only_run_id(storage)
+    assert awf("fork", original, "--at", "chat#3", "--edit", "other", "--reply", "").returncode == 0
+    forked = next(p.name for p in (storage / "runs").iterdir() if p.name != original)
+    result = awf("runs-diff", original, forked)
+    assert result.returncode == 0, result.stderr
+    assert "the runs diverge at chat#3" in result.stdout
+    assert ">>chat#3" in result.stdout
+    data = json.loads(awf("runs-diff", original, forked, "--json").stdout)
+    assert data["rows"][0] == {
+        "where": "chat#3",
+        "a": "user: more",
+        "b": "user: other",
+        "first": True,
+    }
+    same = awf("runs-diff", original, original)
+    assert "are the same" in same.stdout

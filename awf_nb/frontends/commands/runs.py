@@ -162,6 +162,32 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return _run_here(prepared, args)
 
 
+def _configure_runs_diff(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_a", metavar="RUN_A", help="a run (a unique prefix is enough)")
+    parser.add_argument("run_b", metavar="RUN_B", help="the run to compare it with")
+    parser.add_argument("--json", action="store_true", help="print the differences as JSON")
+    configure_storage(parser)
+
+
+@command("runs-diff", "two runs side by side from where they diverge", _configure_runs_diff)
+def cmd_runs_diff(args: argparse.Namespace) -> int:
+    """Step outputs, conversation messages and tool calls of two runs, from the first
+    difference on (marked >>). Exit 0 either way."""
+    import shutil
+
+    from awf_nb.runs.diff import diff_runs
+    from awf_nb.safe_text import terminal_safe
+    from awf_nb.store import Store
+
+    store = Store(args.storage)
+    diff = diff_runs(store.load_state(args.run_a), store.load_state(args.run_b))
+    if args.json:
+        print(json.dumps(diff.to_json(), indent=2, ensure_ascii=False))
+    else:
+        print(terminal_safe(diff.to_text(shutil.get_terminal_size().columns)))
+    return 0
+
+
 def _configure_status(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN_ID", help="the run (a unique prefix is enough)")
     parser.add_argument("--json", action="store_true", help="print the state file as JSON")
