@@ -23,6 +23,7 @@ def workdir(tmp_path: Path) -> Path:
     path.mkdir()
     return path
 
+
 FLOW = """
 name: flow
 states:
@@ -116,3 +117,31 @@ async def test_an_edited_secret_is_masked(store, workdir, monkeypatch):
         store.run_dir(new_id) / "transcript.jsonl"
     ).read_text()
     assert "sk-very-secret-123" not in raw
+
+
+KINDS = """
+name: kinds
+states:
+  initial: fan
+  fan: {type: parallel, parallel: [a, b], on_success: each}
+  a: {type: step, command: "echo A"}
+  b: {type: step, command: "echo B"}
+  each: {type: for_each, items: [1, 2], body: [item], on_success: done}
+  item: {type: step, command: "echo item {{.loop.Item}}"}
+  done: {type: terminal}
+"""
+
+
+@pytest.mark.parametrize("at", ["fan", "each"])
+async def test_fork_at_a_parallel_step_and_a_loop_step(store, workdir, at):
+    original = await prepare_run(load_text(KINDS), storage=store, cwd=workdir).runner.execute()
+    assert original.status == "completed", original.error
+    before = folder_hash(store.run_dir(original.run_id))
+    new_id, point = fork_run(store, original.run_id, at)
+    state = await prepare_run(
+        Resume(new_id, from_step=point.step), storage=store, cwd=workdir
+    ).runner.execute()
+    assert state.status == "completed", state.error
+    assert state.steps["item"].output.strip() == "item 2"
+    assert state.steps["a"].output.strip() == "A"
+    assert folder_hash(store.run_dir(original.run_id)) == before
