@@ -33,8 +33,10 @@ __all__ = [
     "UserError",
     "__version__",
     "aevaluate",
+    "afork",
     "arun",
     "evaluate",
+    "fork",
     "load",
     "load_ipython_extension",
     "run",
@@ -46,7 +48,7 @@ _ERRORS = (
 )  # fmt: skip
 
 if TYPE_CHECKING:
-    from awf_nb.api import RunResult, SimulatedUser, arun, load, run
+    from awf_nb.api import RunResult, SimulatedUser, afork, arun, fork, load, run
     from awf_nb.errors import (
         AwfError,
         AwfSystemError,
@@ -61,7 +63,7 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("run", "arun", "load", "RunResult", "SimulatedUser"):
+    if name in ("run", "arun", "fork", "afork", "load", "RunResult", "SimulatedUser"):
         from awf_nb import api
 
         return getattr(api, name)

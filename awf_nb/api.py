@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from awf_nb.runs.options import RunKeywords
 
-__all__ = ["RunResult", "SimulatedUser", "arun", "load", "run"]
+__all__ = ["RunResult", "SimulatedUser", "afork", "arun", "fork", "load", "run"]
 
 
 async def arun(
@@ -119,4 +119,50 @@ def run(
     raise AwfError(
         "awf_nb.run() cannot be used inside a running event loop",
         hint="use `await awf_nb.arun(...)` instead (or the %%awf magic in a notebook)",
+    )
+
+
+async def afork(
+    run_id: str,
+    at: str,
+    edit: str | None = None,
+    *,
+    show: Show = "auto",
+    **options: Unpack[RunKeywords],
+) -> RunResult:
+    """Branch from here: a new run with `run_id`'s history up to step `at` (`"STEP"` or,
+    in a conversation, `"STEP#TURN"`: its TURN-th message), that message replaced by `edit`
+    when given; then it goes on, as `arun` does (same keywords). The original run is not
+    changed; the new one records `forked_from`."""
+    from awf_nb.runs.fork import fork_run
+    from awf_nb.runs.options import Resume
+    from awf_nb.store import Store
+
+    storage = options.get("storage")
+    store = (
+        storage
+        if isinstance(storage, Store)
+        else Store(None if storage in (None, True) else storage)
+    )
+    new_id, point = fork_run(store, run_id, at, edit, env=options.get("env"))
+    options["storage"] = store
+    return await arun(Resume(new_id, from_step=point.step), show=show, **options)  # type: ignore[arg-type]
+
+
+def fork(
+    run_id: str,
+    at: str,
+    edit: str | None = None,
+    *,
+    show: Show = "auto",
+    **options: Unpack[RunKeywords],
+) -> RunResult:
+    """Synchronous `afork`. Inside a running event loop (a notebook), use `await afork(...)`."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(afork(run_id, at, edit, show=show, **options))
+    raise AwfError(
+        "awf_nb.fork() cannot be used inside a running event loop",
+        hint="use `await awf_nb.afork(...)` instead (or %awf fork in a notebook)",
     )

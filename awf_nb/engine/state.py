@@ -346,6 +346,8 @@ class RunState(_State):
     message: str = ""  # the terminal step's message
     exit_code: int = 0
     parent_run_id: str = ""  # set for call_workflow children
+    # Set for a run made by `awf fork`: {"run": id, "step": name, "turn": n or None}.
+    forked_from: dict[str, Any] | None = None
     pid: int = 0  # the process running it, so `awf resume` can refuse a run still alive
     host: str = ""
     pid_started: str = ""  # that process's start time, so a reused pid is not taken for it

@@ -126,6 +126,68 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _run_here(prepared, args)
 
 
+def _configure_fork(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID", help="the run (a unique prefix is enough)")
+    parser.add_argument(
+        "--at",
+        required=True,
+        metavar="STEP[#TURN]",
+        help="branch at this step (in a conversation, at its TURN-th message)",
+    )
+    parser.add_argument(
+        "--edit",
+        metavar="TEXT|@FILE",
+        help="replace the message at --at STEP#TURN with this text (or a file's)",
+    )
+    configure_run_io(parser)
+
+
+@command("fork", "a new run from a run's history up to a step or message, then on", _configure_fork)
+def cmd_fork(args: argparse.Namespace) -> int:
+    """Branch from here: copy RUN_ID's history up to --at into a new run (the message there
+    replaced by --edit), then continue it. The original run is not changed."""
+    from awf_nb.engine.inputs import parse_input_args
+    from awf_nb.runs.fork import fork_run, read_edit
+    from awf_nb.runs.options import Resume
+    from awf_nb.runs.setup import prepare_run
+    from awf_nb.store import Store
+
+    given = parse_input_args(args.input, cwd=Path.cwd())
+    store = Store(args.storage)
+    edit = None if args.edit is None else read_edit(utf8(args.edit))
+    new_id, point = fork_run(store, args.run_id, args.at, edit)
+    print(f"forked {args.run_id} at {args.at} as run {new_id}", file=sys.stderr)
+    options = _in_terminal(args, inputs=given)
+    prepared = prepare_run(Resume(new_id, from_step=point.step), options, storage=store)
+    return _run_here(prepared, args)
+
+
+def _configure_runs_diff(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_a", metavar="RUN_A", help="a run (a unique prefix is enough)")
+    parser.add_argument("run_b", metavar="RUN_B", help="the run to compare it with")
+    parser.add_argument("--json", action="store_true", help="print the differences as JSON")
+    configure_storage(parser)
+
+
+@command("runs-diff", "two runs side by side from where they diverge", _configure_runs_diff)
+def cmd_runs_diff(args: argparse.Namespace) -> int:
+    """Step outputs, conversation messages and tool calls of two runs, from the first
+    difference on (marked >>). Exit 0 either way."""
+    import shutil
+
+    from awf_nb.runs.diff import diff_runs
+    from awf_nb.safe_text import terminal_safe
+    from awf_nb.store import Store
+
+    store = Store(args.storage)
+    diff = diff_runs(store.load_state(args.run_a), store.load_state(args.run_b))
+    if args.json:
+        print(json.dumps(diff.to_json(), indent=2, ensure_ascii=False))
+    else:
+        print(terminal_safe(diff.to_text(shutil.get_terminal_size().columns)))
+    return 0
+
+
 def _configure_status(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN_ID", help="the run (a unique prefix is enough)")
     parser.add_argument("--json", action="store_true", help="print the state file as JSON")

@@ -1,0 +1,53 @@
+"""`awf fork RUN_ID --at STEP[#TURN] [--edit TEXT|@FILE]` through the real command line."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.cli import only_run_id
+
+
+def test_fork_at_a_turn_with_an_edit_from_a_file(awf, chat, storage, tmp_path):
+    first = awf("run", str(chat), "--reply", "more", "--reply", "")
+    assert first.returncode == 0, first.stderr
+    original = only_run_id(storage)
+    (tmp_path / "edit.txt").write_text("tell me about rye instead")
+    result = awf("fork", original, "--at", "chat#3", "--edit", "@edit.txt", "--reply", "")
+    assert result.returncode == 0, result.stderr
+    assert f"forked {original} at chat#3 as run" in result.stderr
+    runs = sorted(p.name for p in (storage / "runs").iterdir())
+    assert len(runs) == 2
+    forked = next(r for r in runs if r != original)
+    state = json.loads((storage / "runs" / forked / "state.json").read_text())
+    assert state["forked_from"] == {"run": original, "step": "chat", "turn": 3}
+    users = [
+        t["content"] for t in state["steps"]["chat"]["conversation"]["turns"] if t["role"] == "user"
+    ]
+    assert users[-1] == "tell me about rye instead"
+
+
+def test_fork_at_a_step_that_did_not_run_is_one_clear_line(awf, chat, storage):
+    assert awf("run", str(chat), "--reply", "").returncode == 0
+    result = awf("fork", only_run_id(storage), "--at", "nowhere")
+    assert result.returncode != 0
+    assert 'step "nowhere" did not run in run' in result.stderr
+
+
+def test_runs_diff_marks_the_first_difference(awf, chat, storage):
+    assert awf("run", str(chat), "--reply", "more", "--reply", "").returncode == 0
+    original = only_run_id(storage)
+    assert awf("fork", original, "--at", "chat#3", "--edit", "other", "--reply", "").returncode == 0
+    forked = next(p.name for p in (storage / "runs").iterdir() if p.name != original)
+    result = awf("runs-diff", original, forked)
+    assert result.returncode == 0, result.stderr
+    assert "the runs diverge at chat#3" in result.stdout
+    assert ">>chat#3" in result.stdout
+    data = json.loads(awf("runs-diff", original, forked, "--json").stdout)
+    assert data["rows"][0] == {
+        "where": "chat#3",
+        "a": "user: more",
+        "b": "user: other",
+        "first": True,
+    }
+    same = awf("runs-diff", original, original)
+    assert "are the same" in same.stdout

@@ -1,0 +1,147 @@
+"""Branch from here (`awf_nb.runs.fork`): a new run from a stored run's history up to a
+step or a conversation's message, the original's files untouched."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from awf_nb.errors import UserError
+from awf_nb.runs import prepare_run
+from awf_nb.runs.fork import fork_run
+from awf_nb.runs.options import Resume
+from awf_nb.workflow.loader import load_text
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+FLOW = """
+name: flow
+states:
+  initial: prep
+  prep: {type: command, command: "echo prepared", on_success: chat}
+  chat:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "Hello from {{.states.prep.Output}}"
+    options: {replies: ["r1", "r2", "r3", "r4", "r5"]}
+    on_success: after
+  after: {type: command, command: "echo after", on_success: done}
+  done: {type: terminal}
+"""
+
+
+def folder_hash(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(folder)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+async def _original(store, workdir):
+    prepared = prepare_run(
+        load_text(FLOW), replies=["more", "again", ""], storage=store, cwd=workdir
+    )
+    state = await prepared.runner.execute()
+    assert state.status == "completed", state.error
+    return state
+
+
+async def test_fork_at_a_conversation_turn_with_an_edit(store, workdir):
+    original = await _original(store, workdir)
+    before = folder_hash(store.run_dir(original.run_id))
+    new_id, point = fork_run(store, original.run_id, "chat#3", "EDITED question")
+    state = await prepare_run(
+        Resume(new_id, from_step=point.step), storage=store, replies=[""], cwd=workdir
+    ).runner.execute()
+    assert state.status == "completed", state.error
+    assert state.forked_from == {"run": original.run_id, "step": "chat", "turn": 3}
+    turns = [(t.role, t.content) for t in state.steps["chat"].conversation.turns]
+    assert turns[:3] == [
+        ("user", "Hello from prepared"),
+        ("assistant", "r1"),
+        ("user", "EDITED question"),
+    ]
+    assert turns[3][0] == "assistant" and len(turns) == 4
+    assert state.steps["after"].output.strip() == "after"
+    assert store.load_state(new_id).forked_from["run"] == original.run_id
+    assert folder_hash(store.run_dir(original.run_id)) == before
+    lines = store.read_transcript(new_id)
+    assert any(r.get("content") == "EDITED question" for r in lines)
+
+
+async def test_fork_at_a_command_step_reruns_it_and_keeps_what_came_before(store, workdir):
+    original = await _original(store, workdir)
+    before = folder_hash(store.run_dir(original.run_id))
+    new_id, _ = fork_run(store, original.run_id, "after")
+    state = await prepare_run(
+        Resume(new_id, from_step="after"), storage=store, cwd=workdir
+    ).runner.execute()
+    assert state.status == "completed", state.error
+    assert state.executed == ["prep", "chat", "after", "done"]
+    assert state.steps["chat"].conversation.turns == original.steps["chat"].conversation.turns
+    assert folder_hash(store.run_dir(original.run_id)) == before
+
+
+async def test_fork_refuses_a_step_that_did_not_run_and_a_turn_past_the_end(store, workdir):
+    original = await _original(store, workdir)
+    with pytest.raises(UserError, match='step "nope" did not run'):
+        fork_run(store, original.run_id, "nope")
+    with pytest.raises(UserError, match="past its end"):
+        fork_run(store, original.run_id, "chat#99")
+    with pytest.raises(UserError, match="is not STEP or STEP#TURN"):
+        fork_run(store, original.run_id, "chat#x")
+    with pytest.raises(UserError, match="--edit replaces a message of a conversation"):
+        fork_run(store, original.run_id, "prep", "x")
+
+
+async def test_an_edited_secret_is_masked(store, workdir, monkeypatch):
+    text = FLOW.replace("name: flow", "name: flow\nenv: [API_KEY]")
+    monkeypatch.setenv("API_KEY", "sk-very-secret-123")
+    prepared = prepare_run(load_text(text), replies=["more", ""], storage=store, cwd=workdir)
+    original = await prepared.runner.execute()
+    new_id, _ = fork_run(store, original.run_id, "chat#3", "key is sk-very-secret-123")
+    raw = (store.run_dir(new_id) / "state.json").read_text() + (
+        store.run_dir(new_id) / "transcript.jsonl"
+    ).read_text()
+    assert "sk-very-secret-123" not in raw
+
+
+KINDS = """
+name: kinds
+states:
+  initial: fan
+  fan: {type: parallel, parallel: [a, b], on_success: each}
+  a: {type: step, command: "echo A"}
+  b: {type: step, command: "echo B"}
+  each: {type: for_each, items: [1, 2], body: [item], on_success: done}
+  item: {type: step, command: "echo item {{.loop.Item}}"}
+  done: {type: terminal}
+"""
+
+
+@pytest.mark.parametrize("at", ["fan", "each"])
+async def test_fork_at_a_parallel_step_and_a_loop_step(store, workdir, at):
+    original = await prepare_run(load_text(KINDS), storage=store, cwd=workdir).runner.execute()
+    assert original.status == "completed", original.error
+    before = folder_hash(store.run_dir(original.run_id))
+    new_id, point = fork_run(store, original.run_id, at)
+    state = await prepare_run(
+        Resume(new_id, from_step=point.step), storage=store, cwd=workdir
+    ).runner.execute()
+    assert state.status == "completed", state.error
+    assert state.steps["item"].output.strip() == "item 2"
+    assert state.steps["a"].output.strip() == "A"
+    assert folder_hash(store.run_dir(original.run_id)) == before
