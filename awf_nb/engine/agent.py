@@ -319,7 +319,7 @@ class AgentSession:
         """A conversation that ends in tool calls without results (the process died while
         they ran) gets a result for each, saying it was interrupted: a model API refuses a
         history holding a call without its result."""
-        from awf_nb.engine.tool_calls import INTERRUPTED
+        from awf_nb.engine.tool_calls import ABANDONED
 
         turns = self.conv.turns if self.conv is not None else []
         last = next((i for i in range(len(turns) - 1, -1, -1) if turns[i].role != "tool"), -1)
@@ -329,7 +329,7 @@ class AgentSession:
         for call in turns[last].tool_calls:
             if call["id"] not in answered:
                 turn = Turn(
-                    role="tool", content=INTERRUPTED, tool_call_id=call["id"], name=call["name"]
+                    role="tool", content=ABANDONED, tool_call_id=call["id"], name=call["name"]
                 )
                 self._record(turn)
                 self._dialogue.append(as_message(turn))

@@ -97,6 +97,9 @@ class RunConfig:
     toolsets: ToolSetFactory | None = None
     # `--yes`: tool calls that need confirmation run without asking.
     yes: bool = False
+    # How this run's starter allows those calls, told to the model when one is refused
+    # because nobody can be asked ("": `--yes`; an eval says its file's `yes: true`).
+    confirm_remedy: str = ""
     # How a step's provider reads in its header, when the entry point knows more than its
     # name (`local → ollama:llama3.2` when `--model` switched it); None: the name.
     describe_provider: Callable[[str], str] | None = None

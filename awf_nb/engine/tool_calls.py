@@ -33,12 +33,29 @@ if TYPE_CHECKING:
     from awf_nb.engine.agent import AgentSession
 
 INTERRUPTED = "interrupted: the person stopped this call before it finished"
+# A call whose result never reached the disk (awf was killed while it ran), answered
+# when the run is resumed: nobody stopped it, awf did, and its effects are unknown.
+ABANDONED = (
+    "interrupted: awf stopped before this call finished (the run was resumed); "
+    "whether it had any effect is unknown"
+)
 TIMED_OUT = "stopped: the step's timeout ran out before this call finished"
 REFUSED = "refused by the user"
+# How to allow a `confirm` tool in a run nobody can be asked in; an entry point that is
+# started otherwise says so (`RunConfig.confirm_remedy`: an eval file's `yes: true`).
+YES_REMEDY = "start it with --yes to allow such calls"
 NOBODY_TO_ASK = (
     "refused: this tool needs the person's confirmation and nobody can be asked in this run "
-    "(start it with --yes to allow such calls)"
+    f"({YES_REMEDY})"
 )
+
+
+def nobody_to_ask(remedy: str = "") -> str:
+    """The refusal a `confirm` tool's call gets when nobody can be asked, naming `remedy`
+    (how this run's entry point allows such calls; default: `--yes`)."""
+    if not remedy or remedy == YES_REMEDY:
+        return NOBODY_TO_ASK
+    return NOBODY_TO_ASK.replace(YES_REMEDY, remedy)
 
 
 async def run_tool_calls(
@@ -90,7 +107,7 @@ async def _decide(session: AgentSession, tools: ToolSet, call: ToolCall) -> str:
         return ""
     reader = run.config.reader
     if not isinstance(reader, Confirmer):
-        return NOBODY_TO_ASK
+        return nobody_to_ask(run.config.confirm_remedy)
     arguments = run.masker.mask(call.arguments)
     session.save_before_asking()  # the person may take a while: what was said is on disk
     run.emit(ev.AwaitingConfirmation(run.run_id, session.step.name, call.id, call.name, arguments))

@@ -42,6 +42,9 @@ SEEDED_PROVIDERS = frozenset({"local", "openai_compatible"})
 
 CassetteMode = Literal["record", "replay"]
 
+# What a run of an eval tells the model when a `confirm` tool is refused (nobody to ask).
+EVAL_YES_REMEDY = "set `yes: true` in the eval file to allow such calls"
+
 
 @dataclasses.dataclass(frozen=True)
 class CassetteUse:
@@ -165,6 +168,8 @@ def prepare_case_run(
         record=cassette.path if cassette is not None and cassette.mode == "record" else None,
         replay=cassette.path if cassette is not None and cassette.mode == "replay" else None,
         yes=yes,
+        # `awf eval` has no --yes: an eval allows `confirm` tools in its file
+        confirm_remedy=EVAL_YES_REMEDY,
     )
     return prepare_run(workflow, options).runner
 

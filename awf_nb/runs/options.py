@@ -78,6 +78,9 @@ class RunOptions:
     interactive: bool = True
     ask: AskFunction | None = None
     yes: bool = False
+    # How the starter allows `confirm` tools, told to the model when a call is refused
+    # because nobody can be asked ("": `--yes`).
+    confirm_remedy: str = ""
     frontend: Frontend | None = None
     sink: EventSink | None = None
     record: PathLike | None = None

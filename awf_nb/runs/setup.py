@@ -157,6 +157,7 @@ def prepare_run(
         toolsets=_start_toolset,
         mcp_proxy=_mcp_proxy(),
         yes=options.yes,
+        confirm_remedy=options.confirm_remedy,
         describe_provider=choice.describe if choice is not None else None,
         limits=options.limits,  # type: ignore[arg-type]  # made a Limits by RunOptions
         # A replay that leaves part of its cassette unused says so when the run ends.

@@ -17,7 +17,7 @@ import pytest
 
 from awf_nb.engine.events import AwaitingConfirmation, ToolCallFinished, ToolCallStarted
 from awf_nb.engine.ports import Message, TurnRequest
-from awf_nb.engine.tool_calls import INTERRUPTED, NOBODY_TO_ASK, REFUSED
+from awf_nb.engine.tool_calls import ABANDONED, INTERRUPTED, NOBODY_TO_ASK, REFUSED
 from awf_nb.providers.openai_compatible import OpenAICompatibleProvider
 from awf_nb.runs import Resume, prepare_run
 from awf_nb.runs.replies import ScriptedReader
@@ -339,5 +339,7 @@ async def test_resume_repairs_calls_left_without_results(workdir: Path, store: S
     assert resumed.status == "completed", resumed.error
     history = model.requests[0].history
     assert roles(history) == ["user", "assistant", "tool"]
-    assert history[2].content == INTERRUPTED and history[2].tool_call_id == "call_1"
+    # nobody stopped the call: awf did (it was killed), and the model is told so
+    assert history[2].content == ABANDONED and history[2].tool_call_id == "call_1"
+    assert "person" not in history[2].content and "awf stopped" in history[2].content
     assert model.requests[0].prompt == "go on"

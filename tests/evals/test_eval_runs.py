@@ -253,6 +253,9 @@ async def test_confirm_tools_are_refused_unless_the_eval_says_yes(project: Proje
     )
     assert refused.rows[0].status == "completed"
     assert not (project.root / "out.txt").exists()
+    # the model is told the remedy an eval has (`awf eval` has no --yes)
+    transcript = json.dumps(project.store.read_transcript(refused.rows[0].run_id))
+    assert "set `yes: true` in the eval file" in transcript and "--yes" not in transcript
     allowed = await run_eval(
         project,
         project.write_eval(
