@@ -272,7 +272,9 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
         await _settle(store, runner.run_id)
     row.seconds = time.monotonic() - began
     unused = run_setup.unused_recording(runner)
-    if unused:
+    if unused and row.error_kind != "cassette":
+        # only when the run itself met no mismatch: a turn that did not match (the prompt
+        # differs, …) also leaves the rest unused, and its own error says why
         row.error = (
             f"the replay used fewer recorded turns than the cassette holds (not used: "
             f"{unused}): the run no longer goes the way it was recorded; record it again"

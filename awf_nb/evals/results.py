@@ -7,9 +7,10 @@ Python (`.rows`, `.summary`, `.to_pandas()`, `_repr_html_`) and `--json`.
 
 pass^k is τ-bench's: for a case with n trials of which c passed, C(c, k) / C(n, k) — the
 chance that k trials drawn from its n all pass — averaged over the cases that have at least
-k trials, for k = 1 … epochs. pass^1 is the plain pass rate; a workflow that passes each
-case only sometimes drops fast as k grows. A row whose scorer could not decide (an error)
-counts as a trial that did not pass.
+k trials, for k = 1 … epochs. A row whose scorer could not decide (an error) counts as a
+trial that did not pass, so pass^1 (each case's share of passing trials, averaged) equals
+the pass rate only when nothing errored: the pass rate leaves errors out. A workflow that
+passes each case only sometimes drops fast as k grows.
 """
 
 from __future__ import annotations
@@ -194,7 +195,9 @@ class EvalSummary:
             summary.judge_tokens += row.judge_tokens
             summary.seconds += row.seconds
         summary.pass_hat = _pass_hat(overall, epochs)
-        kinds = Counter(row.error_kind for row in rows if row.error_kind)
+        # Only errored rows: a run that hit a limit and was still scored (failed) is a
+        # failure, so that `errors` and the breakdown by kind count the same rows.
+        kinds = Counter(row.error_kind for row in rows if row.error_kind and row.passed is None)
         summary.errors_by_kind = {kind: kinds[kind] for kind in ERROR_KINDS if kinds[kind]}
         for name, kind in scorers:
             one = ScorerSummary(name, kind)

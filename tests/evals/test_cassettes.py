@@ -99,6 +99,20 @@ async def test_a_replay_that_uses_fewer_recorded_turns_is_a_mismatch(
         assert "fewer recorded turns than the cassette holds" in row.error
 
 
+async def test_a_replay_whose_prompt_changed_names_the_prompt_in_its_row(
+    project: Project, served: OpenAIServer
+) -> None:
+    text = eval_text(served.base_url)
+    await evaluate(project, text, record="cassettes")
+    project.write("wf2.yaml", WORKFLOW.replace("Help me with", "Teach me"))
+    result = await evaluate(project, text, replay="cassettes")
+    for row in result.rows:
+        assert row.outcome == "error" and row.error_kind == "cassette"
+        # the real cause, as `awf status` shows it, not the turns it left unused
+        assert "the prompt differs" in row.error, row.error
+        assert "fewer recorded turns" not in row.error
+
+
 async def test_an_erroring_judge_server_is_an_error_in_its_cell(
     project: Project, served: OpenAIServer
 ) -> None:

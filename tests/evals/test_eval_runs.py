@@ -149,7 +149,7 @@ async def test_epochs_differ_and_pass_k_drops_for_a_case_that_passes_only_someti
     assert sorted(row.seed for row in again.rows) == seeds
 
 
-async def test_limits_of_the_eval_stop_a_run_and_count_as_limit_errors(project: Project) -> None:
+async def test_limits_of_the_eval_stop_a_run_and_it_counts_once_as_failed(project: Project) -> None:
     project.rows("cases.jsonl", [{"topic": "bread"}])
     path = project.write_eval(
         """\
@@ -168,7 +168,11 @@ async def test_limits_of_the_eval_stop_a_run_and_count_as_limit_errors(project: 
     assert row.status == "failed" and row.error_kind == "limit"
     assert "limits.max_agent_turns (2) reached" in row.error
     assert row.passed is False  # no scorers: a run that failed did not pass
-    assert result.summary.errors_by_kind == {"limit": 1}
+    # a row is failed or errored, never both: the breakdown by kind counts errored rows
+    summary = result.summary
+    assert (summary.passed, summary.failed, summary.errors) == (0, 1, 0)
+    assert summary.errors_by_kind == {}
+    assert "errors:" not in summary.totals_line()
 
 
 async def test_an_erroring_judge_is_an_error_in_its_cell_not_a_crash(project: Project) -> None:
