@@ -90,8 +90,13 @@ def _limits(workflow: Workflow) -> str:
         parts.append(f"max_tokens {limits.max_tokens}")
     if limits.timeout is not None:
         parts.append(f"timeout {format_duration(limits.timeout)}")
+    if limits.max_visits:
+        visits = ", ".join(f"{step} {n}" for step, n in limits.max_visits.items())
+        parts.append(f"max_visits {visits}")
     if not parts:
         parts.append("none (nothing bounds the agents' turns, tokens or time)")
+    if "visits_kept" in limits.model_fields_set:
+        parts.append(f"visits_kept {limits.visits_kept:,}")
     if "output_bytes_kept" in limits.model_fields_set:
         parts.append(f"output_bytes_kept {limits.output_bytes_kept:,}")
     return " · ".join(parts)

@@ -80,6 +80,9 @@ def test_the_run_limits_are_shown() -> None:
         "limits: none (nothing bounds the agents' turns, tokens or time) · output_bytes_kept"
         in shown
     )
+    visits = text.replace("name:", "limits: {max_visits: {edit: 3}}\nname:", 1)
+    shown = describe_plan(load_text(textwrap.dedent(visits)), {})
+    assert "limits: max_visits edit 3" in shown and "limits: none" not in shown
 
 
 def test_an_exchange_between_agents_shows_the_partner_until_max_turns_and_tools() -> None:
