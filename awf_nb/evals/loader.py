@@ -121,6 +121,8 @@ def load_eval_text(
     if workflow is not None:
         _check_inputs(model, workflow, doc)
     cases = _cases(model, base, doc)
+    if workflow is not None:
+        _check_person(model, workflow, cases, doc)
     errors = [p for p in doc.problems if p.severity == "error"]
     if errors or workflow is None:
         raise DefinitionError(_sorted(doc.problems))
@@ -284,6 +286,32 @@ def _workflow(model: EvalFile, base: Path, doc: Any) -> Workflow | None:
         return None
     doc.problems.extend(p for p in workflow.warnings if p.severity == "warning")
     return workflow
+
+
+def _check_person(model: EvalFile, workflow: Workflow, cases: list[Case], doc: Any) -> None:
+    """A warning when a conversation with the person would end after its first reply
+    without anyone saying so: no `user:`, and cases without `replies`."""
+    from awf_nb.workflow.model import AgentStep
+
+    if model.user is not None:
+        return
+    talks = [
+        name
+        for name, step in workflow.steps.items()
+        if isinstance(step, AgentStep)
+        and step.mode == "conversation"
+        and (step.conversation is None or step.conversation.with_ is None)
+    ]
+    silent = [case.id for case in cases if case.replies is None]
+    if not talks or not silent:
+        return
+    shown = ", ".join(f'"{c}"' for c in silent[:5]) + (" …" if len(silent) > 5 else "")
+    doc.warn(
+        f"no `user:` and {len(silent)} case(s) without `replies` ({shown}): conversation "
+        f"step {talks[0]} ends after its first reply in them",
+        "user",
+        hint="add a simulated `user:` to the eval, or `replies` to those cases",
+    )
 
 
 def _check_inputs(model: EvalFile, workflow: Workflow, doc: Any) -> None:

@@ -197,7 +197,7 @@ def test_awf_validate_accepts_eval_files(
     project: Project, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(project.root)
-    project.rows("cases.jsonl", [{"topic": "bread"}])
+    project.rows("cases.jsonl", [{"topic": "bread", "replies": ["exit"]}])
     project.write_eval("workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: x}\n")
     project.write("plain.yaml", "workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topc: x}\n")
     assert main(["validate", "t.eval.yaml", "wf.yaml"]) == 0
@@ -206,3 +206,24 @@ def test_awf_validate_accepts_eval_files(
     out = capsys.readouterr().out
     assert 'plain.yaml:3:10: error: inputs.topc: workflow chatty has no input "topc"' in out
     assert "plain.yaml: invalid (2 errors)" in out
+
+
+def test_a_conversation_with_nobody_to_answer_is_a_warning_naming_the_cases(
+    project: Project,
+) -> None:
+    project.rows(
+        "cases.jsonl",
+        [{"id": "talks", "topic": "a", "replies": ["more", "exit"]}, {"id": "mute", "topic": "b"}],
+    )
+    path = project.write_eval(
+        'workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "{{.case.topic}}"}\n'
+    )
+    [warning] = [str(p) for p in load_eval(path).warnings if "replies" in str(p)]
+    assert 'no `user:` and 1 case(s) without `replies` ("mute")' in warning
+    assert "ends after its first reply" in warning
+    with_user = project.write_eval(
+        'workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: "{{.case.topic}}"}\n'
+        "user: {provider: scripted, persona: p}\n",
+        "u.eval.yaml",
+    )
+    assert not [p for p in load_eval(with_user).warnings if "replies" in str(p)]
