@@ -350,6 +350,8 @@ async def execute_call(
             f"step {step.name}: timed out after {format_duration(step.timeout)}"
         ) from None
     st.tokens_used = child_state.total_tokens
+    # an estimate anywhere in the child makes its total one (the `~` marker is kept)
+    st.tokens_estimated = any(s.tokens_estimated for s in child_state.steps.values())
     outputs: dict[str, Any] = {}
     for child_step, parent_key in step.outputs.items():
         if child_step in child_state.steps:

@@ -272,6 +272,29 @@ states:
     assert result.outputs["call"] == "child done"
 
 
+async def test_call_workflow_keeps_the_estimate_marker_of_its_child_s_tokens(
+    run_yaml, workdir: Path
+):
+    (workdir / "child.yaml").write_text(
+        "name: child\nstates:\n  initial: a\n"
+        '  a: {type: agent, provider: scripted, prompt: "one two", on_success: d}\n'
+        "  d: {type: terminal}\n"
+    )
+    result = await run_yaml(
+        """
+        name: parent
+        states:
+          initial: call
+          call: {type: call_workflow, workflow: child, on_success: done}
+          done: {type: terminal}
+        """
+    )
+    assert result.ok, result.error
+    call = result.steps["call"]
+    assert call.tokens_used > 0
+    assert call.tokens_estimated  # the scripted provider's tokens are estimates: `~` shown
+
+
 async def test_call_workflow_cycle_is_an_error(run_yaml, workdir: Path):
     (workdir / "a.yaml").write_text(
         "name: a\nstates:\n  initial: c\n  c: {type: call_workflow, workflow: b, on_success: d}\n"
