@@ -144,3 +144,25 @@ async def test_a_missing_agent_program_is_a_clear_error(tmp_path: Path) -> None:
     result = await _run(tmp_path, _workflow(tmp_path, steps))
     assert result.status == "failed"
     assert "cannot start /nonexistent/acp-agent" in result.state.error
+
+
+class _Person:
+    """A person at the keyboard: allows what is asked, and remembers the question."""
+
+    def __init__(self) -> None:
+        self.questions: list[str] = []
+
+    async def read(self, prompt: str) -> str | None:
+        return None
+
+    async def confirm(self, question: str) -> bool | None:
+        self.questions.append(question)
+        return True
+
+
+async def test_permission_is_asked_of_the_person(tmp_path: Path) -> None:
+    steps = "  initial: w\n" + _step("w", "write marker.txt written", "done", AGENT)
+    person = _Person()
+    result = await _run(tmp_path, _workflow(tmp_path, steps), reader=person)
+    assert result.outputs["w"] == "wrote marker.txt"
+    assert person.questions == ['Allow Write({"path": "marker.txt"})?']
