@@ -284,6 +284,7 @@ class AgentSession:
             mcp_servers=self.mcp_servers,
             max_reply_bytes=self.max_reply_bytes,
             max_tool_calls=self.max_tool_calls,
+            ask_permission=self.ask_permission,
         )
 
     def _warn_replay(self, count: int) -> None:
@@ -299,6 +300,13 @@ class AgentSession:
             f"{count} earlier message{plural} in the prompt of a new session",
             step,
         )
+
+    async def ask_permission(self, call_id: str, name: str, arguments: str) -> bool:
+        """An agent asks before it acts (ACP): the step's confirm policy answers, as for a
+        tool under `tools.confirm` (`--yes` allows; the person is asked; else refused)."""
+        from awf_nb.engine.tool_calls import decide_permission
+
+        return await decide_permission(self, ToolCall(call_id, name, arguments))
 
     def save_before_asking(self) -> None:
         """Before the person is asked anything mid-reply (a call to allow, their turn after

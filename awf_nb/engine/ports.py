@@ -97,6 +97,10 @@ class TurnRequest:
     # these; a provider that gathers pieces before it yields an event holds them to them.
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
+    # Agents that ask before they act (ACP's session/request_permission): the step's
+    # confirm policy answers — `(call_id, tool name, arguments as JSON text)` -> allowed
+    # (the person asked, `--yes`, or refused when nobody can be asked).
+    ask_permission: Callable[[str, str, str], Awaitable[bool]] | None = None
 
 
 # --- what a provider answers (in this order: deltas/tools/usage/session…, then Final) --------

@@ -107,6 +107,23 @@ async def _decide(session: AgentSession, tools: ToolSet, call: ToolCall) -> str:
     return "" if allowed else REFUSED
 
 
+async def decide_permission(session: AgentSession, call: ToolCall) -> bool:
+    """An agent's own request to act (ACP's request_permission), decided like a call under
+    `tools.confirm`: `--yes` allows, the person is asked, nobody to ask refuses."""
+    run = session.run
+    if run.config.yes:
+        return True
+    reader = run.config.reader
+    if not isinstance(reader, Confirmer):
+        return False
+    arguments = run.masker.mask(call.arguments)
+    session.save_before_asking()
+    run.emit(ev.AwaitingConfirmation(run.run_id, session.step.name, call.id, call.name, arguments))
+    with session.waiting_for_person():
+        allowed = await reader.confirm(f"Allow {call.name}({arguments})?")
+    return bool(allowed)
+
+
 async def _run_all(
     session: AgentSession,
     tools: ToolSet,

@@ -45,6 +45,7 @@ _PROVIDERS: dict[str, str | type] = {
     "opencode": "awf_nb.providers.cli.opencode:OpencodeProvider",
     "github_copilot": "awf_nb.providers.cli.copilot:CopilotProvider",
     "mistral_vibe": "awf_nb.providers.cli.mistral_vibe:MistralVibeProvider",
+    "acp": "awf_nb.providers.acp:AcpProvider",
 }
 
 _ALIASES: dict[str, str] = {
@@ -55,6 +56,7 @@ _ALIASES: dict[str, str] = {
 # What to install when a provider's module cannot be imported for lack of a dependency.
 _INSTALL_HINTS: dict[str, str] = {
     "local": "install the local extra: pip install 'awf-nb[local]'",
+    "acp": "install the acp extra: pip install 'awf-nb[acp]'",
 }
 
 

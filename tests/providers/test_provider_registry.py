@@ -23,6 +23,7 @@ from awf_nb.providers import (
 )
 
 BUILT_IN = [
+    "acp",
     "claude",
     "codex",
     "gemini",

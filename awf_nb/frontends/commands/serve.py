@@ -5,6 +5,7 @@ step's `mcp_proxy` starts). The command line of the tools package's server
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from awf_nb.frontends.commands.table import command
 
@@ -65,3 +66,67 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
     }
     config = load_serve_config(args.config, builtin=args.builtin, root_dir=args.dir, limits=limits)
     return run_server(config, yes=args.yes)
+
+
+def _configure_acp(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workflows",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder of workflows to serve, searched first (repeatable)",
+    )
+    parser.add_argument(
+        "--storage",
+        metavar="DIR",
+        help="where runs are stored (default: $AWF_STORAGE, else ~/.local/share/awf)",
+    )
+    parser.add_argument(
+        "--default",
+        metavar="NAME",
+        help="the workflow a prompt without a /command runs (its first input gets the text)",
+    )
+    parser.add_argument(
+        "--yes", action="store_true", help="allow the tools listed in confirm (no one is asked)"
+    )
+    parser.add_argument(
+        "--max-sessions",
+        type=int,
+        default=32,
+        metavar="N",
+        help="sessions served at once (default 32)",
+    )
+
+
+def cmd_acp(args: argparse.Namespace) -> int:
+    """Serve the workflows to an ACP client (Zed, JetBrains, Jupyter AI…) on stdin/stdout.
+
+    Each workflow is a slash command: `/chat topic="bread"` runs workflows/chat.yaml with
+    that input; a prompt without a slash runs --default NAME with the text as its first
+    input. A conversation step waits for the client's next prompt; an empty one or `exit`
+    ends it. Tools under `tools.confirm` are asked as permission requests. Each session's
+    run is stored: `awf status RUN_ID`, `awf resume RUN_ID`. Logs go to stderr only.
+    Needs the `acp` extra: pip install 'awf-nb[acp]'.
+    """
+    try:
+        from awf_nb.frontends.acp.server import AwfAgent, serve
+    except ImportError as exc:
+        from awf_nb.errors import UserError
+
+        raise UserError(
+            f"awf acp needs the ACP SDK ({exc.name} is missing): pip install 'awf-nb[acp]'"
+        ) from None
+    agent = AwfAgent(
+        workflow_dirs=[Path(d) for d in args.workflows],
+        storage=args.storage,
+        default=args.default,
+        yes=args.yes,
+        max_sessions=args.max_sessions,
+    )
+    return serve(agent)
+
+
+command(
+    "acp", "serve the workflows to an ACP client (editors, Jupyter AI) on stdio", _configure_acp
+)(cmd_acp)
+command("acp-serve", "the same as awf acp", _configure_acp)(cmd_acp)
