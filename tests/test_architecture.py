@@ -218,6 +218,8 @@ def test_a_module_taken_from_sys_modules_is_caught(source: str) -> None:
 STRING_NAMES = {
     # starts `python -m awf_nb.cli` as the MCP proxy's server: another process, not an import
     "awf_nb/tools/proxy.py",
+    # Jupyter AI's persona starts `python -m awf_nb.cli acp`: another process too
+    "awf_nb/frontends/jupyter_ai.py",
 }
 _MODULE_STRING = re.compile(r"awf_nb(?:\.\w+)+(?::\w+)?")
 
