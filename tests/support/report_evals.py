@@ -30,12 +30,21 @@ CASES = [
 ]
 
 
+def _evaluate(path: str, project: Project) -> str:
+    """The eval's id; run in a thread of its own: a caller may be inside an event loop
+    (Playwright's synchronous API keeps one running)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(awf_nb.evaluate, path, storage=project.store, show=False)
+        return future.result().eval_id
+
+
 def single_eval(project: Project) -> str:
     """A finished eval of 3 cases x 2 epochs: `bread` passes, the others fail."""
     project.rows("cases.jsonl", CASES)
     project.write_eval(EVAL.format(workflow="wf.yaml"))
-    result = awf_nb.evaluate("t.eval.yaml", storage=project.store, show=False)
-    return result.eval_id
+    return _evaluate("t.eval.yaml", project)
 
 
 def two_variant_eval(project: Project) -> str:
@@ -45,8 +54,8 @@ def two_variant_eval(project: Project) -> str:
     project.write("wf-yeast.yaml", CHAT_WORKFLOW.replace("first answer about", "yeast for"))
     project.write_eval(EVAL.format(workflow="wf.yaml"), "a.eval.yaml")
     project.write_eval(EVAL.format(workflow="wf-yeast.yaml"), "b.eval.yaml")
-    a = awf_nb.evaluate("a.eval.yaml", storage=project.store, show=False).eval_id
-    b = awf_nb.evaluate("b.eval.yaml", storage=project.store, show=False).eval_id
+    a = _evaluate("a.eval.yaml", project)
+    b = _evaluate("b.eval.yaml", project)
     # The combined eval: b's folder, its rows followed by a's, each tagged.
     folder_a = EvalFolder.open(project.store, a)
     folder_b = EvalFolder.open(project.store, b)
