@@ -202,3 +202,28 @@ def test_unknown_eval_is_one_clear_line(
 ) -> None:
     code, _, err = run(capsys, "eval-report", "nope", *storage_args(project))
     assert code != 0 and 'eval "nope" not found' in err
+
+
+def test_notebook_line_magic_shows_the_report_in_a_sandboxed_frame(
+    project: Project, tmp_path: Path
+) -> None:
+    from html import unescape
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    eval_id = single_eval(project)
+    ip = InteractiveShell.instance()
+    ip.extension_manager.load_extension("awf_nb")
+    storage = str(project.store.root)
+    with capture_output() as shown:
+        ip.run_line_magic("awf", f"eval-report {eval_id} --storage {storage}")
+    html = shown.outputs[0].data["text/html"]
+    assert html.startswith('<div><iframe class="awf-eval-report" sandbox="allow-scripts" srcdoc="')
+    assert "first answer about yeast" in unescape(html)
+    with capture_output() as printed:
+        ip.run_line_magic("awf", f"eval-report {eval_id} --format markdown --storage {storage}")
+    assert "mentions\\_yeast" in printed.stdout
+    out = tmp_path / "r.xml"
+    ip.run_line_magic("awf", f"eval-report {eval_id} --format junit -o {out} --storage {storage}")
+    assert ET.parse(out).getroot().tag == "testsuites"
