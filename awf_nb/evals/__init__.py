@@ -13,6 +13,8 @@ The modules, in the order data flows:
     executor.py   the seam: who runs the work       scorers.py   condition, judge, command
     driver.py     plan, execute, write the rows     results.py   rows, summary, pass^k
     storage.py    the eval's folder                 api.py       the Python entry points
+    report/       a stored eval as HTML, Markdown, JUnit XML or an Inspect AI log (one
+                  loader, `report/load.py`, for every format)
     ray_executor.py  `--executor ray`: the work on a Ray cluster's workers (Ray imported
                   only there, only when asked for)
 

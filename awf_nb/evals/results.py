@@ -376,6 +376,26 @@ class EvalResult:
             ) from None
         return pd.DataFrame([row.flat() for row in self.rows])
 
+    def report(self, format: str = "html", path: str | None = None) -> str:
+        """The eval as a report (`format`: html, markdown, junit), read from its folder in
+        the store; also written to `path` when given. See `awf eval-report`."""
+        from pathlib import Path
+
+        from awf_nb.evals.report import load_report, render
+
+        text = render(load_report(self.eval_id, storage=self.storage or None), format)
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def export_inspect(self, path: str) -> Any:
+        """Write the eval as an Inspect AI log (`path` ends in .eval or .json); returns the
+        path. See `awf eval-export`."""
+        from awf_nb.evals.report import load_report
+        from awf_nb.evals.report.inspect_log import write_inspect_log
+
+        return write_inspect_log(load_report(self.eval_id, storage=self.storage or None), path)
+
     def __repr__(self) -> str:
         s = self.summary
         return (

@@ -1,4 +1,5 @@
-"""The eval commands of the `awf` command line: `awf eval`, `awf evals`, `awf eval-show`.
+"""The eval commands of the `awf` command line: `awf eval`, `awf evals`, `awf eval-show`,
+`awf eval-report`, `awf eval-export`.
 
 Registered into the CLI's command table by `register(command)` (one call in the CLI), so
 they live here, together, and the CLI's own module only knows they exist. Heavy modules
@@ -32,6 +33,10 @@ def register(command: Callable[..., Callable[[Handler], Handler]]) -> None:
     command("evals", "list past evals", _configure_evals)(cmd_evals)
     command("eval-show", "show a past eval, one case's runs, or two evals compared",
             _configure_show)(cmd_eval_show)  # fmt: skip
+    command("eval-report", "a past eval as one HTML file, a Markdown comment or JUnit XML",
+            _configure_report)(cmd_eval_report)  # fmt: skip
+    command("eval-export", "a past eval as an Inspect AI log (inspect view opens it)",
+            _configure_export)(cmd_eval_export)  # fmt: skip
 
 
 def _storage(parser: argparse.ArgumentParser) -> None:
@@ -415,6 +420,65 @@ def _show_comparison(before: Any, after: Any, json_only: bool) -> int:
     for line in statistics.lines()[1:]:
         print(terminal_safe(line))
     return 0
+
+
+def _configure_report(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("eval_id", metavar="EVAL_ID", help="the eval (a unique prefix is enough)")
+    parser.add_argument(
+        "--format", default="html", choices=["html", "markdown", "md", "junit"],
+        help="html (one offline file, the default), markdown (a pull-request comment), "
+        "junit (XML for CI)",
+    )  # fmt: skip
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    _storage(parser)
+
+
+def cmd_eval_report(args: argparse.Namespace) -> int:
+    """Write a past eval as a report: one self-contained HTML file (summary, every case,
+    failures with their reasons, the variants' conversations side by side where they
+    differ; it fetches nothing), a Markdown pull-request comment, or JUnit XML for CI."""
+    from awf_nb.evals.report import load_report, render
+
+    text = render(load_report(args.eval_id, storage=args.storage), args.format)
+    _write_out(text, args.output)
+    return 0
+
+
+def _configure_export(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("eval_id", metavar="EVAL_ID", help="the eval (a unique prefix is enough)")
+    parser.add_argument("--format", default="inspect", choices=["inspect"], help="inspect")
+    parser.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="FILE.eval or FILE.json"
+    )
+    _storage(parser)
+
+
+def cmd_eval_export(args: argparse.Namespace) -> int:
+    """Export a past eval as an Inspect AI log (`.eval` or `.json`): its samples, scores,
+    conversations and token usage; `inspect view` opens it."""
+    from awf_nb.evals.report import load_report
+    from awf_nb.evals.report.inspect_log import write_inspect_log
+
+    data = load_report(args.eval_id, storage=args.storage)
+    try:
+        path = write_inspect_log(data, args.output)
+    except OSError as exc:
+        raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _write_out(text: str, output: str | None) -> None:
+    if output is None or output == "-":
+        sys.stdout.write(text)
+        return
+    from pathlib import Path
+
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {output}: {exc.strerror or exc}") from None
+    print(f"wrote {output}", file=sys.stderr)
 
 
 def validate_eval_file(name: str, *, strict: bool) -> tuple[str, list[Any], int] | None:

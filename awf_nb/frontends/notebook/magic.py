@@ -332,6 +332,9 @@ class AwfMagics(Magics):
         if args.command == "diagram" and not args.output:
             self._diagram(args)
             return
+        if args.command == "eval-report" and not args.output and args.format == "html":
+            self._eval_report(args)
+            return
         if args.command == "status":
             args.run_id = expand_braces(args.run_id, self.shell.user_ns)
         try:
@@ -343,6 +346,28 @@ class AwfMagics(Magics):
         if args.command == "validate":
             raise AwfCellError("awf validate: some workflows are invalid (see above)")
         raise AwfCellError(f"awf {args.command} failed (exit code {code})")
+
+    def _eval_report(self, args: argparse.Namespace) -> None:
+        """`%awf eval-report EVAL_ID` without -o: the HTML report in the cell, in a sandboxed
+        frame (its own page: its styles do not reach the notebook's, its script runs in the
+        frame only, and it still fetches nothing)."""
+        from html import escape
+
+        from IPython.display import HTML, display
+
+        from awf_nb.evals.report import load_report, render
+
+        try:
+            page = render(load_report(args.eval_id, storage=args.storage), "html")
+        except AwfError as exc:
+            raise cell_error(exc) from None
+        display(
+            HTML(
+                f'<div><iframe class="awf-eval-report" sandbox="allow-scripts" '
+                f'srcdoc="{escape(page)}" style="width:100%;height:600px;border:1px solid #ccc">'
+                "</iframe></div>"
+            )
+        )
 
     def _diagram(self, args: argparse.Namespace) -> None:
         """`%awf diagram` without -o: the picture in the cell (Mermaid unless --format)."""
