@@ -15,7 +15,7 @@ from typing import Any
 
 from awf_nb.errors import UserError
 from awf_nb.evals.results import EvalResult, EvalRow, EvalSummary
-from awf_nb.evals.storage import RESULTS, EvalFolder, _records
+from awf_nb.evals.storage import RESULTS, EvalFolder, _numbered_records
 from awf_nb.secrets import Masker
 from awf_nb.store import Store
 
@@ -99,7 +99,7 @@ def load_report(
     # The variant of each row is read from the stored lines themselves: the row class
     # may not know the field (an eval written by a newer awf reads the same).
     keyed: dict[tuple[str, str, int], EvalRow] = {}
-    for record in _records(folder.path / RESULTS):
+    for _, record in _numbered_records(folder.path / RESULTS):  # checked by result()
         row = EvalRow.from_dict(masker.mask_data(record) if masker else record)
         keyed[(str(record.get("variant") or ""), row.case, row.epoch)] = row
     variants = list(dict.fromkeys(v for v, _, _ in keyed)) or [""]
