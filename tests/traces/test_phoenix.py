@@ -149,3 +149,38 @@ async def test_the_offline_file_sent_later_is_the_same_trace(
     out = tmp_path / "out.jsonl"
     assert main(["trace", run_id[:12], "--storage", str(tmp_path / "store"), "-o", str(out)]) == 0
     assert [s.span_id for s in decode(out.open())] == [s.span_id for s in spans]
+
+
+async def test_an_eval_of_three_cases_tags_each_run(
+    phoenix: Phoenix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from awf_nb.evals.api import prepare_eval
+    from tests.support.eval_project import CHAT_WORKFLOW, Project
+
+    project = Project(tmp_path / "project")
+    project.root.mkdir()
+    monkeypatch.chdir(project.root)
+    project.write("wf.yaml", CHAT_WORKFLOW)
+    project.rows("cases.jsonl", [{"id": c, "topic": c, "replies": ["exit"]} for c in "abc"])
+    path = project.write_eval(
+        """\
+        workflow: wf.yaml
+        dataset: cases.jsonl
+        inputs: {topic: "{{.case.topic}}"}
+        scorers:
+          - name: done
+            condition: 'status == "completed"'
+        """
+    )
+    run = prepare_eval(path, storage=project.store, otlp=phoenix.url)
+    result = await run.execute()
+    assert len(result.rows) == 3
+    for row in result.rows:
+        spans = list(decode((project.store.run_dir(row.run_id) / TRACE_FILE).open()))
+        got = _received(phoenix, spans[0].trace_id, len(spans))
+        (top,) = [s for s in got if s["parent_id"] is None]
+        assert top["name"] == "invoke_workflow chatty"
+        assert top["attributes"]["awf.eval.id"] == result.eval_id
+        assert top["attributes"]["awf.eval.case"] == row.case
+        assert top["attributes"]["awf.eval.epoch"] == 1
+        assert any(s["name"] == "chat" for s in got)
