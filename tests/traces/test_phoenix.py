@@ -184,3 +184,9 @@ async def test_an_eval_of_three_cases_tags_each_run(
         assert top["attributes"]["awf.eval.case"] == row.case
         assert top["attributes"]["awf.eval.epoch"] == 1
         assert any(s["name"] == "chat" for s in got)
+    from awf_nb.frontends.cli import main
+
+    out = tmp_path / "eval.jsonl"
+    store = str(project.store.root)
+    assert main(["trace", result.eval_id, "--storage", store, "-o", str(out)]) == 0
+    assert len({s.trace_id for s in decode(out.open())}) == 3
