@@ -23,7 +23,7 @@ MAX_QUEUE = 2048  # spans waiting to be sent; more are dropped (and counted)
 BATCH_SIZE = 512
 SCHEDULE_DELAY_MS = 500
 EXPORT_TIMEOUT = 5.0  # seconds per export request (the SDK retries within it)
-CLOSE_TIMEOUT = 5.0  # seconds the end of a run waits for the last spans to be sent
+CLOSE_TIMEOUT = 2.0  # seconds the end of a run waits for the last spans to be sent
 # The SDK's own loggers: their messages about a dead collector are said once, by us.
 _SDK_LOGGERS = (
     "opentelemetry.exporter.otlp.proto.http",
@@ -95,6 +95,7 @@ class _Counting:
     def __init__(self, exporter: Any) -> None:
         self._exporter = exporter
         self.sent = 0
+        self.failures = 0
 
     def export(self, spans: Any) -> Any:
         from opentelemetry.sdk.trace.export import SpanExportResult
@@ -105,6 +106,8 @@ class _Counting:
             return SpanExportResult.FAILURE
         if result == SpanExportResult.SUCCESS:
             self.sent += len(spans)
+        else:
+            self.failures += 1
         return result
 
     def shutdown(self) -> None:
@@ -183,7 +186,12 @@ class LiveExport:
         if self._closed:
             return 0
         self._closed = True
-        self._processor.force_flush(int(CLOSE_TIMEOUT * 1000))
+        # A collector that already failed an export is not waited for again.
+        if not self._exporter.failures:
+            self._processor.force_flush(int(CLOSE_TIMEOUT * 1000))
+        # The exporter first: its shutdown cuts short the retries of an export in flight,
+        # so the processor's own shutdown (which exports what is left) returns at once.
+        self._exporter.shutdown()
         self._processor.shutdown()
         return max(self.submitted - self._exporter.sent, 0)
 
