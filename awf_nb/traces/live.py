@@ -32,6 +32,8 @@ _SDK_LOGGERS = (
     "opentelemetry.sdk._shared_internal",
 )
 TRACES_PATH = "/v1/traces"
+_RESOURCE: Any = None
+_SCOPE: Any = None
 
 
 def traces_url(endpoint: str) -> str:
@@ -124,8 +126,11 @@ def readable(spans: Iterable[Span]) -> list[Any]:
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-    resource = Resource.create({"service.name": "awf-nb"})
-    scope = InstrumentationScope("awf_nb", __version__, SCHEMA_URL)
+    global _RESOURCE, _SCOPE
+    if _RESOURCE is None:  # made once: Resource.create reads the environment, detectors
+        _RESOURCE = Resource.create({"service.name": "awf-nb"})
+        _SCOPE = InstrumentationScope("awf_nb", __version__, SCHEMA_URL)
+    resource, scope = _RESOURCE, _SCOPE
     codes = {STATUS_OK: StatusCode.OK, STATUS_ERROR: StatusCode.ERROR}
     out = []
     for s in spans:
