@@ -13,8 +13,8 @@ import pytest
 from awf_nb.runs import prepare_run
 from awf_nb.traces import TRACE_FILE
 from awf_nb.traces.otlp_json import decode
+from tests.support.phoenix import Phoenix
 from tests.support.waiting import poll
-from tests.traces.conftest import Phoenix
 
 WORKFLOW = """
 name: notes
