@@ -640,6 +640,12 @@ class AgentSession:
             text=masked,
             speaker=self.speaker,
             cut=progress.cut and not interrupted,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            provider=self.provider_name,
+            model=str(request.options.get("model") or ""),
+            cost_usd=usage.cost_usd if usage is not None else None,
+            tool_calls=len(calls or ()),
         )
         # A conversation is saved with each reply (single-mode steps when they end). Not
         # with each of a reply's tool rounds: a checkpoint costs fsyncs, and the rounds'

@@ -177,6 +177,14 @@ class TurnFinished:
     text: str = ""  # the whole reply, for frontends that do not render deltas
     speaker: str = ""  # "" for the step's agent; a conversation partner's name otherwise
     cut: bool = False  # the reply was cut at its length limit (max_tokens)
+    # What traces record of the turn (awf_nb/traces): the split of `tokens`, who answered
+    # and what the provider said it cost (None: it did not say).
+    input_tokens: int = 0
+    output_tokens: int = 0
+    provider: str = ""
+    model: str = ""
+    cost_usd: float | None = None
+    tool_calls: int = 0  # calls this round asked for (the finish reason is then tool_calls)
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,15 +130,19 @@ def prepare_eval(
     storage: Store | str | os.PathLike[str] | None = None,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    otlp: str | None = None,
+    trace_content: bool = False,
 ) -> EvalRun:
     """A new eval, ready to `await run.execute(progress)`: `spec` an `EvalSpec` or the
-    path of an eval file."""
+    path of an eval file. `otlp` / `trace_content`: the runs' traces
+    (docs/observability.md)."""
     if not isinstance(spec, EvalSpec):
         spec = load_eval(spec, cwd=cwd)
     mode, folder = cassette_options(record, replay, record_missing)
     options = EvalOptions(
         epochs=epochs, limit=limit, concurrency=concurrency, seed=seed, cassette_mode=mode,
         cassette_dir=folder, executor=executor, ray_address=ray_address, workers=workers,
+        otlp=otlp, trace_content=trace_content,
     )  # fmt: skip
     return start_eval(
         spec, options, store=_store(storage), cwd=cwd, env=None if env is None else dict(env)

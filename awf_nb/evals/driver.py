@@ -75,6 +75,10 @@ class EvalOptions:
     executor: str = "local"
     ray_address: str | None = None  # --executor ray: the cluster (None: Ray's default)
     workers: int | None = None  # --executor ray: worker processes (None: the cluster's CPUs)
+    # Traces of the runs (docs/observability.md): a collector to send them to (None:
+    # $AWF_OTLP_ENDPOINT or none), and message contents on the spans.
+    otlp: str | None = None
+    trace_content: bool = False
 
 
 def cassette_path(folder: Path, case: Case, epoch: int) -> Path:
@@ -138,6 +142,8 @@ class EvalRun:
         self.in_flight: dict[tuple[str, int], str] = {}
         self.rows: list[EvalRow] = list(done)
         self.planned: PendingItems | None = None  # the work items of `execute`
+        self.otlp: str | None = None  # traces: see EvalOptions
+        self.trace_content = False
 
     @property
     def eval_id(self) -> str:
@@ -179,6 +185,9 @@ class EvalRun:
             cwd=self.cwd,
             base_dir=self.spec.base_dir,
             env=self.env,
+            eval_id=self.eval_id,
+            otlp=self.otlp,
+            trace_content=self.trace_content,
         )
 
     def _item(self, case: Case, epoch: int, env: dict[str, str]) -> WorkItem:
@@ -389,7 +398,9 @@ def start_eval(
     resolved.update(epochs=epochs, concurrency=concurrency, seed=seed)
     resolved["workflow"] = str(spec.workflow.source_path or spec.file.workflow)
     folder.write_start(manifest, resolved, spec.workflow.source_text, cases)
-    return EvalRun(spec, folder, manifest, cases, [], cwd=_cwd(cwd), env=env, executor=executor)
+    run = EvalRun(spec, folder, manifest, cases, [], cwd=_cwd(cwd), env=env, executor=executor)
+    run.otlp, run.trace_content = options.otlp, options.trace_content
+    return run
 
 
 def resume_eval(

@@ -78,6 +78,9 @@ class EvalPlan:
     cwd: Path = field(default_factory=Path.cwd)
     base_dir: Path = field(default_factory=Path.cwd)
     env: Mapping[str, str] | None = None
+    eval_id: str = ""  # on each run's trace, with its case and epoch
+    otlp: str | None = None
+    trace_content: bool = False
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,14 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
             yes=plan.yes,
             cwd=plan.cwd,
             env=env,
+            otlp=plan.otlp,
+            trace_content=plan.trace_content,
+            # An eval's runs have no variant yet: the tag is added when they do.
+            trace_tags={
+                "awf.eval.id": plan.eval_id,
+                "awf.eval.case": item.case.id,
+                "awf.eval.epoch": item.epoch,
+            },
         )
     except AwfError as exc:
         row.error = exc.message

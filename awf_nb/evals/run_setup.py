@@ -145,6 +145,9 @@ def prepare_case_run(
     yes: bool = False,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    otlp: str | None = None,
+    trace_content: bool = False,
+    trace_tags: Mapping[str, Any] | None = None,
 ) -> Runner:
     """The runner of one (case, epoch): ready to `await runner.execute()`.
 
@@ -165,6 +168,9 @@ def prepare_case_run(
         record=cassette.path if cassette is not None and cassette.mode == "record" else None,
         replay=cassette.path if cassette is not None and cassette.mode == "replay" else None,
         yes=yes,
+        otlp=otlp,
+        trace_content=trace_content,
+        trace_tags=dict(trace_tags or {}),
     )
     return prepare_run(workflow, options).runner
 

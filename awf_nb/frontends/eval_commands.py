@@ -87,6 +87,15 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
         help="compare with an earlier eval of the same cases, epochs and seed (the baseline)",
     )
     parser.add_argument("--json", action="store_true", help="print only the results, as JSON")
+    parser.add_argument(
+        "--otlp",
+        metavar="ENDPOINT",
+        help="send every run's trace to this OpenTelemetry collector over OTLP/HTTP "
+        "(default: $AWF_OTLP_ENDPOINT)",
+    )
+    parser.add_argument(
+        "--trace-content", action="store_true", help="put message contents (masked) on the spans"
+    )
     _storage(parser)
 
 
@@ -145,6 +154,7 @@ def _prepare(args: argparse.Namespace, prepare_eval: Any, prepare_resume: Any) -
             workers=args.workers,
             storage=args.storage,
         )
+    run.otlp, run.trace_content = args.otlp, args.trace_content
     return run
 
 

@@ -69,6 +69,12 @@ class RunOptions:
       `cwd` (default: the working directory); `env` (default:
       this process's environment); `limits` — `max_agent_turns`, `max_tokens`, `timeout`
       on top of the workflow's own `limits:` (of each, the stricter applies).
+
+    Traces (docs/observability.md): `otlp` — a collector's OTLP/HTTP endpoint to send the
+      run's spans to (default: $AWF_OTLP_ENDPOINT, then the standard OTEL_EXPORTER_OTLP_*
+      variables); `trace_content` — message contents on the spans (masked); `trace_file` —
+      False: no trace file next to the transcript (default: $AWF_TRACE_FILE, else yes);
+      `trace_tags` — attributes of the run's span (an eval's id, case, epoch, variant).
     """
 
     inputs: Mapping[str, Any] = field(default_factory=dict)
@@ -90,6 +96,10 @@ class RunOptions:
     cwd: PathLike | None = None
     env: Mapping[str, str] | None = None
     limits: Limits | Mapping[str, Any] | None = None
+    otlp: str | None = None
+    trace_content: bool = False
+    trace_file: bool | None = None
+    trace_tags: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Frozen: what the caller passed is copied, so changing their list later changes

@@ -23,6 +23,7 @@ there.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from collections.abc import Mapping
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from awf_nb.engine.config import NullSink, RunConfig
 from awf_nb.engine.inputs import resolve_inputs
 from awf_nb.engine.ports import (
+    EventSink,
     InputReader,
     McpProxyFactory,
     McpServerSpec,
@@ -45,6 +47,7 @@ from awf_nb.runs.options import FrontendIO, FrontendRequest, PathLike, Resume, R
 from awf_nb.runs.results import RunResult
 from awf_nb.secrets import MASK, Masker
 from awf_nb.store import Store
+from awf_nb.traces import Tracer
 from awf_nb.workflow.model import Workflow
 
 if TYPE_CHECKING:
@@ -88,7 +91,13 @@ class PreparedRun:
     async def execute(self) -> RunResult:
         """Run to the end on the running event loop (a cancellation is recorded in the
         run's state, then re-raised)."""
-        return RunResult(await self.runner.execute(), self.runner.config.store)  # type: ignore[arg-type]
+        try:
+            state = await self.runner.execute()
+        finally:
+            sink = self.runner.config.sink
+            if isinstance(sink, Tracer):  # the last spans sent (bounded), off the loop
+                await asyncio.to_thread(sink.wait, None)
+        return RunResult(state, self.runner.config.store)  # type: ignore[arg-type]
 
 
 def prepare_run(
@@ -146,7 +155,7 @@ def prepare_run(
         reader = cassette.reader(reader)  # the person's messages are recorded / replayed too
     config = RunConfig(
         providers=providers,
-        sink=_first(options.sink, io.sink) or NullSink(),
+        sink=_traced(_first(options.sink, io.sink), options, env, store),
         reader=reader,
         store=store,
         env=env,
@@ -166,6 +175,28 @@ def prepare_run(
     if state is None:
         runner.state.defaulted_inputs = [name for name in values if name not in options.inputs]
     return PreparedRun(runner, io)
+
+
+def _traced(
+    sink: EventSink | None, options: RunOptions, env: Mapping[str, str], store: Store | None
+) -> EventSink:
+    """The run's sink, with its traces recorded in front of it (awf_nb/traces): the trace
+    file in the run's store folder, the live export when an endpoint is set."""
+    from awf_nb.traces import Tracing, file_enabled
+    from awf_nb.traces.live import endpoint_from, headers_from
+
+    url = endpoint_from(options.otlp, env)
+    folder = store.run_dir if store is not None and file_enabled(options.trace_file, env) else None
+    if url is None and folder is None:
+        return sink if sink is not None else NullSink()
+    tracing = Tracing(
+        url=url,
+        headers=headers_from(env),
+        content=options.trace_content,
+        folder=folder,
+        tags=options.trace_tags,
+    )
+    return Tracer(sink, tracing)
 
 
 def load(source: Workflow | PathLike, *, cwd: Path | None = None) -> Workflow:

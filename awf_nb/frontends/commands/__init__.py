@@ -12,10 +12,11 @@ from awf_nb.frontends.commands import workflows
 from awf_nb.frontends.commands import runs
 from awf_nb.frontends.commands import serve
 from awf_nb.frontends.commands import doctor
+from awf_nb.frontends.commands import traces
 
 # isort: on
 from awf_nb.frontends import eval_commands  # awf eval, awf evals, awf eval-show
 
 eval_commands.register(command)
 
-__all__ = ["COMMANDS", "Command", "command", "doctor", "runs", "serve", "workflows"]
+__all__ = ["COMMANDS", "Command", "command", "doctor", "runs", "serve", "traces", "workflows"]

@@ -18,6 +18,7 @@ __all__ = [
     "configure_dry_run",
     "configure_run_io",
     "configure_storage",
+    "configure_traces",
     "run_flags",
     "simulated_user",
     "utf8",
@@ -77,8 +78,29 @@ def configure_run_io(parser: argparse.ArgumentParser) -> None:
         "(default: $AWF_MODEL)",
     )
     parser.add_argument("--json", action="store_true", help="print the final run state as JSON")
+    configure_traces(parser)
     configure_storage(parser)
     configure_cassette(parser)
+
+
+def configure_traces(parser: argparse.ArgumentParser) -> None:
+    """--otlp / --trace-content / --no-trace-file (docs/observability.md)."""
+    parser.add_argument(
+        "--otlp",
+        metavar="ENDPOINT",
+        help="send the run's trace to this OpenTelemetry collector over OTLP/HTTP "
+        "(default: $AWF_OTLP_ENDPOINT; needs pip install 'awf-nb[otel]')",
+    )
+    parser.add_argument(
+        "--trace-content",
+        action="store_true",
+        help="put message contents (masked) on the trace's spans",
+    )
+    parser.add_argument(
+        "--no-trace-file",
+        action="store_true",
+        help="write no trace file next to the run's transcript (also AWF_TRACE_FILE=0)",
+    )
 
 
 def configure_cassette(parser: argparse.ArgumentParser) -> None:
@@ -140,6 +162,9 @@ def run_flags(args: argparse.Namespace) -> dict[str, Any]:
         "yes": args.yes,
         "model": args.model,
         "storage": args.storage,
+        "otlp": args.otlp,
+        "trace_content": args.trace_content,
+        "trace_file": False if args.no_trace_file else None,
     }
 
 

@@ -1,0 +1,108 @@
+"""What tracing costs a run: CPU per model turn with traces on vs off.
+
+Prints, from one run, the CPU time (this process: the engine, the tracer, the SDK's export
+thread) per model turn of a conversation on the scripted provider, a real store on disk:
+- off: no trace file, no collector;
+- on: the trace file, plus live export over OTLP/HTTP to a local receiver (a separate
+  process answering 200 to every request, so its own CPU is not counted);
+and their ratio (target <= 1.05). Each is measured `--rounds` times, alternating, and the
+median taken, to damp a busy machine. Also prints `uptime`.
+
+    python benchmarks/trace_overhead.py [--turns 300] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from awf_nb.runs import prepare_run
+
+RECEIVER = textwrap.dedent("""
+    import http.server, sys
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+        def log_message(self, *a):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+""")
+
+
+def workflow(turns: int) -> str:
+    replies = ", ".join(f'"reply number {i} with a few words in it"' for i in range(turns))
+    return textwrap.dedent(f"""
+        name: talk
+        states:
+          initial: chat
+          chat:
+            type: agent
+            provider: scripted
+            mode: conversation
+            prompt: "Let us talk"
+            options: {{replies: [{replies}]}}
+            on_success: done
+          done: {{type: terminal}}
+    """)
+
+
+async def cpu_per_turn(folder: Path, turns: int, **options: object) -> float:
+    (folder / "wf.yaml").write_text(workflow(turns))
+    replies = [f"message {i}" for i in range(turns - 1)] + [""]
+    prepared = prepare_run(
+        folder / "wf.yaml", replies=replies, storage=folder / "store", cwd=folder, **options
+    )
+    started = time.process_time()
+    result = await prepared.execute()
+    spent = time.process_time() - started
+    assert result.status == "completed", result.status
+    return spent / turns
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    receiver = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(receiver.stdout.readline())  # type: ignore[union-attr]
+        url = f"http://127.0.0.1:{port}"
+        off: list[float] = []
+        on: list[float] = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(args.rounds):
+                folder = Path(tmp) / str(i)
+                (folder / "off").mkdir(parents=True)
+                (folder / "on").mkdir()
+                off.append(
+                    asyncio.run(cpu_per_turn(folder / "off", args.turns, env={}, trace_file=False))
+                )
+                on.append(asyncio.run(cpu_per_turn(folder / "on", args.turns, env={}, otlp=url)))
+        a, b = statistics.median(off), statistics.median(on)
+        print(f"CPU per model turn, traces off: {a * 1e3:.3f} ms")
+        print(f"CPU per model turn, traces on (file + live OTLP/HTTP): {b * 1e3:.3f} ms")
+        print(f"ratio on/off: {b / a:.3f} (target <= 1.05)")
+        print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    finally:
+        receiver.terminate()
+        receiver.wait()
+
+
+if __name__ == "__main__":
+    main()
