@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -78,6 +78,12 @@ class EvalPlan:
     cwd: Path = field(default_factory=Path.cwd)
     base_dir: Path = field(default_factory=Path.cwd)
     env: Mapping[str, str] | None = None
+    # Cost: the eval's `pricing:` and `limits.max_cost` (USD per run).
+    pricing: Mapping[str, Any] = field(default_factory=dict)
+    max_cost: float | None = None
+    # Told of each finished row as soon as it is scored, before the next item is taken
+    # (the eval's `budget` stops handing out items on it); not pickled to other machines.
+    on_row: Callable[[EvalRow], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +190,8 @@ class LocalExecutor:
         async def worker() -> None:
             for item in items:  # shared: each worker takes the next item left
                 outcome = await run_item(plan, item, store, events.put_nowait)
+                if plan.on_row is not None:
+                    plan.on_row(outcome.row)
                 events.put_nowait(outcome)
                 # an item that fails its set-up never awaits: yield anyway, so a cancel
                 # (Ctrl-C, SIGTERM) is never held back by a long run of them
@@ -217,7 +225,7 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     """Run one work item to its scored row. Errors of the run, its set-up or its scorers
     are the row's; only cancellation propagates."""
     from awf_nb.evals import run_setup
-    from awf_nb.evals.scorers import FinishedRun, ScoringContext, score
+    from awf_nb.evals.scorers import FinishedRun, ScoringContext
 
     row = EvalRow(case=item.case.id, epoch=item.epoch, seed=item.seed)
     if item.setup_error:
@@ -249,23 +257,33 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     started(RunStarted(item.case.id, item.epoch, runner.run_id))
     began = time.monotonic()
     state = await runner.execute()
-    finished = FinishedRun.of(item.case, item.epoch, state, runner.masker)
+    seconds = time.monotonic() - began
+    user = None
+    if item.user is not None:
+        from awf_nb.evals.pricing import model_of
+
+        user = (item.user.provider, model_of(item.user.options))
+    from awf_nb.evals.pricing import run_cost
+
+    cost = run_cost(plan.pricing, plan.workflow, state, user)
+    finished = FinishedRun.of(
+        item.case, item.epoch, state, runner.masker, seconds=seconds, cost=cost
+    )
     row.status = state.status
     row.stopped_by = finished.stopped_by
     row.turns = finished.turns
     row.tokens = state.total_tokens
+    row.cost = cost
     row.error = state.error
     if state.status != "completed":
         row.error_kind = _run_error_kind(state.error)
     providers = run_setup.scoring_providers(runner, item.seed)
     ctx = ScoringContext(
         providers=providers, cwd=plan.cwd, env=run_setup.environment(plan.env),
-        base_dir=plan.base_dir,
+        base_dir=plan.base_dir, pricing=plan.pricing,
     )  # fmt: skip
     try:
-        for scorer in plan.scorers:
-            row.scores[scorer.name] = value = await score(scorer, finished, ctx)
-            row.judge_tokens += value.tokens
+        await score_row(row, plan.scorers, finished, ctx)
     finally:
         await providers.aclose()
     if store is not None:
@@ -278,8 +296,38 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
             f"{unused}): the run no longer goes the way it was recorded; record it again"
         )
         row.error_kind = "cassette"
+    decide(row, plan.scorers, plan.max_cost)
+    return RunOutcome(row)
+
+
+async def score_row(row: EvalRow, scorers: list[ScorerSpec], finished: Any, ctx: Any) -> None:
+    """Every scorer's verdict on the finished run, into `row` (judges' tokens and cost
+    added up)."""
+    from awf_nb.evals.pricing import add
+    from awf_nb.evals.scorers import score
+
+    for scorer in scorers:
+        row.scores[scorer.name] = value = await score(scorer, finished, ctx)
+        row.judge_tokens += value.tokens
+        row.judge_cost = add(row.judge_cost, value.cost)
+
+
+def decide(row: EvalRow, scorers: list[ScorerSpec], max_cost: float | None = None) -> None:
+    """Whether the scored `row` passed: every scorer passed (or, without scorers, the run
+    completed); undecided (None) when a scorer erred, the cassette did not match, or the
+    run cost more than `max_cost`."""
+    from awf_nb.evals.pricing import usd
+
+    if row.error_kind == "cassette":
         row.passed = None
-        return RunOutcome(row)
+        return
+    if max_cost is not None and row.cost is not None and row.cost > max_cost:
+        row.passed = None
+        row.error_kind = "limit"
+        row.error = (
+            f"limits.max_cost reached: the run cost {usd(row.cost)}, more than {usd(max_cost)}"
+        )
+        return
     errored = [name for name, value in row.scores.items() if value.passed is None]
     if errored:
         row.passed = None
@@ -288,13 +336,10 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
         if not row.error:
             first = row.scores[errored[0]]
             row.error = f"scorer {errored[0]}: {first.error}"
-    elif plan.scorers:
+    elif scorers:
         row.passed = all(value.passed for value in row.scores.values())
     else:
-        row.passed = state.status == "completed"
-    if row.error_kind == "cassette":
-        row.passed = None
-    return RunOutcome(row)
+        row.passed = row.status == "completed"
 
 
 async def _settle(store: Store, run_id: str) -> None:

@@ -195,8 +195,8 @@ def _fields(model: type[BaseModel]) -> dict[str, tuple[type[BaseModel] | None, b
                 nested = candidate
         if nested is not None and nested.__name__ == "PassRule":
             nested = None  # `pass` is a text, parsed by the model
-        if annotation is Limits:
-            nested = Limits
+        if isinstance(annotation, type) and issubclass(annotation, Limits):
+            nested = annotation
         found[info.alias or name] = (nested, many)
     return found
 

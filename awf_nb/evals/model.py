@@ -32,7 +32,8 @@ from awf_nb.workflow.model import Limits
 SCORER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 ROW_COLUMNS = frozenset(
     {"case", "epoch", "run_id", "status", "stopped_by", "turns", "tokens", "seconds",
-     "passed", "outcome", "error", "error_kind", "scores", "seed"}
+     "passed", "outcome", "error", "error_kind", "scores", "seed", "cost", "judge_cost",
+     "tool_calls"}
 )  # fmt: skip
 
 MAX_EPOCHS = 100
@@ -49,6 +50,8 @@ DEFAULT_MAX_BYTES = 64 << 20
 # How many runs (cases x epochs) one eval may plan at most (overridable: `max_runs:`).
 DEFAULT_MAX_RUNS = 1_000_000
 MAX_MAX_RUNS = 100_000_000
+
+SCORER_KINDS = ("condition", "judge", "command", "tools")
 
 _COMPARISONS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -137,13 +140,47 @@ class JudgeSpec(_Model):
         return value if isinstance(value, PassRule) else PassRule.parse(value)
 
 
+MATCH_MODES = ("strict", "in_order", "any_order", "subset", "superset")
+
+
+class ToolsSpec(_Model):
+    """`tools:` — a check of the run's tool calls; every check given must hold.
+
+    `used`: each of these tools was called; `not_used`: none of these was; `sequence`
+    with `match` (default `in_order`): the calls' names against the sequence (see
+    `scorers.sequence_matches`); `args`: for each tool, some call of it had these
+    arguments (each key equal)."""
+
+    used: list[str] = Field(default_factory=list)
+    not_used: list[str] = Field(default_factory=list)
+    sequence: list[str] | None = None
+    match: str = "in_order"
+    args: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("match")
+    @classmethod
+    def _match(cls, value: str) -> str:
+        if value not in MATCH_MODES:
+            raise ValueError(f'match must be one of {", ".join(MATCH_MODES)}, got "{value}"')
+        return value
+
+    @model_validator(mode="after")
+    def _something(self) -> ToolsSpec:
+        if not (self.used or self.not_used or self.sequence is not None or self.args):
+            raise ValueError("tools needs at least one of used, not_used, sequence, args")
+        if "match" in self.model_fields_set and self.sequence is None:
+            raise ValueError("tools.match applies to tools.sequence, which is not given")
+        return self
+
+
 class ScorerSpec(_Model):
-    """One scorer: exactly one of `condition`, `judge`, `command`."""
+    """One scorer: exactly one of `condition`, `judge`, `command`, `tools`."""
 
     name: str
     condition: str | None = None
     judge: JudgeSpec | None = None
     command: str | None = None
+    tools: ToolsSpec | None = None
     # `command` only: how long it may run and how much it may print.
     timeout: Duration = None
     max_output_bytes: int = Field(DEFAULT_COMMAND_OUTPUT_BYTES, ge=1, le=64 << 20)
@@ -165,11 +202,12 @@ class ScorerSpec(_Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> ScorerSpec:
-        kinds = [k for k in ("condition", "judge", "command") if getattr(self, k) is not None]
+        kinds = [k for k in SCORER_KINDS if getattr(self, k) is not None]
         if len(kinds) != 1:
             given = f"got {' and '.join(kinds)}" if kinds else "got none"
             raise ValueError(
-                f'scorer "{self.name}" needs exactly one of condition, judge, command ({given})'
+                f'scorer "{self.name}" needs exactly one of condition, judge, command, tools '
+                f"({given})"
             )
         if self.timeout is not None and self.command is None:
             raise ValueError(
@@ -180,9 +218,7 @@ class ScorerSpec(_Model):
 
     @property
     def kind(self) -> str:
-        if self.condition is not None:
-            return "condition"
-        return "judge" if self.judge is not None else "command"
+        return next(k for k in SCORER_KINDS if getattr(self, k) is not None)
 
     @property
     def command_timeout(self) -> float:
@@ -197,6 +233,20 @@ class DatasetSpec(_Model):
     max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=1, le=1 << 34)
 
 
+class Price(_Model):
+    """One model's price: USD per million input and output tokens."""
+
+    input: float = Field(ge=0, le=1_000_000)
+    output: float = Field(ge=0, le=1_000_000)
+
+
+class EvalLimits(Limits):
+    """The eval's `limits:` per run: the workflow's own (the smaller wins) and
+    `max_cost`, the most a run may cost in USD (priced with `pricing:`)."""
+
+    max_cost: float | None = Field(default=None, gt=0)
+
+
 class EvalFile(_Model):
     """A whole `*.eval.yaml`."""
 
@@ -209,7 +259,10 @@ class EvalFile(_Model):
     epochs: int = Field(1, ge=1, le=MAX_EPOCHS)
     concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
     max_runs: int = Field(DEFAULT_MAX_RUNS, ge=1, le=MAX_MAX_RUNS)
-    limits: Limits = Field(default_factory=Limits)
+    limits: EvalLimits = Field(default_factory=EvalLimits)
+    # USD per million tokens, by "provider/model", "model", "provider" or "default".
+    pricing: dict[str, Price] = Field(default_factory=dict)
+    budget: float | None = Field(None, gt=0)  # USD for the whole eval: no new run past it
     yes: bool = False
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
 

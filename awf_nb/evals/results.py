@@ -27,7 +27,7 @@ from awf_nb.evals.scorers import ScoreValue
 from awf_nb.safe_text import mark_bidi
 
 Outcome = str  # "pass" | "fail" | "error"
-ERROR_KINDS = ("setup", "cassette", "run", "limit", "scorer", "worker")
+ERROR_KINDS = ("setup", "cassette", "run", "limit", "scorer", "simulator", "worker")
 
 
 @dataclass
@@ -44,6 +44,8 @@ class EvalRow:
     judge_tokens: int = 0
     seconds: float = 0.0
     seed: int | None = None
+    cost: float | None = None  # USD of the run's turns, with `pricing:` (None: unknown)
+    judge_cost: float | None = None  # USD of its judges
     scores: dict[str, ScoreValue] = field(default_factory=dict)
     passed: bool | None = None  # None: an error kept it from being decided
     error: str = ""  # masked
@@ -57,6 +59,13 @@ class EvalRow:
     def key(self) -> tuple[str, int]:
         return (self.case, self.epoch)
 
+    @property
+    def total_cost(self) -> float | None:
+        """The run's cost and its judges' (None when neither has a price)."""
+        from awf_nb.evals.pricing import add
+
+        return add(self.cost, self.judge_cost)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "case": self.case,
@@ -69,6 +78,8 @@ class EvalRow:
             "judge_tokens": self.judge_tokens,
             "seconds": round(self.seconds, 3),
             "seed": self.seed,
+            "cost": self.cost,
+            "judge_cost": self.judge_cost,
             "scores": {name: value.as_dict() for name, value in self.scores.items()},
             "passed": self.passed,
             "outcome": self.outcome,
@@ -90,6 +101,8 @@ class EvalRow:
             judge_tokens=int(data.get("judge_tokens", 0) or 0),
             seconds=float(data.get("seconds", 0.0) or 0.0),
             seed=data.get("seed"),
+            cost=data.get("cost"),
+            judge_cost=data.get("judge_cost"),
             scores={str(k): ScoreValue.from_dict(v) for k, v in scores.items()},
             passed=data.get("passed"),
             error=str(data.get("error", "")),
@@ -166,6 +179,14 @@ class EvalSummary:
     judge_tokens: int = 0
     seconds: float = 0.0  # summed over runs
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    cost: float | None = None  # USD of the runs' turns (None: no price known)
+    judge_cost: float | None = None  # USD of the judges
+
+    @property
+    def total_cost(self) -> float | None:
+        from awf_nb.evals.pricing import add
+
+        return add(self.cost, self.judge_cost)
 
     @property
     def pass_rate(self) -> float | None:
@@ -183,6 +204,8 @@ class EvalSummary:
     @classmethod
     def of(cls, rows: Sequence[EvalRow], scorers: Sequence[tuple[str, str]], epochs: int):
         """The summary of `rows`; `scorers` are (name, kind) in the eval file's order."""
+        from awf_nb.evals.pricing import add
+
         summary = cls(rows=len(rows), cases=len({r.case for r in rows}), epochs=epochs)
         overall: dict[str, list[bool]] = {}
         for row in rows:
@@ -193,6 +216,8 @@ class EvalSummary:
             summary.tokens += row.tokens
             summary.judge_tokens += row.judge_tokens
             summary.seconds += row.seconds
+            summary.cost = add(summary.cost, row.cost)
+            summary.judge_cost = add(summary.judge_cost, row.judge_cost)
         summary.pass_hat = _pass_hat(overall, epochs)
         kinds = Counter(row.error_kind for row in rows if row.error_kind)
         summary.errors_by_kind = {kind: kinds[kind] for kind in ERROR_KINDS if kinds[kind]}
@@ -232,6 +257,9 @@ class EvalSummary:
             "seconds": round(self.seconds, 3),
             "mean_seconds": self.mean_seconds,
             "errors_by_kind": dict(self.errors_by_kind),
+            "cost": self.cost,
+            "judge_cost": self.judge_cost,
+            "total_cost": self.total_cost,
         }
 
     def table(self) -> list[list[str]]:
@@ -272,6 +300,13 @@ class EvalSummary:
             + (f" (+{self.judge_tokens} judging)" if self.judge_tokens else ""),
             f"{format_duration(self.seconds)} of runs",
         ]
+        if self.total_cost is not None:
+            from awf_nb.evals.pricing import usd
+
+            parts.append(
+                f"cost {usd(self.total_cost)}"
+                + (f" ({usd(self.judge_cost)} judging)" if self.judge_cost else "")
+            )
         if self.errors_by_kind:
             parts.append("errors: " + ", ".join(f"{k} {v}" for k, v in self.errors_by_kind.items()))
         return "; ".join(parts)
@@ -304,11 +339,14 @@ class EvalResult:
     rows: list[EvalRow]
     scorers: list[tuple[str, str]]  # (name, kind)
     epochs: int
-    status: str = "completed"  # completed | cancelled | running | interrupted
+    status: str = "completed"  # completed | cancelled | stopped | running | interrupted
     total: int = 0  # (case, epoch) pairs the eval asked for
     storage: str = ""  # the storage root, for links to runs
     created_at: str = ""  # when the eval started (UTC, ISO 8601)
     finished_at: str = ""  # when it last stopped ("" while it runs)
+    stopped: str = ""  # status "stopped": why ("budget")
+    budget: float | None = None  # USD the eval may spend
+    rescored_from: str = ""  # the eval whose runs it scores again (`awf eval-rescore`)
 
     @property
     def summary(self) -> EvalSummary:
@@ -341,6 +379,9 @@ class EvalResult:
             "created_at": self.created_at,
             "finished_at": self.finished_at,
             "total": self.total,
+            "stopped": self.stopped,
+            "budget": self.budget,
+            "rescored_from": self.rescored_from,
             "summary": self.summary.as_dict(),
             "rows": [row.as_dict() for row in self.rows],
         }
@@ -393,8 +434,10 @@ _COLOURS = {
 def row_cells(row: EvalRow, scorers: Sequence[tuple[str, str]]) -> list[str]:
     """A row as the tables show it: case, epoch, outcome, status, turns, tokens, time,
     each scorer, error."""
+    from awf_nb.evals.pricing import usd
+
     cells = [row.case, str(row.epoch), row.outcome, row.status or "-", str(row.turns),
-             str(row.tokens), format_duration(row.seconds)]  # fmt: skip
+             str(row.tokens), format_duration(row.seconds), usd(row.total_cost)]  # fmt: skip
     for name, _ in scorers:
         cells.append(score_cell(row.scores.get(name)))
     cells.append(row.error)
@@ -413,7 +456,7 @@ def score_cell(value: ScoreValue | None) -> str:
 
 
 def table_header(scorers: Sequence[tuple[str, str]]) -> list[str]:
-    return ["case", "epoch", "outcome", "status", "turns", "tokens", "time",
+    return ["case", "epoch", "outcome", "status", "turns", "tokens", "time", "cost",
             *[name for name, _ in scorers], "error"]  # fmt: skip
 
 

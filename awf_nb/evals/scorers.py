@@ -12,6 +12,9 @@ Three kinds, each run after the run ends (also when it failed):
   with `pass`. Only that line counts, so a number the judged run planted in the
   transcript, which a judge may quote, is not taken for the verdict. Bounded by
   `judge.timeout` and `judge.max_reply_chars`.
+- **tools** — a check of the run's tool calls (`tool_calls`: name, arguments, step, in
+  the order the agent asked for them): `used`, `not_used`, `sequence` with a `match` mode
+  (`sequence_matches`), `args`. Pass or fail, with what did not hold as its detail.
 - **command** — a shell command given the run as JSON on stdin: exit 0 passes, another
   exit code fails, the first line of stdout (if any) is the score. Bounded by `timeout`
   and `max_output_bytes`; it runs in its own process group (engine/process.py).
@@ -37,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine.summary import format_duration
 from awf_nb.errors import AwfError
-from awf_nb.evals.model import JudgeSpec, ScorerSpec
+from awf_nb.evals.model import JudgeSpec, ScorerSpec, ToolsSpec
 
 if TYPE_CHECKING:
     from awf_nb.engine.ports import ProviderFactory
@@ -69,7 +72,7 @@ JUDGE_SPEAKER = "judge"
 # What a condition scorer reads: the keys of `FinishedRun.data()` (the loader rejects others).
 CONDITION_NAMES = (
     "case", "epoch", "run_id", "status", "error", "stopped_by", "turns", "tokens", "inputs",
-    "states", "transcript", "messages",
+    "states", "transcript", "messages", "tool_calls", "seconds", "cost",
 )  # fmt: skip
 
 
@@ -82,6 +85,7 @@ class ScoreValue:
     error: str = ""
     detail: str = ""  # what the judge answered, the command's stderr tail
     tokens: int = 0  # a judge's tokens
+    cost: float | None = None  # a judge's cost in USD (with `pricing:`)
 
     @property
     def outcome(self) -> str:
@@ -95,6 +99,8 @@ class ScoreValue:
             data["detail"] = self.detail
         if self.tokens:
             data["tokens"] = self.tokens
+        if self.cost is not None:
+            data["cost"] = self.cost
         return data
 
     @classmethod
@@ -105,6 +111,7 @@ class ScoreValue:
             error=str(data.get("error", "")),
             detail=str(data.get("detail", "")),
             tokens=int(data.get("tokens", 0) or 0),
+            cost=data.get("cost"),
         )
 
 
@@ -117,10 +124,25 @@ class FinishedRun:
     state: RunState
     masker: Masker
     messages: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0  # the run's time, as its row shows it
+    cost: float | None = None  # USD, with `pricing:` (None: no price known)
 
     @classmethod
-    def of(cls, case: Case, epoch: int, state: RunState, masker: Masker) -> FinishedRun:
-        return cls(case, epoch, state, masker, conversation_messages(state))
+    def of(
+        cls,
+        case: Case,
+        epoch: int,
+        state: RunState,
+        masker: Masker,
+        *,
+        seconds: float = 0.0,
+        cost: float | None = None,
+    ) -> FinishedRun:
+        return cls(case, epoch, state, masker, conversation_messages(state), seconds, cost)
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return tool_calls(self.state)
 
     @property
     def transcript(self) -> str:
@@ -150,6 +172,9 @@ class FinishedRun:
             "states": {name: step.template_view() for name, step in state.steps.items()},
             "transcript": self.transcript,
             "messages": self.messages,
+            "tool_calls": self.tool_calls,
+            "seconds": round(self.seconds, 3),
+            "cost": self.cost,
         }
 
     def as_json(self) -> str:
@@ -178,6 +203,39 @@ def conversation_messages(state: RunState) -> list[dict[str, str]]:
                 }
             )
     return messages
+
+
+def tool_calls(state: RunState) -> list[dict[str, Any]]:
+    """Every tool call the run's agents asked for, in order: `name`, `arguments` (an
+    object when they are JSON, else the text), `step`, and `result` (the first
+    `EXCERPT_CHARS` of what the tool answered, "" when it never answered)."""
+    calls: list[dict[str, Any]] = []
+    for name in dict.fromkeys(state.executed):
+        step = state.steps.get(name)
+        if step is None or step.conversation is None:
+            continue
+        results = {
+            turn.tool_call_id: turn.content
+            for turn in step.conversation.turns
+            if turn.role == "tool" and turn.tool_call_id
+        }
+        for turn in step.conversation.turns:
+            for call in turn.tool_calls if turn.role == "assistant" else ():
+                text = call.get("arguments", "")
+                try:
+                    arguments: Any = json.loads(text) if isinstance(text, str) else text
+                except ValueError:
+                    arguments = text
+                result = results.get(call.get("id", ""), "")
+                calls.append(
+                    {
+                        "step": name,
+                        "name": call.get("name", ""),
+                        "arguments": arguments,
+                        "result": result[:EXCERPT_CHARS],
+                    }
+                )
+    return calls
 
 
 def transcript_text(messages: list[dict[str, str]]) -> str:
@@ -211,6 +269,7 @@ class ScoringContext:
     cwd: Path
     env: Mapping[str, str]
     base_dir: Path  # the eval file's folder: templates' readFile, commands' paths
+    pricing: Mapping[str, Any] = field(default_factory=dict)  # judges' cost (`pricing:`)
 
 
 async def score(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> ScoreValue:
@@ -220,6 +279,8 @@ async def score(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> Scor
             value = _condition(spec.condition, run)
         elif spec.judge is not None:
             value = await _judge(spec.name, spec.judge, run, ctx)
+        elif spec.tools is not None:
+            value = check_tools(spec.tools, run.tool_calls)
         else:
             assert spec.command is not None
             value = await _command(spec, run, ctx)
@@ -308,7 +369,7 @@ async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringConte
     pieces: list[str] = []
     size = 0
     final: str | None = None
-    tokens = 0
+    tokens = tokens_in = tokens_out = 0
     events = provider.stream(turn)
     try:
         async with asyncio.timeout(spec.timeout):
@@ -325,6 +386,8 @@ async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringConte
                         )
                 elif isinstance(event, Usage):
                     tokens += event.input_tokens + event.output_tokens
+                    tokens_in += event.input_tokens
+                    tokens_out += event.output_tokens
                 elif isinstance(event, Final):
                     final = event.text
     except TimeoutError:
@@ -336,12 +399,72 @@ async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringConte
     finally:
         with contextlib.suppress(Exception):
             await events.aclose()  # type: ignore[attr-defined]
+    from awf_nb.evals.pricing import model_of, price_of, tokens_cost
+
+    price = price_of(ctx.pricing, provider_name, model_of(options))
+    cost = tokens_cost(price, tokens_in, tokens_out)
     answer = final if final is not None else "".join(pieces)
     shown = _excerpt(answer)
     number, problem = judge_verdict(answer)
     if number is None:
-        return ScoreValue(None, error=f"scorer {name}: {problem}", detail=shown, tokens=tokens)
-    return ScoreValue(spec.pass_.passes(number), number, detail=shown, tokens=tokens)
+        return ScoreValue(
+            None, error=f"scorer {name}: {problem}", detail=shown, tokens=tokens, cost=cost
+        )
+    return ScoreValue(spec.pass_.passes(number), number, detail=shown, tokens=tokens, cost=cost)
+
+
+def sequence_matches(names: list[str], sequence: list[str], match: str) -> bool:
+    """Whether the tool calls' `names` (in order) match `sequence` under `match`:
+
+    - `strict`: the same tools in the same order, nothing else;
+    - `in_order`: the sequence's tools in its order, other calls between them allowed;
+    - `any_order`: the same tools as often as the sequence, in any order, nothing else;
+    - `subset`: every call is of a tool the sequence names (not all of them needed);
+    - `superset`: every tool the sequence names was called, in any order, others too.
+    """
+    from collections import Counter
+
+    if match == "strict":
+        return names == sequence
+    if match == "in_order":
+        rest = iter(names)
+        return all(any(name == wanted for name in rest) for wanted in sequence)
+    if match == "any_order":
+        return Counter(names) == Counter(sequence)
+    if match == "subset":
+        return set(names) <= set(sequence)
+    if match == "superset":
+        return set(sequence) <= set(names)
+    raise ValueError(f"unknown match mode {match!r}")
+
+
+def check_tools(spec: ToolsSpec, calls: list[dict[str, Any]]) -> ScoreValue:
+    """The `tools:` scorer over the run's tool calls: pass when every check holds; the
+    detail says which did not."""
+    names = [str(call["name"]) for call in calls]
+    problems: list[str] = []
+    missing = [tool for tool in spec.used if tool not in names]
+    if missing:
+        problems.append(f"not used: {', '.join(missing)}")
+    forbidden = [tool for tool in spec.not_used if tool in names]
+    if forbidden:
+        problems.append(f"used, though it must not be: {', '.join(forbidden)}")
+    if spec.sequence is not None and not sequence_matches(names, spec.sequence, spec.match):
+        problems.append(
+            f"the calls [{', '.join(names)}] do not match [{', '.join(spec.sequence)}] "
+            f"({spec.match})"
+        )
+    for tool, wanted in spec.args.items():
+        if not any(
+            call["name"] == tool
+            and isinstance(call["arguments"], dict)
+            and all(call["arguments"].get(k) == v for k, v in wanted.items())
+            for call in calls
+        ):
+            shown = json.dumps(wanted, ensure_ascii=False, sort_keys=True)
+            problems.append(f"no call of {tool} with arguments {shown}")
+    passed = not problems
+    return ScoreValue(passed, 1.0 if passed else 0.0, detail="; ".join(problems))
 
 
 def judge_verdict(answer: str) -> tuple[float | None, str]:

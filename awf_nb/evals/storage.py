@@ -57,7 +57,7 @@ class Manifest:
     eval_path: str  # the eval file ("" for an eval given in Python or a notebook cell)
     base_dir: str  # the eval file's folder: commands run there, templates read from it
     created_at: str
-    status: str = "running"  # running | completed | cancelled (| interrupted: shown only)
+    status: str = "running"  # running | completed | cancelled | stopped (| interrupted: shown)
     finished_at: str = ""
     pid: int = 0
     pid_started: str = ""
@@ -71,6 +71,9 @@ class Manifest:
     cassette_dir: str = ""
     scorers: list[tuple[str, str]] = field(default_factory=list)
     executor: str = "local"
+    budget: float | None = None  # USD for the whole eval (`budget:`, `--budget`)
+    stopped: str = ""  # why a "stopped" eval stopped: "budget"
+    rescored_from: str = ""  # `awf eval-rescore`: the eval whose runs these rows score
 
     def as_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -314,6 +317,9 @@ class EvalFolder:
             storage=str(self.store.root),
             created_at=manifest.created_at,
             finished_at=manifest.finished_at,
+            stopped=manifest.stopped,
+            budget=manifest.budget,
+            rescored_from=manifest.rescored_from,
         )
 
 
