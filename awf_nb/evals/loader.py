@@ -173,7 +173,11 @@ def _unknown_keys(data: dict[str, Any], model: type[BaseModel], path: str, doc: 
         if nested is None:
             continue
         where = join_path(path, key)
-        if many and isinstance(value, list):
+        if many == "map" and isinstance(value, dict):  # `pricing: {model: {...}}`
+            for name, item in value.items():
+                if isinstance(item, dict):
+                    _unknown_keys(item, nested, join_path(where, str(name)), doc)
+        elif many and isinstance(value, list):
             for index, item in enumerate(value):
                 if isinstance(item, dict):
                     _unknown_keys(item, nested, join_path(where, index), doc)
@@ -181,14 +185,17 @@ def _unknown_keys(data: dict[str, Any], model: type[BaseModel], path: str, doc: 
             _unknown_keys(value, nested, where, doc)
 
 
-def _fields(model: type[BaseModel]) -> dict[str, tuple[type[BaseModel] | None, bool]]:
+def _fields(model: type[BaseModel]) -> dict[str, tuple[type[BaseModel] | None, bool | str]]:
+    """Each key of `model`: the model of its value (or None), and whether the value is a
+    list of them (True) or a map of names to them ("map")."""
     from awf_nb.workflow.model import Limits
 
-    found: dict[str, tuple[type[BaseModel] | None, bool]] = {}
+    found: dict[str, tuple[type[BaseModel] | None, bool | str]] = {}
     for name, info in model.model_fields.items():
         annotation = info.annotation
         nested: type[BaseModel] | None = None
-        many = typing.get_origin(annotation) is list
+        origin = typing.get_origin(annotation)
+        many: bool | str = "map" if origin is dict else origin is list
         candidates = typing.get_args(annotation) if typing.get_args(annotation) else (annotation,)
         for candidate in candidates:
             if isinstance(candidate, type) and issubclass(candidate, BaseModel):
