@@ -262,7 +262,7 @@ def _check_model(model: EvalFile, doc: Any) -> None:
             for problem in unknown_names(scorer.condition, CONDITION_NAMES):
                 doc.error(problem.message, f"{where}.condition", hint=problem.hint)
         if scorer.judge is not None:
-            check_template(scorer.judge.prompt, f"{where}.judge.prompt")
+            check_template(scorer.judge.question, f"{where}.judge.prompt")
             check_template(scorer.judge.system_prompt, f"{where}.judge.system_prompt")
             check_template(scorer.judge.provider, f"{where}.judge.provider")
             check_provider(scorer.judge.provider, f"{where}.judge.provider")

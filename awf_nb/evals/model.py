@@ -122,22 +122,72 @@ class UserSpec(_Model):
     max_turns: int = Field(5, ge=1, le=1000)
 
 
-class JudgeSpec(_Model):
-    """`judge:` — an LLM turn over the run; its answer is parsed as a number and compared
-    with `pass`."""
+DEFAULT_JUDGE_RETRIES = 2
+MAX_JUDGE_SAMPLES = 25
+# The prompt of a criteria judge that gives none of its own.
+DEFAULT_CRITERIA_PROMPT = (
+    "Here is a conversation between a user and an assistant.\n\n{{.transcript}}\n\n"
+    "Judge the assistant against each criterion below."
+)
 
-    prompt: str = Field(min_length=1)
-    pass_: PassRule = Field(alias="pass")
+
+class JudgeSpec(_Model):
+    """`judge:` — an LLM turn over the run.
+
+    A numeric judge (`prompt` and `pass`): its answer's number is compared with `pass`.
+    A criteria judge (`criteria: [...]`): its answer is a pass/fail and a one-line
+    reason per criterion; it passes when every criterion does (or, with `pass`, when the
+    share of criteria passed satisfies it: `pass: ">= 0.75"`). An answer that cannot be
+    read is asked again up to `retries` times (each counted). `samples: N` asks N times:
+    the score is their mean (the criteria's verdicts by majority), the row keeps each."""
+
+    prompt: str | None = Field(None, min_length=1)
+    pass_: PassRule | None = Field(None, alias="pass")
+    criteria: list[str] | None = None
     provider: str = Field("local", min_length=1)
     system_prompt: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     timeout: Duration = DEFAULT_JUDGE_TIMEOUT
     max_reply_chars: int = Field(DEFAULT_JUDGE_REPLY_CHARS, ge=1, le=1_000_000)
+    retries: int = Field(DEFAULT_JUDGE_RETRIES, ge=0, le=10)
+    samples: int = Field(1, ge=1, le=MAX_JUDGE_SAMPLES)
 
     @field_validator("pass_", mode="before")
     @classmethod
     def _rule(cls, value: Any) -> Any:
-        return value if isinstance(value, PassRule) else PassRule.parse(value)
+        return value if value is None or isinstance(value, PassRule) else PassRule.parse(value)
+
+    @field_validator("criteria")
+    @classmethod
+    def _criteria(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return value
+        if not value:
+            raise ValueError("criteria must list at least one criterion")
+        for item in value:
+            if not item.strip() or "\n" in item.strip() or len(item) > 500:
+                raise ValueError(
+                    f"each criterion is one line of at most 500 characters, got {item!r}"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError("criteria must be different from each other")
+        return value
+
+    @model_validator(mode="after")
+    def _kind(self) -> JudgeSpec:
+        if self.criteria is None:
+            missing = [k for k, v in (("prompt", self.prompt), ("pass", self.pass_)) if v is None]
+            if missing:
+                raise ValueError(
+                    f"a judge needs {' and '.join(missing)} (or criteria: a list to judge "
+                    "pass or fail one by one)"
+                )
+        return self
+
+    @property
+    def question(self) -> str:
+        """The prompt (a criteria judge without one gets `DEFAULT_CRITERIA_PROMPT`)."""
+        return self.prompt if self.prompt is not None else DEFAULT_CRITERIA_PROMPT
 
 
 MATCH_MODES = ("strict", "in_order", "any_order", "subset", "superset")

@@ -145,6 +145,10 @@ class ScorerSummary:
     errors: int = 0
     mean_score: float | None = None
     pass_hat: dict[int, float | None] = field(default_factory=dict)
+    retries: int = 0  # a judge's unreadable answers, asked again (not errors)
+    # A judge with `samples:`: the share of its samples' agreeing pairs, Fleiss' kappa.
+    agreement: float | None = None
+    kappa: float | None = None
 
     @property
     def pass_rate(self) -> float | None:
@@ -153,6 +157,9 @@ class ScorerSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "retries": self.retries,
+            "agreement": self.agreement,
+            "kappa": self.kappa,
             "kind": self.kind,
             "pass_rate": self.pass_rate,
             "passed": self.passed,
@@ -225,10 +232,14 @@ class EvalSummary:
             one = ScorerSummary(name, kind)
             trials: dict[str, list[bool]] = {}
             numbers: list[float] = []
+            sampled: list[list[bool]] = []
             for row in rows:
                 value = row.scores.get(name)
                 if value is None:
                     continue  # the run never got scored (it could not start)
+                one.retries += value.retries
+                if value.samples:
+                    sampled.append([s.get("passed") is True for s in value.samples])
                 trials.setdefault(row.case, []).append(value.passed is True)
                 one.passed += value.passed is True
                 one.failed += value.passed is False
@@ -236,6 +247,10 @@ class EvalSummary:
                 if value.score is not None:
                     numbers.append(value.score)
             one.mean_score = sum(numbers) / len(numbers) if numbers else None
+            if sampled:
+                from awf_nb.evals.judges import agreement
+
+                one.agreement, one.kappa = agreement(sampled)
             one.pass_hat = _pass_hat(trials, epochs)
             summary.scorers[name] = one
         return summary
@@ -309,6 +324,15 @@ class EvalSummary:
             )
         if self.errors_by_kind:
             parts.append("errors: " + ", ".join(f"{k} {v}" for k, v in self.errors_by_kind.items()))
+        retries = sum(s.retries for s in self.scorers.values())
+        if retries:
+            parts.append(f"{retries} unreadable judge answers asked again")
+        for s in self.scorers.values():
+            if s.agreement is not None:
+                kappa = "-" if s.kappa is None else f"{s.kappa:.2f}"
+                parts.append(
+                    f"{s.name}: samples agree {percent(s.agreement)} (Fleiss' kappa {kappa})"
+                )
         return "; ".join(parts)
 
     def to_text(self) -> str:

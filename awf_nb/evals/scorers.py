@@ -86,6 +86,9 @@ class ScoreValue:
     detail: str = ""  # what the judge answered, the command's stderr tail
     tokens: int = 0  # a judge's tokens
     cost: float | None = None  # a judge's cost in USD (with `pricing:`)
+    retries: int = 0  # a judge's answers that could not be read and were asked again
+    criteria: list[dict[str, Any]] = field(default_factory=list)  # {criterion, passed, reason}
+    samples: list[dict[str, Any]] = field(default_factory=list)  # `samples: N`: each's verdict
 
     @property
     def outcome(self) -> str:
@@ -101,6 +104,12 @@ class ScoreValue:
             data["tokens"] = self.tokens
         if self.cost is not None:
             data["cost"] = self.cost
+        if self.retries:
+            data["retries"] = self.retries
+        if self.criteria:
+            data["criteria"] = self.criteria
+        if self.samples:
+            data["samples"] = self.samples
         return data
 
     @classmethod
@@ -112,6 +121,9 @@ class ScoreValue:
             detail=str(data.get("detail", "")),
             tokens=int(data.get("tokens", 0) or 0),
             cost=data.get("cost"),
+            retries=int(data.get("retries", 0) or 0),
+            criteria=list(data.get("criteria") or []),
+            samples=list(data.get("samples") or []),
         )
 
 
@@ -261,6 +273,8 @@ async def score(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> Scor
         value = ScoreValue(None, error=f"internal error: {type(exc).__name__}: {exc}")
     mask = run.masker.mask
     value.error, value.detail = mask(value.error), mask(value.detail)
+    for verdict in value.criteria:
+        verdict["reason"] = mask(verdict["reason"])
     return value
 
 
@@ -303,14 +317,18 @@ def render_case_value(value: Any, data: Mapping[str, Any], *, what: str, base_di
 
 
 async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringContext) -> ScoreValue:
-    from awf_nb.engine.ports import Final, TextDelta, TurnRequest, Usage
+    from awf_nb.engine.ports import TurnRequest
+    from awf_nb.evals import judges
 
     data = {**run.data(), "env": dict(ctx.env)}
     prompt = render_case_template(
-        spec.prompt, data, what=f"scorer {name}: judge.prompt", base_dir=ctx.base_dir
+        spec.question, data, what=f"scorer {name}: judge.prompt", base_dir=ctx.base_dir
     )
     # The format comes last, after whatever the run wrote into the prompt (`.transcript`).
-    prompt += JUDGE_JSON_FORMAT if "json_schema" in spec.options else JUDGE_FORMAT
+    if spec.criteria is not None:
+        prompt += judges.criteria_format(spec.criteria)
+    else:
+        prompt += JUDGE_JSON_FORMAT if "json_schema" in spec.options else JUDGE_FORMAT
     system = (
         render_case_template(
             spec.system_prompt, data, what=f"scorer {name}: judge.system_prompt",
@@ -326,6 +344,11 @@ async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringConte
     ).strip()
     options = render_case_value(spec.options, data, what=f"{where}.options", base_dir=ctx.base_dir)
     run.masker.add_option_secrets(options)
+    if spec.criteria is not None and "json_schema" not in options:
+        from awf_nb.providers import canonical_provider_name
+
+        if canonical_provider_name(provider_name) in judges.SCHEMA_PROVIDERS:
+            options = {**options, "json_schema": judges.criteria_schema(len(spec.criteria))}
     turn = TurnRequest(
         prompt=prompt,
         system_prompt=system,
@@ -337,51 +360,90 @@ async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringConte
         speaker=JUDGE_SPEAKER,
     )
     provider = ctx.providers(provider_name)
-    pieces: list[str] = []
-    size = 0
-    final: str | None = None
-    tokens = tokens_in = tokens_out = 0
-    events = provider.stream(turn)
-    try:
-        async with asyncio.timeout(spec.timeout):
-            async for event in events:
-                if isinstance(event, TextDelta):
-                    pieces.append(event.text)
-                    size += len(event.text)
-                    if size > spec.max_reply_chars:
-                        return ScoreValue(
-                            None,
-                            error=f"the judge's answer is longer than {spec.max_reply_chars} "
-                            "characters (judge.max_reply_chars)",
-                            tokens=tokens,
-                        )
-                elif isinstance(event, Usage):
-                    tokens += event.input_tokens + event.output_tokens
-                    tokens_in += event.input_tokens
-                    tokens_out += event.output_tokens
-                elif isinstance(event, Final):
-                    final = event.text
-    except TimeoutError:
-        return ScoreValue(
-            None,
-            error=f"the judge did not answer within {format_duration(spec.timeout)} "
-            "(judge.timeout)",
-        )
-    finally:
-        with contextlib.suppress(Exception):
-            await events.aclose()  # type: ignore[attr-defined]
-    from awf_nb.evals.pricing import model_of, price_of, tokens_cost
+    from awf_nb.evals import judges
+    from awf_nb.evals.pricing import add, model_of, price_of, tokens_cost
 
     price = price_of(ctx.pricing, provider_name, model_of(options))
-    cost = tokens_cost(price, tokens_in, tokens_out)
-    answer = final if final is not None else "".join(pieces)
+    total = ScoreValue(None)
+    samples: list[ScoreValue] = []
+    for _ in range(spec.samples):
+        asked = turn
+        first: tuple[str, str] | None = None  # the first unreadable answer: problem, text
+        for attempt in range(spec.retries + 1):
+            try:
+                answer = await judges.ask(provider, asked, spec)
+            except AwfError as exc:
+                if first is None:
+                    raise  # the judge's provider failed: an error in the cell, as always
+                answer = judges.Answer(None, error=f"asking again failed: {exc.message}")
+            total.tokens += answer.tokens_in + answer.tokens_out
+            total.cost = add(total.cost, tokens_cost(price, answer.tokens_in, answer.tokens_out))
+            if answer.text is None and first is None:  # a timeout, an answer too long
+                total.error = f"scorer {name}: {answer.error}"
+                return total
+            if answer.text is not None:
+                value, problem = _read_verdict(spec, answer.text)
+                if value is not None:
+                    samples.append(value)
+                    break
+                first = first or (problem, answer.text)
+            assert first is not None
+            if answer.text is None or attempt == spec.retries:
+                # what the judge answered first is shown; the retries are counted
+                total.error = f"scorer {name}: {first[0]}"
+                if answer.text is None:
+                    total.error += f" ({answer.error})"
+                elif total.retries:
+                    total.error += f" (asked {total.retries + 1} times)"
+                total.detail = _excerpt(first[1])
+                return total
+            total.retries += 1
+            asked = judges.again(turn, prompt, first[0] if attempt == 0 else problem)
+    return _combined(spec, samples, total)
+
+
+def _read_verdict(spec: JudgeSpec, answer: str) -> tuple[ScoreValue | None, str]:
+    """One judge answer read: its verdict, or None and what is wrong with it."""
+    from awf_nb.evals import judges
+
     shown = _excerpt(answer)
-    number, problem = judge_verdict(answer)
-    if number is None:
-        return ScoreValue(
-            None, error=f"scorer {name}: {problem}", detail=shown, tokens=tokens, cost=cost
-        )
-    return ScoreValue(spec.pass_.passes(number), number, detail=shown, tokens=tokens, cost=cost)
+    if spec.criteria is None:
+        number, problem = judge_verdict(answer)
+        if number is None:
+            return None, problem
+        assert spec.pass_ is not None
+        return ScoreValue(spec.pass_.passes(number), number, detail=shown), ""
+    verdicts, problem = judges.criteria_verdict(answer, spec.criteria)
+    if verdicts is None:
+        return None, problem
+    return _criteria_value(spec, verdicts), ""
+
+
+def _criteria_value(spec: JudgeSpec, verdicts: list[dict[str, Any]]) -> ScoreValue:
+    from awf_nb.evals import judges
+
+    share = sum(v["passed"] for v in verdicts) / len(verdicts)
+    passed = spec.pass_.passes(share) if spec.pass_ is not None else share == 1.0
+    return ScoreValue(passed, share, detail=judges.criteria_detail(verdicts), criteria=verdicts)
+
+
+def _combined(spec: JudgeSpec, samples: list[ScoreValue], total: ScoreValue) -> ScoreValue:
+    """The judge's verdict over its samples (one: that one), with the tokens, cost and
+    retries of every turn."""
+    from awf_nb.evals import judges
+
+    if len(samples) == 1:
+        value = samples[0]
+    elif spec.criteria is not None:
+        value = _criteria_value(spec, judges.majority([s.criteria for s in samples]))
+    else:
+        assert spec.pass_ is not None
+        mean = sum(s.score or 0.0 for s in samples) / len(samples)
+        value = ScoreValue(spec.pass_.passes(mean), mean, detail=samples[0].detail)
+    if len(samples) > 1:
+        value.samples = [{"score": s.score, "passed": s.passed} for s in samples]
+    value.tokens, value.cost, value.retries = total.tokens, total.cost, total.retries
+    return value
 
 
 def judge_verdict(answer: str) -> tuple[float | None, str]:
