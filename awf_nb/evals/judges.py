@@ -140,7 +140,7 @@ def criteria_verdict(
     data = _json_in(answer)
     if data is None:
         return None, "the judge's answer holds no JSON object with a verdict per criterion"
-    items: Any = data.get("criteria") if isinstance(data, dict) else data
+    items: Any = data.get("criteria", data) if isinstance(data, dict) else data
     if isinstance(items, dict):  # {"criterion text or number": {...} or true}
         items = [
             {"criterion": key, **(value if isinstance(value, dict) else {"pass": value})}

@@ -10,8 +10,8 @@ import pytest
 
 import awf_nb
 from awf_nb.errors import UserError
-from awf_nb.evals.tool_scorers import sequence_matches
 from awf_nb.evals.storage import EvalFolder
+from awf_nb.evals.tool_scorers import sequence_matches
 from tests.support.cli import run_awf
 from tests.support.eval_project import Project
 
