@@ -116,6 +116,10 @@ def _user(user: Any) -> Any:
         "provider": user.provider,
         "options": dict(user.options),
         "max_turns": user.max_turns,
+        "opener": user.opener,
+        "retries": user.retries,
+        "desired_turns": user.desired_turns,
+        "max_chars": user.max_chars,
     }
 
 

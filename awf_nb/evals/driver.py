@@ -237,6 +237,14 @@ class EvalRun:
                         spec.options, data, what="user.options", base_dir=base_dir
                     ),
                     max_turns=spec.max_turns,
+                    opener=None
+                    if spec.opener is None
+                    else render_case_template(
+                        spec.opener, data, what="user.opener", base_dir=base_dir
+                    ),
+                    retries=spec.retries,
+                    desired_turns=spec.desired_turns,
+                    max_chars=spec.max_chars,
                 )
         except AwfError as exc:
             return WorkItem(case, epoch, seed=seed, setup_error=exc.message)

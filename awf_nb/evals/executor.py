@@ -353,8 +353,10 @@ async def _settle(store: Store, run_id: str) -> None:
 
 
 def _run_error_kind(error: str) -> str:
-    """What kind of error ended a run: a limit, a cassette that does not match, or the
-    run's own failure."""
+    """What kind of error ended a run: the simulated user's, a limit, a cassette that
+    does not match, or the run's own failure."""
+    if "simulated user:" in error:
+        return "simulator"  # the simulated user failed, not the workflow
     if "limits." in error and "reached" in error:
         return "limit"
     if "cassette" in error:

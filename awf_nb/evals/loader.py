@@ -249,6 +249,7 @@ def _check_model(model: EvalFile, doc: Any) -> None:
         check_template(value, join_path("inputs", key))
     if model.user is not None:
         check_template(model.user.persona, "user.persona")
+        check_template(model.user.opener, "user.opener")
         check_template(model.user.provider, "user.provider")
         check_provider(model.user.provider, "user.provider")
         check_templates(model.user.options, "user.options")

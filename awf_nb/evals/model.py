@@ -119,7 +119,23 @@ class UserSpec(_Model):
     persona: str = Field(min_length=1)
     provider: str = Field("local", min_length=1)
     options: dict[str, Any] = Field(default_factory=dict)
-    max_turns: int = Field(5, ge=1, le=1000)
+    max_turns: int = Field(5, ge=1, le=1000)  # a hard cap on its messages
+    # Its first message, sent verbatim (a template over the case), not generated.
+    opener: str | None = Field(None, min_length=1)
+    # A defective message (empty, written as the assistant, reasoning tags, too long) is
+    # generated again up to this many times; still defective: a `simulator` error.
+    retries: int = Field(2, ge=0, le=10)
+    desired_turns: int | None = Field(None, ge=1, le=1000)  # a goal it is told, not a cap
+    max_chars: int = Field(4000, ge=1, le=1_000_000)  # longer is defective
+
+    @model_validator(mode="after")
+    def _goal_within_cap(self) -> UserSpec:
+        if self.desired_turns is not None and self.desired_turns > self.max_turns:
+            raise ValueError(
+                f"user.desired_turns ({self.desired_turns}) is a goal within max_turns "
+                f"({self.max_turns}), the hard cap: raise max_turns or lower desired_turns"
+            )
+        return self
 
 
 DEFAULT_JUDGE_RETRIES = 2

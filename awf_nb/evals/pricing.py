@@ -8,8 +8,8 @@ run had a price: "unknown", not "free").
 
 What is priced:
 - each agent step's input and output tokens, at the step's provider and `options.model`;
-- a simulated user's tokens (the engine does not split them between input and output) at
-  the user's input price;
+- a simulated user's tokens (counted on the step, without an input/output split) at the
+  user's input price, when it has one (else at the step's);
 - a judge's input and output tokens, at the judge's provider and model (`judge_cost`).
 """
 
@@ -67,19 +67,19 @@ def run_cost(
         definition = workflow.steps.get(name)
         provider = str(getattr(definition, "provider", "") or "")
         options = getattr(definition, "options", None) or {}
-        if step.tokens_input or step.tokens_output:
-            cost = tokens_cost(
-                price_of(pricing, provider, model_of(options)),
-                step.tokens_input,
-                step.tokens_output,
-            )
-            if cost is not None:
-                total = (total or 0.0) + cost
+        price = price_of(pricing, provider, model_of(options))
+        cost = tokens_cost(price, step.tokens_input, step.tokens_output)
         conv = step.conversation
-        if conv is not None and conv.partner_tokens and user is not None:
-            cost = tokens_cost(price_of(pricing, *user), conv.partner_tokens, 0)
-            if cost is not None:
-                total = (total or 0.0) + cost
+        partner = conv.partner_tokens if conv is not None else 0
+        if partner and user is not None:
+            # The step's tokens include its simulated user's (the engine counts them on
+            # the step, without an input/output split): priced at the user's input price.
+            user_price = price_of(pricing, *user)
+            if user_price is not None:
+                own = (cost or 0.0) - (price.input * partner / PER if price else 0.0)
+                cost = max(own, 0.0) + user_price.input * partner / PER
+        if cost is not None and (step.tokens_input or step.tokens_output):
+            total = (total or 0.0) + cost
     return total
 
 
