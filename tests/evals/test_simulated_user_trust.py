@@ -79,9 +79,7 @@ def test_the_opener_is_sent_verbatim_and_desired_turns_is_a_goal(
     project: Project, user_model: OpenAIServer
 ) -> None:
     project.write_eval(
-        user_eval(
-            '  opener: "Hi! I bake {{.case.topic}} every day."\n  desired_turns: 2\n'
-        ).replace("  max_turns: 4\n", "  max_turns: 4\n", 1)
+        user_eval('  opener: "Hi! I bake {{.case.topic}} every day."\n  desired_turns: 2\n')
     )
     result = awf_nb.evaluate("t.eval.yaml", storage=project.store, show=False)
     assert user_messages(result)[1:] == ["Hi! I bake bread every day.", "exit"]
