@@ -47,6 +47,7 @@ class EvalKeywords(TypedDict, total=False):
     pricing: Mapping[str, Any] | None
     budget: float | None
     resume: str | None
+    rescore: str | None
     limit: int | None
     record: str | os.PathLike[str] | None
     replay: str | os.PathLike[str] | None
@@ -77,6 +78,7 @@ async def aevaluate(
     pricing: Mapping[str, Any] | None = None,
     budget: float | None = None,
     resume: str | None = None,
+    rescore: str | None = None,
     limit: int | None = None,
     record: str | os.PathLike[str] | None = None,
     replay: str | os.PathLike[str] | None = None,
@@ -105,11 +107,22 @@ async def aevaluate(
     Cost: `pricing` (USD per million tokens, by model) prices the tokens; `budget` (USD)
     stops starting runs once the eval has spent it (the eval ends `stopped`).
     `resume=EVAL_ID` finishes an earlier eval instead (alone, or with `concurrency` and a
-    larger `budget`).
+    larger `budget`). `rescore=EVAL_ID` scores that eval's stored runs again as a new
+    eval, with `scorers` (a list, or a scorers file's path; default: its own) — no run
+    started, no model called except judges.
     """
     from awf_nb.evals.api import prepare_eval, prepare_resume, spec_from_arguments
 
     base = Path(cwd).resolve() if cwd is not None else None
+    if rescore is not None:
+        from awf_nb.evals.api import rescore as rescore_eval
+
+        if source is not None or workflow is not None or dataset is not None:
+            raise AwfError("evaluate(rescore=...) scores stored runs: give no eval file, "
+                           "workflow or dataset")  # fmt: skip
+        return await rescore_eval(
+            rescore, scorers=scorers or None, storage=storage, cwd=base, env=env
+        )  # type: ignore[arg-type]
     if resume is not None:
         if source is not None or workflow is not None or dataset is not None:
             raise AwfError("evaluate(resume=...) continues an eval as it was started: "

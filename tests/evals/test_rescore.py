@@ -73,7 +73,9 @@ async def test_rescore_from_python_same_scorers_same_rows_changed_scorers_new_ro
     same = await rescore(first.eval_id, storage=project.store)
     assert same.eval_id != first.eval_id and same.rescored_from == first.eval_id
     assert by_key(same) == by_key(first)  # the same runs, scores, costs and times
-    changed = await rescore(first.eval_id, scorers="changed.yaml", storage=project.store)
+    changed = await awf_nb.aevaluate(
+        rescore=first.eval_id, scorers="changed.yaml", storage=project.store
+    )
     assert changed.scorers == [("long", "condition"), ("bread", "condition")]
     assert sorted((r.case, r.epoch, r.passed) for r in changed.rows) == [
         ("bread", 1, False), ("bread", 2, False), ("jam", 1, False), ("jam", 2, False)
