@@ -114,6 +114,13 @@ def provider_problem(name: str) -> UserError | None:
     return None
 
 
+def canonical_provider(name: str) -> str:
+    """The registry's own name of provider `name` (an alias resolved)."""
+    from awf_nb.providers import canonical_provider_name
+
+    return canonical_provider_name(name)
+
+
 def workflow_provider_problems(workflow: Workflow) -> list[Problem]:
     """The workflow's steps naming unknown providers (as `awf run` checks them)."""
     from awf_nb.providers import provider_problems

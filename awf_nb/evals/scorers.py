@@ -345,9 +345,9 @@ async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringConte
     options = render_case_value(spec.options, data, what=f"{where}.options", base_dir=ctx.base_dir)
     run.masker.add_option_secrets(options)
     if spec.criteria is not None and "json_schema" not in options:
-        from awf_nb.providers import canonical_provider_name
+        from awf_nb.evals.run_setup import canonical_provider
 
-        if canonical_provider_name(provider_name) in judges.SCHEMA_PROVIDERS:
+        if canonical_provider(provider_name) in judges.SCHEMA_PROVIDERS:
             options = {**options, "json_schema": judges.criteria_schema(len(spec.criteria))}
     turn = TurnRequest(
         prompt=prompt,
