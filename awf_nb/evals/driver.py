@@ -406,6 +406,13 @@ def start_eval(
         raise UserError(
             "a cassette mode needs its folder (--record / --replay / --record-missing DIR)"
         )
+    budget = check_budget(options.budget if options.budget is not None else file.budget)
+    if budget is not None and options.executor == "ray":
+        # Ray's executor takes every work item when it starts: a budget could stop nothing
+        raise UserError(
+            "a budget stops an eval's runs with the local executor only, not --executor ray",
+            hint="bound each run with limits.max_cost instead, or run locally",
+        )
     executor = make_executor(
         options.executor, store, ray_address=options.ray_address, workers=options.workers
     )
@@ -434,7 +441,7 @@ def start_eval(
         cassette_dir=str(options.cassette_dir.resolve()) if options.cassette_dir else "",
         scorers=[(s.name, s.kind) for s in file.scorers],
         executor=executor.name,
-        budget=check_budget(options.budget if options.budget is not None else file.budget),
+        budget=budget,
     )
     resolved = file.model_dump(mode="json", by_alias=True)
     resolved.update(epochs=epochs, concurrency=concurrency, seed=seed)
@@ -496,6 +503,10 @@ def resume_eval(
         )
     if budget is not None:
         manifest.budget = check_budget(budget)
+    if manifest.budget is not None and manifest.executor == "ray":
+        raise UserError(
+            "a budget stops an eval's runs with the local executor only, not --executor ray"
+        )
     executor = make_executor(manifest.executor, store, ray_address=ray_address, workers=workers)
     run = EvalRun(
         spec, folder, manifest, cases, folder.rows(), cwd=_cwd(cwd), env=env, executor=executor

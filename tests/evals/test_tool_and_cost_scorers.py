@@ -224,3 +224,13 @@ def test_a_budget_must_be_a_positive_number(project: Project) -> None:
     project.write_eval(COST_EVAL)
     with pytest.raises(UserError, match="--budget must be a positive number of USD, got -1"):
         awf_nb.evaluate("t.eval.yaml", budget=-1, storage=project.store, show=False)
+
+
+def test_a_budget_is_refused_on_ray_before_anything_connects(project: Project) -> None:
+    project.rows("cases.jsonl", [{"topic": "x"}])
+    project.write_eval(COST_EVAL)
+    with pytest.raises(UserError, match="a budget stops an eval's runs with the local executor"):
+        awf_nb.evaluate("t.eval.yaml", budget=1, executor="ray", storage=project.store, show=False)
+    assert not (project.store.root / "evals").exists() or not any(
+        (project.store.root / "evals").iterdir()
+    )
