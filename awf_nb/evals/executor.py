@@ -236,6 +236,19 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     env.update(AWF_EVAL_CASE=item.case.id, AWF_EVAL_EPOCH=str(item.epoch))
     if item.seed is not None:
         env["AWF_EVAL_SEED"] = str(item.seed)
+    from awf_nb.evals.pricing import model_of, run_cost
+
+    user = None
+    if item.user is not None:
+        user = (item.user.provider, model_of(item.user.options))
+    cost_limit = None
+    if plan.max_cost is not None and plan.pricing:
+        from awf_nb.engine.limits import CostLimit
+
+        def spent(state: Any) -> float | None:
+            return run_cost(plan.pricing, plan.workflow, state, user)
+
+        cost_limit = CostLimit(plan.max_cost, spent)
     try:
         runner = run_setup.prepare_case_run(
             plan.workflow,
@@ -248,6 +261,7 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
             yes=plan.yes,
             cwd=plan.cwd,
             env=env,
+            cost_limit=cost_limit,
         )
     except AwfError as exc:
         row.error = exc.message
@@ -258,13 +272,6 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     began = time.monotonic()
     state = await runner.execute()
     seconds = time.monotonic() - began
-    user = None
-    if item.user is not None:
-        from awf_nb.evals.pricing import model_of
-
-        user = (item.user.provider, model_of(item.user.options))
-    from awf_nb.evals.pricing import run_cost
-
     cost = run_cost(plan.pricing, plan.workflow, state, user)
     finished = FinishedRun.of(
         item.case, item.epoch, state, runner.masker, seconds=seconds, cost=cost
@@ -321,7 +328,9 @@ def decide(row: EvalRow, scorers: list[ScorerSpec], max_cost: float | None = Non
     if row.error_kind == "cassette":
         row.passed = None
         return
-    if max_cost is not None and row.cost is not None and row.cost > max_cost:
+    over = max_cost is not None and row.cost is not None and row.cost > max_cost
+    if over and not row.error_kind:  # the last turn went past it (else the run stopped)
+        assert max_cost is not None and row.cost is not None
         row.passed = None
         row.error_kind = "limit"
         row.error = (

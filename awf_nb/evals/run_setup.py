@@ -31,6 +31,7 @@ from awf_nb.errors import Problem, UserError
 from awf_nb.workflow.model import Limits, Workflow
 
 if TYPE_CHECKING:
+    from awf_nb.engine.limits import CostLimit
     from awf_nb.engine.partner import SimulatedUser
     from awf_nb.engine.ports import EventSink
     from awf_nb.engine.run import Runner
@@ -152,6 +153,7 @@ def prepare_case_run(
     yes: bool = False,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    cost_limit: CostLimit | None = None,
 ) -> Runner:
     """The runner of one (case, epoch): ready to `await runner.execute()`.
 
@@ -172,6 +174,7 @@ def prepare_case_run(
         record=cassette.path if cassette is not None and cassette.mode == "record" else None,
         replay=cassette.path if cassette is not None and cassette.mode == "replay" else None,
         yes=yes,
+        cost_limit=cost_limit,
     )
     return prepare_run(workflow, options).runner
 

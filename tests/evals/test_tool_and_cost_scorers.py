@@ -234,3 +234,17 @@ def test_a_budget_is_refused_on_ray_before_anything_connects(project: Project) -
     assert not (project.store.root / "evals").exists() or not any(
         (project.store.root / "evals").iterdir()
     )
+
+
+def test_max_cost_stops_a_run_before_the_turn_that_would_go_past_it(project: Project) -> None:
+    one = cost_project(project, cases=1)  # what the agent's first reply costs
+    project.rows(
+        "cases.jsonl", [{"id": "c0", "topic": "bread", "replies": ["more", "more", "more"]}]
+    )
+    project.write_eval(COST_EVAL + f"limits: {{max_cost: {one}}}\n")
+    result = awf_nb.evaluate("t.eval.yaml", storage=project.store, show=False)
+    (row,) = result.rows
+    assert (row.status, row.error_kind, row.turns) == ("failed", "limit", 1)
+    assert row.error == (
+        f"run stopped at step chat: limits.max_cost (${one:.4f}) reached (${one:.4f} spent)"
+    )
