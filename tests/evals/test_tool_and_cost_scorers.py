@@ -248,3 +248,13 @@ def test_max_cost_stops_a_run_before_the_turn_that_would_go_past_it(project: Pro
     assert row.error == (
         f"run stopped at step chat: limits.max_cost (${one:.4f}) reached (${one:.4f} spent)"
     )
+
+
+def test_the_notebook_magic_takes_a_budget(project: Project) -> None:
+    from awf_nb.frontends.notebook.eval_magic import _parse, _prepare
+
+    project.rows("cases.jsonl", [{"topic": "x"}])
+    project.write_eval(COST_EVAL)
+    args = _parse(f"t.eval.yaml --budget 1.5 --storage {project.store.root}")
+    run = _prepare(args, "")
+    assert run.manifest.budget == 1.5
