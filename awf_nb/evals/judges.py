@@ -25,6 +25,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine.summary import format_duration
+from awf_nb.errors import AwfError
+from awf_nb.evals.scorers import (
+    JUDGE_FORMAT,
+    JUDGE_JSON_FORMAT,
+    JUDGE_SPEAKER,
+    FinishedRun,
+    ScoreValue,
+    ScoringContext,
+    _excerpt,
+    judge_verdict,
+    render_case_template,
+    render_case_value,
+)
 
 if TYPE_CHECKING:
     from awf_nb.engine.ports import Provider, TurnRequest
@@ -249,3 +262,165 @@ def agreement(verdicts: Sequence[Sequence[bool]]) -> tuple[float | None, float |
     if expected >= 1.0:
         return observed, None
     return observed, (observed - expected) / (1 - expected)
+
+
+# --- the judge scorers (scorers.score calls them) --------------------------------------------
+
+
+async def judge_score(
+    name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringContext
+) -> ScoreValue:
+    from awf_nb.engine.ports import TurnRequest
+
+    data = {**run.data(), "env": dict(ctx.env)}
+    prompt = render_case_template(
+        spec.question, data, what=f"scorer {name}: judge.prompt", base_dir=ctx.base_dir
+    )
+    # The format comes last, after whatever the run wrote into the prompt (`.transcript`).
+    if spec.criteria is not None:
+        prompt += criteria_format(spec.criteria)
+    else:
+        prompt += JUDGE_JSON_FORMAT if "json_schema" in spec.options else JUDGE_FORMAT
+    system = (
+        render_case_template(
+            spec.system_prompt, data, what=f"scorer {name}: judge.system_prompt",
+            base_dir=ctx.base_dir,
+        )
+        if spec.system_prompt is not None
+        else None
+    )  # fmt: skip
+    where = f"scorer {name}: judge"
+    # Provider and options are templates, as a step's are (`api_key: "{{.env.KEY}}"`).
+    provider_name = render_case_template(
+        spec.provider, data, what=f"{where}.provider", base_dir=ctx.base_dir
+    ).strip()
+    options = render_case_value(spec.options, data, what=f"{where}.options", base_dir=ctx.base_dir)
+    run.masker.add_option_secrets(options)
+    if spec.criteria is not None and "json_schema" not in options:
+        from awf_nb.evals.run_setup import canonical_provider
+
+        if canonical_provider(provider_name) in SCHEMA_PROVIDERS:
+            options = {**options, "json_schema": criteria_schema(len(spec.criteria))}
+    turn = TurnRequest(
+        prompt=prompt,
+        system_prompt=system,
+        options=options,
+        working_dir=ctx.cwd,
+        timeout=spec.timeout,
+        step=f"score.{name}",
+        run_id=run.state.run_id,
+        speaker=JUDGE_SPEAKER,
+    )
+    provider = ctx.providers(provider_name)
+    from awf_nb.evals.pricing import add, model_of, price_of, tokens_cost
+
+    price = price_of(ctx.pricing, provider_name, model_of(options))
+    total = ScoreValue(None)
+    samples: list[ScoreValue] = []
+    for _ in range(spec.samples):
+        asked = turn
+        first: tuple[str, str] | None = None  # the first unreadable answer: problem, text
+        for attempt in range(spec.retries + 1):
+            try:
+                answer = await ask(provider, asked, spec)
+            except AwfError as exc:
+                if first is None:
+                    raise  # the judge's provider failed: an error in the cell, as always
+                answer = Answer(None, error=f"asking again failed: {exc.message}")
+            total.tokens += answer.tokens_in + answer.tokens_out
+            total.cost = add(total.cost, tokens_cost(price, answer.tokens_in, answer.tokens_out))
+            if answer.text is None and first is None:  # a timeout, an answer too long
+                total.error = f"scorer {name}: {answer.error}"
+                return total
+            if answer.text is not None:
+                value, problem = _read_verdict(spec, answer.text)
+                if value is not None:
+                    samples.append(value)
+                    break
+                first = first or (problem, answer.text)
+            assert first is not None
+            if answer.text is None or attempt == spec.retries:
+                # what the judge answered first is shown; the retries are counted
+                total.error = f"scorer {name}: {first[0]}"
+                if answer.text is None:
+                    total.error += f" ({answer.error})"
+                elif total.retries:
+                    total.error += f" (asked {total.retries + 1} times)"
+                total.detail = _excerpt(first[1])
+                return total
+            total.retries += 1
+            asked = again(turn, prompt, first[0] if attempt == 0 else problem)
+    return _combined(spec, samples, total)
+
+
+async def panel_score(
+    name: str, panel: list[JudgeSpec], run: FinishedRun, ctx: ScoringContext
+) -> ScoreValue:
+    """Several judges of one question (`judges:`): the majority of their verdicts (a tie
+    fails), the mean of their scores; each judge's verdict kept (`samples`) for their
+    agreement. A judge that cannot decide makes the cell an error."""
+    from awf_nb.evals.pricing import add
+
+    values = [await judge_score(f"{name}.{n}", judge, run, ctx) for n, judge in enumerate(panel, 1)]
+    tokens = sum(v.tokens for v in values)
+    cost = None
+    for v in values:
+        cost = add(cost, v.cost)
+    retries = sum(v.retries for v in values)
+    failed = next((v for v in values if v.passed is None), None)
+    if failed is not None:
+        return ScoreValue(
+            None, error=failed.error, detail=failed.detail, tokens=tokens, cost=cost,
+            retries=retries,
+        )  # fmt: skip
+    votes = [v.passed is True for v in values]
+    mean = sum(v.score or 0.0 for v in values) / len(values)
+    return ScoreValue(
+        sum(votes) * 2 > len(votes),
+        mean,
+        detail="; ".join(f"judge {n}: {v.outcome} ({v.score:g})" for n, v in
+                         enumerate(values, 1) if v.score is not None),
+        tokens=tokens,
+        cost=cost,
+        retries=retries,
+        samples=[{"judge": n, "score": v.score, "passed": v.passed}
+                 for n, v in enumerate(values, 1)],
+    )  # fmt: skip
+
+
+def _read_verdict(spec: JudgeSpec, answer: str) -> tuple[ScoreValue | None, str]:
+    """One judge answer read: its verdict, or None and what is wrong with it."""
+    shown = _excerpt(answer)
+    if spec.criteria is None:
+        number, problem = judge_verdict(answer)
+        if number is None:
+            return None, problem
+        assert spec.pass_ is not None
+        return ScoreValue(spec.pass_.passes(number), number, detail=shown), ""
+    verdicts, problem = criteria_verdict(answer, spec.criteria)
+    if verdicts is None:
+        return None, problem
+    return _criteria_value(spec, verdicts), ""
+
+
+def _criteria_value(spec: JudgeSpec, verdicts: list[dict[str, Any]]) -> ScoreValue:
+    share = sum(v["passed"] for v in verdicts) / len(verdicts)
+    passed = spec.pass_.passes(share) if spec.pass_ is not None else share == 1.0
+    return ScoreValue(passed, share, detail=criteria_detail(verdicts), criteria=verdicts)
+
+
+def _combined(spec: JudgeSpec, samples: list[ScoreValue], total: ScoreValue) -> ScoreValue:
+    """The judge's verdict over its samples (one: that one), with the tokens, cost and
+    retries of every turn."""
+    if len(samples) == 1:
+        value = samples[0]
+    elif spec.criteria is not None:
+        value = _criteria_value(spec, majority([s.criteria for s in samples]))
+    else:
+        assert spec.pass_ is not None
+        mean = sum(s.score or 0.0 for s in samples) / len(samples)
+        value = ScoreValue(spec.pass_.passes(mean), mean, detail=samples[0].detail)
+    if len(samples) > 1:
+        value.samples = [{"score": s.score, "passed": s.passed} for s in samples]
+    value.tokens, value.cost, value.retries = total.tokens, total.cost, total.retries
+    return value

@@ -262,12 +262,14 @@ def _check_model(model: EvalFile, doc: Any) -> None:
                 doc.error(f"condition: {exc}", f"{where}.condition")
             for problem in unknown_names(scorer.condition, CONDITION_NAMES):
                 doc.error(problem.message, f"{where}.condition", hint=problem.hint)
-        if scorer.judge is not None:
-            check_template(scorer.judge.question, f"{where}.judge.prompt")
-            check_template(scorer.judge.system_prompt, f"{where}.judge.system_prompt")
-            check_template(scorer.judge.provider, f"{where}.judge.provider")
-            check_provider(scorer.judge.provider, f"{where}.judge.provider")
-            check_templates(scorer.judge.options, f"{where}.judge.options")
+        judges = [(f"{where}.judge", scorer.judge)] if scorer.judge is not None else []
+        judges += [(f"{where}.judges[{n}]", j) for n, j in enumerate(scorer.judges or [])]
+        for at, judge in judges:
+            check_template(judge.question, f"{at}.prompt")
+            check_template(judge.system_prompt, f"{at}.system_prompt")
+            check_template(judge.provider, f"{at}.provider")
+            check_provider(judge.provider, f"{at}.provider")
+            check_templates(judge.options, f"{at}.options")
         if scorer.command is not None and not scorer.command.strip():
             doc.error("command is empty", f"{where}.command")
 

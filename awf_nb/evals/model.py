@@ -51,7 +51,7 @@ DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_MAX_RUNS = 1_000_000
 MAX_MAX_RUNS = 100_000_000
 
-SCORER_KINDS = ("condition", "judge", "command", "tools")
+SCORER_KINDS = ("condition", "judge", "judges", "command", "tools")
 
 _COMPARISONS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -247,6 +247,9 @@ class ScorerSpec(_Model):
     judge: JudgeSpec | None = None
     command: str | None = None
     tools: ToolsSpec | None = None
+    # Several judges of one question: their verdicts' majority, their scores' mean, and
+    # how much they agree.
+    judges: list[JudgeSpec] | None = None
     # `command` only: how long it may run and how much it may print.
     timeout: Duration = None
     max_output_bytes: int = Field(DEFAULT_COMMAND_OUTPUT_BYTES, ge=1, le=64 << 20)
@@ -272,9 +275,11 @@ class ScorerSpec(_Model):
         if len(kinds) != 1:
             given = f"got {' and '.join(kinds)}" if kinds else "got none"
             raise ValueError(
-                f'scorer "{self.name}" needs exactly one of condition, judge, command, tools '
-                f"({given})"
+                f'scorer "{self.name}" needs exactly one of condition, judge, judges, command, '
+                f"tools ({given})"
             )
+        if self.judges is not None and len(self.judges) < 2:
+            raise ValueError(f'scorer "{self.name}": judges lists two or more (else use judge)')
         if self.timeout is not None and self.command is None:
             raise ValueError(
                 f'scorer "{self.name}": timeout applies to a command scorer '

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine.summary import format_duration
 from awf_nb.errors import AwfError
-from awf_nb.evals.model import JudgeSpec, ScorerSpec
+from awf_nb.evals.model import ScorerSpec
 
 if TYPE_CHECKING:
     from awf_nb.engine.ports import ProviderFactory
@@ -259,7 +259,13 @@ async def score(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> Scor
         if spec.condition is not None:
             value = _condition(spec.condition, run)
         elif spec.judge is not None:
-            value = await _judge(spec.name, spec.judge, run, ctx)
+            from awf_nb.evals.judges import judge_score
+
+            value = await judge_score(spec.name, spec.judge, run, ctx)
+        elif spec.judges is not None:
+            from awf_nb.evals.judges import panel_score
+
+            value = await panel_score(spec.name, spec.judges, run, ctx)
         elif spec.tools is not None:
             from awf_nb.evals.tool_scorers import check_tools
 
@@ -313,136 +319,6 @@ def render_case_value(value: Any, data: Mapping[str, Any], *, what: str, base_di
             k: render_case_value(v, data, what=f"{what}.{k}", base_dir=base_dir)
             for k, v in value.items()
         }
-    return value
-
-
-async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringContext) -> ScoreValue:
-    from awf_nb.engine.ports import TurnRequest
-    from awf_nb.evals import judges
-
-    data = {**run.data(), "env": dict(ctx.env)}
-    prompt = render_case_template(
-        spec.question, data, what=f"scorer {name}: judge.prompt", base_dir=ctx.base_dir
-    )
-    # The format comes last, after whatever the run wrote into the prompt (`.transcript`).
-    if spec.criteria is not None:
-        prompt += judges.criteria_format(spec.criteria)
-    else:
-        prompt += JUDGE_JSON_FORMAT if "json_schema" in spec.options else JUDGE_FORMAT
-    system = (
-        render_case_template(
-            spec.system_prompt, data, what=f"scorer {name}: judge.system_prompt",
-            base_dir=ctx.base_dir,
-        )
-        if spec.system_prompt is not None
-        else None
-    )  # fmt: skip
-    where = f"scorer {name}: judge"
-    # Provider and options are templates, as a step's are (`api_key: "{{.env.KEY}}"`).
-    provider_name = render_case_template(
-        spec.provider, data, what=f"{where}.provider", base_dir=ctx.base_dir
-    ).strip()
-    options = render_case_value(spec.options, data, what=f"{where}.options", base_dir=ctx.base_dir)
-    run.masker.add_option_secrets(options)
-    if spec.criteria is not None and "json_schema" not in options:
-        from awf_nb.evals.run_setup import canonical_provider
-
-        if canonical_provider(provider_name) in judges.SCHEMA_PROVIDERS:
-            options = {**options, "json_schema": judges.criteria_schema(len(spec.criteria))}
-    turn = TurnRequest(
-        prompt=prompt,
-        system_prompt=system,
-        options=options,
-        working_dir=ctx.cwd,
-        timeout=spec.timeout,
-        step=f"score.{name}",
-        run_id=run.state.run_id,
-        speaker=JUDGE_SPEAKER,
-    )
-    provider = ctx.providers(provider_name)
-    from awf_nb.evals import judges
-    from awf_nb.evals.pricing import add, model_of, price_of, tokens_cost
-
-    price = price_of(ctx.pricing, provider_name, model_of(options))
-    total = ScoreValue(None)
-    samples: list[ScoreValue] = []
-    for _ in range(spec.samples):
-        asked = turn
-        first: tuple[str, str] | None = None  # the first unreadable answer: problem, text
-        for attempt in range(spec.retries + 1):
-            try:
-                answer = await judges.ask(provider, asked, spec)
-            except AwfError as exc:
-                if first is None:
-                    raise  # the judge's provider failed: an error in the cell, as always
-                answer = judges.Answer(None, error=f"asking again failed: {exc.message}")
-            total.tokens += answer.tokens_in + answer.tokens_out
-            total.cost = add(total.cost, tokens_cost(price, answer.tokens_in, answer.tokens_out))
-            if answer.text is None and first is None:  # a timeout, an answer too long
-                total.error = f"scorer {name}: {answer.error}"
-                return total
-            if answer.text is not None:
-                value, problem = _read_verdict(spec, answer.text)
-                if value is not None:
-                    samples.append(value)
-                    break
-                first = first or (problem, answer.text)
-            assert first is not None
-            if answer.text is None or attempt == spec.retries:
-                # what the judge answered first is shown; the retries are counted
-                total.error = f"scorer {name}: {first[0]}"
-                if answer.text is None:
-                    total.error += f" ({answer.error})"
-                elif total.retries:
-                    total.error += f" (asked {total.retries + 1} times)"
-                total.detail = _excerpt(first[1])
-                return total
-            total.retries += 1
-            asked = judges.again(turn, prompt, first[0] if attempt == 0 else problem)
-    return _combined(spec, samples, total)
-
-
-def _read_verdict(spec: JudgeSpec, answer: str) -> tuple[ScoreValue | None, str]:
-    """One judge answer read: its verdict, or None and what is wrong with it."""
-    from awf_nb.evals import judges
-
-    shown = _excerpt(answer)
-    if spec.criteria is None:
-        number, problem = judge_verdict(answer)
-        if number is None:
-            return None, problem
-        assert spec.pass_ is not None
-        return ScoreValue(spec.pass_.passes(number), number, detail=shown), ""
-    verdicts, problem = judges.criteria_verdict(answer, spec.criteria)
-    if verdicts is None:
-        return None, problem
-    return _criteria_value(spec, verdicts), ""
-
-
-def _criteria_value(spec: JudgeSpec, verdicts: list[dict[str, Any]]) -> ScoreValue:
-    from awf_nb.evals import judges
-
-    share = sum(v["passed"] for v in verdicts) / len(verdicts)
-    passed = spec.pass_.passes(share) if spec.pass_ is not None else share == 1.0
-    return ScoreValue(passed, share, detail=judges.criteria_detail(verdicts), criteria=verdicts)
-
-
-def _combined(spec: JudgeSpec, samples: list[ScoreValue], total: ScoreValue) -> ScoreValue:
-    """The judge's verdict over its samples (one: that one), with the tokens, cost and
-    retries of every turn."""
-    from awf_nb.evals import judges
-
-    if len(samples) == 1:
-        value = samples[0]
-    elif spec.criteria is not None:
-        value = _criteria_value(spec, judges.majority([s.criteria for s in samples]))
-    else:
-        assert spec.pass_ is not None
-        mean = sum(s.score or 0.0 for s in samples) / len(samples)
-        value = ScoreValue(spec.pass_.passes(mean), mean, detail=samples[0].detail)
-    if len(samples) > 1:
-        value.samples = [{"score": s.score, "passed": s.passed} for s in samples]
-    value.tokens, value.cost, value.retries = total.tokens, total.cost, total.retries
     return value
 
 

@@ -157,3 +157,43 @@ def test_fleiss_kappa_on_known_data() -> None:
     assert agreement([[True, False], [True, True], [False, False], [False, True]]) == (0.5, 0.0)
     # no variation at all: kappa undefined
     assert agreement([[True, True, True]]) == (1.0, None)
+
+
+def test_several_judges_give_the_majority_the_mean_and_their_agreement(project: Project) -> None:
+    # three cases; the three judges answer per case (one reply each per case, in order)
+    project.rows("cases.jsonl", [{"id": f"c{n}", "topic": "bread"} for n in range(3)])
+
+    def judge(scores: list[int]) -> str:
+        replies = ", ".join(f'"SCORE: {s}"' for s in scores)
+        return f"""\
+      - provider: scripted
+        options: {{replies: [{replies}]}}
+        prompt: "Rate {{{{.transcript}}}}"
+        pass: ">= 3"
+"""
+
+    project.write_eval(
+        "workflow: wf.yaml\ndataset: cases.jsonl\n"
+        'inputs: {topic: "{{.case.topic}}"}\nconcurrency: 1\n'
+        "scorers:\n  - name: panel\n    judges:\n" + judge([4]) + judge([2]) + judge([5])
+        # each judge's reply is per run: a scripted provider starts its list again per run
+    )
+    result = awf_nb.evaluate("t.eval.yaml", storage=project.store, show=False)
+    value = result.rows[0].scores["panel"]
+    assert (value.passed, value.score) == (True, pytest.approx(11 / 3))  # 2 of 3 pass
+    assert value.detail == "judge 1: pass (4); judge 2: fail (2); judge 3: pass (5)"
+    assert [s["passed"] for s in value.samples] == [True, False, True]
+    panel = result.summary.scorers["panel"]
+    assert panel.agreement == pytest.approx(1 / 3) and panel.kappa is not None
+    assert "panel: samples agree 33%" in result.summary.totals_line()
+
+
+def test_judges_needs_two_or_more(project: Project) -> None:
+    project.rows("cases.jsonl", [{"topic": "x"}])
+    project.write_eval(
+        "workflow: wf.yaml\ndataset: cases.jsonl\ninputs: {topic: x}\nscorers:\n"
+        "  - {name: p, judges: [{prompt: rate, pass: '>= 3', provider: scripted}]}\n"
+    )
+    done = run_awf("validate", "t.eval.yaml", cwd=project.root)
+    assert done.returncode != 0
+    assert 'scorer "p": judges lists two or more' in done.stdout + done.stderr
