@@ -7,7 +7,9 @@ price for a model its tokens cost nothing counted (the cost is `None` when nothi
 run had a price: "unknown", not "free").
 
 What is priced:
-- each agent step's input and output tokens, at the step's provider and `options.model`;
+- each agent step's input and output tokens, at the step's provider and `options.model`
+  — unless its provider reported what the turns cost (an agent CLI such as claude): that
+  figure is taken as it is (also without `pricing:`);
 - a simulated user's tokens (counted on the step, without an input/output split) at the
   user's input price, when it has one (else at the step's);
 - a judge's input and output tokens, at the judge's provider and model (`judge_cost`).
@@ -58,8 +60,6 @@ def run_cost(
 ) -> float | None:
     """The USD the run's agent steps (and its simulated user, `user` = its provider and
     model) cost; None when none of it has a price."""
-    if not pricing:
-        return None
     total: float | None = None
     for name, step in state.steps.items():
         if step.sums_branches:
@@ -69,6 +69,10 @@ def run_cost(
         options = getattr(definition, "options", None) or {}
         price = price_of(pricing, provider, model_of(options))
         cost = tokens_cost(price, step.tokens_input, step.tokens_output)
+        if step.reported_cost_usd is not None and (price is None or not partner_of(step)):
+            # an agent CLI that reports its cost (claude): its own figure wins
+            total = (total or 0.0) + step.reported_cost_usd
+            continue
         conv = step.conversation
         partner = conv.partner_tokens if conv is not None else 0
         if partner and user is not None:
@@ -81,6 +85,11 @@ def run_cost(
         if cost is not None and (step.tokens_input or step.tokens_output):
             total = (total or 0.0) + cost
     return total
+
+
+def partner_of(step: Any) -> int:
+    conv = step.conversation
+    return conv.partner_tokens if conv is not None else 0
 
 
 def add(a: float | None, b: float | None) -> float | None:

@@ -258,3 +258,21 @@ def test_the_notebook_magic_takes_a_budget(project: Project) -> None:
     args = _parse(f"t.eval.yaml --budget 1.5 --storage {project.store.root}")
     run = _prepare(args, "")
     assert run.manifest.budget == 1.5
+
+
+def test_a_cost_the_provider_reported_wins_over_pricing() -> None:
+    from awf_nb.engine.state import RunState, StepState
+    from awf_nb.evals.model import Price
+    from awf_nb.evals.pricing import run_cost
+    from awf_nb.workflow.loader import load_text
+    from tests.support.eval_project import CHAT_WORKFLOW
+
+    workflow = load_text(CHAT_WORKFLOW)
+    state = RunState(run_id="r", workflow_name="chatty")
+    state.steps["chat"] = StepState(name="chat", tokens_input=1000, tokens_output=1000)
+    priced = {"scripted": Price(input=1, output=1)}
+    assert run_cost(priced, workflow, state) == pytest.approx(0.002)  # 2000 tokens at $1/M
+    assert run_cost({}, workflow, state) is None  # no price: unknown, not free
+    state.steps["chat"].reported_cost_usd = 0.25  # an agent CLI said what its turns cost
+    assert run_cost(priced, workflow, state) == 0.25
+    assert run_cost({}, workflow, state) == 0.25
