@@ -44,6 +44,10 @@ class EvalKeywords(TypedDict, total=False):
     limits: Mapping[str, Any] | None
     yes: bool
     seed: int | None
+    pricing: Mapping[str, Any] | None
+    budget: float | None
+    resume: str | None
+    rescore: str | None
     limit: int | None
     record: str | os.PathLike[str] | None
     replay: str | os.PathLike[str] | None
@@ -71,6 +75,10 @@ async def aevaluate(
     limits: Mapping[str, Any] | None = None,
     yes: bool = False,
     seed: int | None = None,
+    pricing: Mapping[str, Any] | None = None,
+    budget: float | None = None,
+    resume: str | None = None,
+    rescore: str | None = None,
     limit: int | None = None,
     record: str | os.PathLike[str] | None = None,
     replay: str | os.PathLike[str] | None = None,
@@ -95,10 +103,35 @@ async def aevaluate(
     per CPU of the cluster). `show`: "auto" (the default) shows a live table in a
     notebook and a progress bar in a terminal, True always, False never; a `progress` of
     your own (an `awf_nb.evals.driver.EvalProgress`) replaces them.
+
+    Cost: `pricing` (USD per million tokens, by model) prices the tokens; `budget` (USD)
+    stops starting runs once the eval has spent it (the eval ends `stopped`).
+    `resume=EVAL_ID` finishes an earlier eval instead (alone, or with `concurrency` and a
+    larger `budget`). `rescore=EVAL_ID` scores that eval's stored runs again as a new
+    eval, with `scorers` (a list, or a scorers file's path; default: its own) — no run
+    started, no model called except judges.
     """
-    from awf_nb.evals.api import prepare_eval, spec_from_arguments
+    from awf_nb.evals.api import prepare_eval, prepare_resume, spec_from_arguments
 
     base = Path(cwd).resolve() if cwd is not None else None
+    if rescore is not None:
+        from awf_nb.evals.api import rescore as rescore_eval
+
+        if source is not None or workflow is not None or dataset is not None:
+            raise AwfError("evaluate(rescore=...) scores stored runs: give no eval file, "
+                           "workflow or dataset")  # fmt: skip
+        return await rescore_eval(
+            rescore, scorers=scorers or None, storage=storage, cwd=base, env=env
+        )  # type: ignore[arg-type]
+    if resume is not None:
+        if source is not None or workflow is not None or dataset is not None:
+            raise AwfError("evaluate(resume=...) continues an eval as it was started: "
+                           "give no eval file, workflow or dataset")  # fmt: skip
+        run = prepare_resume(
+            resume, concurrency=concurrency, storage=storage, cwd=base, env=env,
+            ray_address=ray_address, workers=workers, budget=budget,
+        )  # fmt: skip
+        return await run.execute(_progress(show) if progress is None else progress)
     if source is not None:
         if workflow is not None or dataset is not None:
             raise AwfError("evaluate(): give an eval file, or workflow= and dataset=, not both")
@@ -110,14 +143,14 @@ async def aevaluate(
         spec = spec_from_arguments(
             workflow=workflow, dataset=dataset, inputs=inputs, user=user, scorers=scorers,
             epochs=1 if epochs is None else epochs, concurrency=concurrency, limits=limits,
-            yes=yes, seed=seed,
+            yes=yes, seed=seed, pricing=pricing,
             cwd=base,
         )  # fmt: skip
         file_overrides = {"epochs": None, "concurrency": None, "seed": None}
     run = prepare_eval(
         spec, limit=limit, record=record, replay=replay, record_missing=record_missing,
         executor=executor, ray_address=ray_address, workers=workers, storage=storage,
-        cwd=base, env=env, **file_overrides,
+        cwd=base, env=env, budget=budget, **file_overrides,
     )  # fmt: skip
     if progress is None:
         progress = _progress(show)

@@ -596,6 +596,9 @@ class AgentSession:
         # (else estimated). The live line, the turn in the state and `awf status`, the
         # step's and the conversation's totals all add up these same figures.
         tokens = tokens_in + tokens_out
+        if usage is not None and usage.cost_usd is not None:
+            # what the provider says the turn cost (an agent CLI that reports it: claude)
+            st.reported_cost_usd = (st.reported_cost_usd or 0.0) + usage.cost_usd
         st.tokens_input += tokens_in
         st.tokens_output += tokens_out
         st.tokens_used = st.tokens_input + st.tokens_output

@@ -31,6 +31,7 @@ from awf_nb.secrets import Masker
 
 if TYPE_CHECKING:
     from awf_nb.engine.events import RunEvent
+    from awf_nb.engine.limits import CostLimit
     from awf_nb.engine.partner import SimulatedUser
     from awf_nb.engine.state import RunState
     from awf_nb.workflow.model import Limits, Workflow
@@ -105,6 +106,8 @@ class RunConfig:
     # Limits on top of the workflow's own `limits:` (the stricter of each applies): what
     # the person starting the run allows it (an evaluation's per-run budget).
     limits: Limits | None = None
+    # The most the run may cost (an evaluation's `limits.max_cost`), checked before a turn.
+    cost_limit: CostLimit | None = None
     # Asked when the top-level run ends, before its summary: warnings to show (a replay
     # that left part of its cassette unused).
     end_warnings: tuple[Callable[[RunState], list[str]], ...] = ()

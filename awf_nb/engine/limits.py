@@ -9,6 +9,8 @@ carries on from what it had spent. Reaching a limit ends the run with a message 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from awf_nb.engine.state import RunState
@@ -21,12 +23,24 @@ class RunLimitReached(ExecutionError):
     """A `limits:` value was reached: the run ends here (no `on_failure` route applies)."""
 
 
-class RunBudget:
-    """Checks one run's `limits:` against what it has spent."""
+@dataclass(frozen=True)
+class CostLimit:
+    """The most a run may cost in USD, and how to tell what it has cost so far (an
+    evaluation's `limits.max_cost`, priced by its `pricing:`; None: no price known)."""
 
-    def __init__(self, limits: Limits, state: RunState) -> None:
+    max_cost: float
+    cost_of: Callable[[RunState], float | None]
+
+
+class RunBudget:
+    """Checks one run's `limits:` (and a `CostLimit`) against what it has spent."""
+
+    def __init__(
+        self, limits: Limits, state: RunState, cost_limit: CostLimit | None = None
+    ) -> None:
         self.limits = limits
         self.state = state
+        self.cost_limit = cost_limit
         self._since = time.monotonic()
         self._spent_before = state.active_seconds
 
@@ -45,6 +59,14 @@ class RunBudget:
                 f"({state.total_tokens} tokens used)",
                 step=step,
             )
+        if self.cost_limit is not None:
+            spent = self.cost_limit.cost_of(state)
+            if spent is not None and spent >= self.cost_limit.max_cost:
+                raise RunLimitReached(
+                    f"run stopped at step {step}: limits.max_cost "
+                    f"(${self.cost_limit.max_cost:.4f}) reached (${spent:.4f} spent)",
+                    step=step,
+                )
 
     def remaining_time(self) -> float | None:
         """Seconds left of `limits.timeout` (None: no timeout)."""

@@ -15,6 +15,7 @@ from the other side: the agent's replies are its `user` messages, what it said i
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -222,23 +223,119 @@ SIMULATED_USER_PROMPT = (
 )
 
 
-def simulated_user_prompt(persona: str) -> str:
-    """The system prompt of the agent playing the person described by `persona`."""
-    return SIMULATED_USER_PROMPT.format(persona=persona.strip())
+def simulated_user_prompt(persona: str, desired_turns: int | None = None) -> str:
+    """The system prompt of the agent playing the person described by `persona` (told
+    the number of messages it should reach its goal in, when `desired_turns` is given)."""
+    prompt = SIMULATED_USER_PROMPT.format(persona=persona.strip())
+    if desired_turns is not None:
+        prompt += (
+            f"\nTry to reach your goal within {desired_turns} messages; when it is reached, "
+            "reply with exactly: exit"
+        )
+    return prompt
+
+
+DEFAULT_USER_RETRIES = 2
+DEFAULT_USER_MAX_CHARS = 4000
+# What a simulated user's message must not look like: the assistant's part (a role label
+# opening it), or the model's reasoning.
+_ROLE_LABEL = re.compile(r"^\s*\**\s*(assistant|ai|system)\s*\**\s*:", re.IGNORECASE)
+_REASONING = re.compile(r"<\s*/?\s*(think|thinking|reasoning)\s*>", re.IGNORECASE)
 
 
 @dataclass
 class SimulatedUser:
     """An agent playing the person in every conversation the person would answer.
 
-    `persona` is its system prompt (who it is, what it wants, when it says `exit`); its
-    messages end the conversation the way a person's do (`exit`, `quit`, an empty line).
+    `persona` is its system prompt (who it is, what it wants, when it says `exit`). Its
+    conversation ends when a message is exactly `exit` (or `quit`): "exit" inside a
+    sentence does not end it, and `max_turns` caps it (`desired_turns`, a goal it is
+    told, does not). `opener` (when given) is its first message, sent verbatim. A
+    defective message — empty, written as the assistant (opening with a role label such
+    as `Assistant:`), holding reasoning tags, longer than `max_chars` — is generated again,
+    up to `retries` times; still defective, the run fails with a `SimulatorError`.
     """
 
     persona: str
     provider: str = "local"
     options: dict[str, Any] = field(default_factory=dict)
     max_turns: int = 5
+    opener: str | None = None
+    retries: int = DEFAULT_USER_RETRIES
+    desired_turns: int | None = None
+    max_chars: int = DEFAULT_USER_MAX_CHARS
+
+
+class SimulatorError(ExecutionError):
+    """The simulated user could not write a usable message (not the workflow's fault)."""
+
+
+def simulator_defect(text: str, max_chars: int) -> str | None:
+    """What is wrong with a simulated user's message, or None when it is usable."""
+    if not text.strip():
+        return "it was empty"
+    if _REASONING.search(text):
+        return "it held reasoning tags"
+    if _ROLE_LABEL.match(text):
+        return "it was written as the assistant (a role label)"
+    if len(text) > max_chars:
+        return f"it was longer than {max_chars} characters"
+    return None
+
+
+class SimulatedUserPartner(AgentPartner):
+    """The agent playing the person: `SimulatedUser`'s opener, end signal and defects."""
+
+    def __init__(self, session: AgentSession, owner: AgentSession, user: SimulatedUser) -> None:
+        super().__init__(session, owner, prompt=None, render=None)
+        self.user = user
+        self.defects = 0  # defective messages generated again, for the record
+
+    async def answer(self, reply: str, turn: int) -> str | None:
+        user, step = self.user, self.owner.step.name
+        if user.opener is not None and self.conv.partner_turns == 0:
+            self.conv.partner_turns += 1
+            self.owner.record_partner_message(Reply(user.opener), self.name, "")
+            self.owner.run.send(ev.UserMessage, step, user.opener, turn, self.name)
+            return user.opener
+        problem = ""
+        for attempt in range(user.retries + 1):
+            result = await self._ask(reply)
+            text = result.text
+            problem = simulator_defect(text, user.max_chars) or ""
+            if not problem:
+                self.conv.partner_turns += 1
+                ends = text.strip().lower() in EXIT_WORDS
+                self.owner.record_partner_message(result, self.name, "", ended=ends)
+                return None if ends else text
+            if attempt < user.retries:
+                self.defects += 1
+                # the defective message is forgotten: asked again from what was recorded
+                self.session.continue_history(*self.rebuild_history(self.conv))
+        raise SimulatorError(
+            f"step {step}: simulated user: its message was defective "
+            f"{user.retries + 1} times in a row (last: {problem})",
+            step=step,
+            hint="a stronger model or a clearer persona for the simulated user; "
+            "user.retries sets how often a message is generated again",
+        )
+
+    async def _ask(self, reply: str) -> Reply:
+        session = self.session
+        session.cut_short = None
+        try:
+            result = await session.turn(reply)
+        except (ProviderError, TurnTimeout):
+            if session.cut_short is not None:  # what it wrote before the error is kept
+                self.owner.record_partner_message(session.cut_short, self.name, "")
+            raise
+        finally:
+            if session.conv is not None and session.conv.session_id:
+                self.conv.partner_session_id = session.conv.session_id
+        if result.interrupted:
+            self.owner.record_partner_message(result, self.name, "")
+            raise PartnerInterrupted()
+        return result
 
 
 @dataclass
@@ -301,9 +398,9 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
             session,
             label=SIMULATED_USER,
             provider=simulated.provider,
-            system=simulated_user_prompt(simulated.persona),
+            system=simulated_user_prompt(simulated.persona, simulated.desired_turns),
             options=dict(simulated.options),
-            ends_like_a_person=True,
+            user=simulated,
         )
         return Exchange(agent, max_turns=simulated.max_turns)
     from awf_nb.engine.steps import in_parallel_branch
@@ -330,7 +427,7 @@ def _agent_partner(
     options: dict[str, Any],
     prompt: str | None = None,
     render: Callable[[str, dict[str, Any]], str] | None = None,
-    ends_like_a_person: bool = False,
+    user: SimulatedUser | None = None,
 ) -> AgentPartner:
     """A partner agent in its own session, continuing what the step's turns record."""
     run, conv = session.run, session.conv
@@ -341,8 +438,10 @@ def _agent_partner(
         run, session.step, session.st, provider, run.provider(provider), system, options, own,
         speaker=label,
     )  # fmt: skip
-    partner = AgentPartner(
-        agent, session, prompt=prompt, render=render, ends_like_a_person=ends_like_a_person
+    partner = (
+        SimulatedUserPartner(agent, session, user)
+        if user is not None
+        else AgentPartner(agent, session, prompt=prompt, render=render)
     )
     agent.continue_history(*AgentPartner.rebuild_history(conv))
     return partner

@@ -106,7 +106,9 @@ class Runner:
         self._turn_interrupted = False
         self._executions = 0
         self._warned: set[str] = set()
-        self.limits = RunBudget(stricter(workflow.limits, config.limits), self.state)
+        self.limits = RunBudget(
+            stricter(workflow.limits, config.limits), self.state, config.cost_limit
+        )
         self._sink = config.sink
         self._sink_failures = 0
         self._mask_event = EventMasker(self.masker)

@@ -219,6 +219,9 @@ class StepState(_State):
     tokens_input: int = 0
     tokens_output: int = 0
     tokens_estimated: bool = False
+    # USD its turns cost as the provider reported it (agent CLIs that do: claude); None
+    # when none reported a cost (an evaluation then prices the tokens with `pricing:`).
+    reported_cost_usd: float | None = None
     error: str = ""
     started_at: datetime | None = None
     completed_at: datetime | None = None

@@ -37,6 +37,7 @@ __all__ = [
     "open_eval",
     "prepare_eval",
     "prepare_resume",
+    "rescore",
     "spec_from_arguments",
 ]
 
@@ -54,6 +55,8 @@ def spec_from_arguments(
     yes: bool = False,
     seed: int | None = None,
     cwd: Path | None = None,
+    pricing: Mapping[str, Any] | None = None,
+    budget: float | None = None,
 ) -> EvalSpec:
     """An `EvalSpec` from Python values: `workflow` a path or a loaded `Workflow`,
     `dataset` a path, a list of dicts or a data frame, `user` a `SimulatedUser` or a dict
@@ -82,6 +85,8 @@ def spec_from_arguments(
         "limits": dict(limits or {}),
         "yes": yes,
         "seed": seed,
+        "pricing": dict(pricing or {}),
+        "budget": budget,
     }
     try:
         file = EvalFile.model_validate(data)
@@ -111,6 +116,10 @@ def _user(user: Any) -> Any:
         "provider": user.provider,
         "options": dict(user.options),
         "max_turns": user.max_turns,
+        "opener": user.opener,
+        "retries": user.retries,
+        "desired_turns": user.desired_turns,
+        "max_chars": user.max_chars,
     }
 
 
@@ -132,6 +141,7 @@ def prepare_eval(
     env: Mapping[str, str] | None = None,
     otlp: str | None = None,
     trace_content: bool = False,
+    budget: float | None = None,
 ) -> EvalRun:
     """A new eval, ready to `await run.execute(progress)`: `spec` an `EvalSpec` or the
     path of an eval file. `otlp` / `trace_content`: the runs' traces
@@ -143,6 +153,7 @@ def prepare_eval(
         epochs=epochs, limit=limit, concurrency=concurrency, seed=seed, cassette_mode=mode,
         cassette_dir=folder, executor=executor, ray_address=ray_address, workers=workers,
         otlp=otlp, trace_content=trace_content,
+        budget=budget,
     )  # fmt: skip
     return start_eval(
         spec, options, store=_store(storage), cwd=cwd, env=None if env is None else dict(env)
@@ -158,12 +169,50 @@ def prepare_resume(
     env: Mapping[str, str] | None = None,
     ray_address: str | None = None,
     workers: int | None = None,
+    budget: float | None = None,
 ) -> EvalRun:
     """The eval `eval_id` (or a unique prefix), to finish what it had not (an eval started
-    with `executor="ray"` resumes on Ray: `ray_address` and `workers` as when starting)."""
+    with `executor="ray"` resumes on Ray: `ray_address` and `workers` as when starting;
+    `budget` replaces its budget in USD)."""
     return resume_eval(
         eval_id, store=_store(storage), concurrency=concurrency, cwd=cwd,
         env=None if env is None else dict(env), ray_address=ray_address, workers=workers,
+        budget=budget,
+    )  # fmt: skip
+
+
+async def rescore(
+    eval_id: str,
+    *,
+    scorers: Sequence[Any] | str | os.PathLike[str] | None = None,
+    storage: Store | str | os.PathLike[str] | None = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> EvalResult:
+    """Score the stored runs of eval `eval_id` again, as a new eval (no run started; no
+    model called but judges'): `scorers` a scorers file's path, a list like the file's
+    `scorers:`, or None for the eval's own."""
+    from pydantic import ValidationError
+
+    from awf_nb.evals.model import ScorerSpec
+    from awf_nb.evals.rescore import load_scorers, rescore_eval
+
+    specs: list[ScorerSpec] | None = None
+    if isinstance(scorers, str | os.PathLike):
+        specs = load_scorers(scorers, cwd=cwd)
+    elif scorers is not None:
+        try:
+            specs = [s if isinstance(s, ScorerSpec) else ScorerSpec.model_validate(s)
+                     for s in scorers]  # fmt: skip
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "scorers"
+            raise UserError(
+                f"rescore(): {where}: {first['msg'].removeprefix('Value error, ')}"
+            ) from None
+    return await rescore_eval(
+        eval_id, store=_store(storage), scorers=specs, cwd=cwd,
+        env=None if env is None else dict(env),
     )  # fmt: skip
 
 

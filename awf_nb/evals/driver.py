@@ -79,6 +79,7 @@ class EvalOptions:
     # $AWF_OTLP_ENDPOINT or none), and message contents on the spans.
     otlp: str | None = None
     trace_content: bool = False
+    budget: float | None = None  # USD for the whole eval (None: the file's `budget:`)
 
 
 def cassette_path(folder: Path, case: Case, epoch: int) -> Path:
@@ -112,6 +113,10 @@ class PendingItems:
 
     def __iter__(self) -> Iterator[WorkItem]:
         for case, epoch in self.run.pending():
+            if self.run.over_budget():
+                # the runs in flight finish; no new one starts (`--resume --budget`)
+                self.run.stopped = "budget"
+                return
             self.built += 1
             yield self.run._item(case, epoch, self.env)
 
@@ -144,6 +149,23 @@ class EvalRun:
         self.planned: PendingItems | None = None  # the work items of `execute`
         self.otlp: str | None = None  # traces: see EvalOptions
         self.trace_content = False
+        self.stopped = ""  # "budget": no new run started past the eval's budget
+        # USD spent so far (runs and judges), each row counted once: `account` is told of
+        # a row by the executor as soon as it is scored, and by `execute` when it arrives.
+        self.spent = 0.0
+        self._counted: set[tuple[str, int]] = set()
+        for row in done:
+            self.account(row)
+
+    def account(self, row: EvalRow) -> None:
+        if row.key in self._counted:
+            return
+        self._counted.add(row.key)
+        self.spent += row.total_cost or 0.0
+
+    def over_budget(self) -> bool:
+        budget = self.manifest.budget
+        return budget is not None and self.spent >= budget
 
     @property
     def eval_id(self) -> str:
@@ -188,6 +210,9 @@ class EvalRun:
             eval_id=self.eval_id,
             otlp=self.otlp,
             trace_content=self.trace_content,
+            pricing=dict(self.spec.file.pricing),
+            max_cost=self.spec.file.limits.max_cost,
+            on_row=self.account,
         )
 
     def _item(self, case: Case, epoch: int, env: dict[str, str]) -> WorkItem:
@@ -221,6 +246,14 @@ class EvalRun:
                         spec.options, data, what="user.options", base_dir=base_dir
                     ),
                     max_turns=spec.max_turns,
+                    opener=None
+                    if spec.opener is None
+                    else render_case_template(
+                        spec.opener, data, what="user.opener", base_dir=base_dir
+                    ),
+                    retries=spec.retries,
+                    desired_turns=spec.desired_turns,
+                    max_chars=spec.max_chars,
                 )
         except AwfError as exc:
             return WorkItem(case, epoch, seed=seed, setup_error=exc.message)
@@ -274,6 +307,7 @@ class EvalRun:
         """
         self.check_cassettes()
         self.folder.claim(self.manifest)
+        self.manifest.stopped = ""
         plan = self.plan()
         self.planned = plan.items  # type: ignore[assignment]
         if progress is not None:
@@ -290,8 +324,12 @@ class EvalRun:
                     continue
                 # the row's fsync off the loop: the runs in flight go on meanwhile
                 await asyncio.to_thread(self._store_outcome, event, writer)
+                self.account(event.row)
                 self._finished(event.row, progress)
-            status = "completed"
+            if (self.stopped or self.over_budget()) and self._unfinished():
+                self.stopped = "budget"
+            status = "stopped" if self.stopped else "completed"
+            self.manifest.stopped = self.stopped if status == "stopped" else ""
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "cancelled"
             raise
@@ -302,6 +340,15 @@ class EvalRun:
             if progress is not None:
                 progress.eval_finished(self.result())
         return self.result()
+
+    def _unfinished(self) -> bool:
+        finished = {row.key for row in self.rows}
+        return any((case.id, epoch) not in finished for case, epoch in self.pending_all())
+
+    def pending_all(self) -> Iterator[tuple[Case, int]]:
+        for epoch in range(1, self.manifest.epochs + 1):
+            for case in self.cases:
+                yield case, epoch
 
     def _store_outcome(self, outcome: RunOutcome, writer: ArtifactWriter) -> None:
         if outcome.artifacts is not None:
@@ -326,6 +373,9 @@ class EvalRun:
             storage=str(self.folder.store.root),
             created_at=self.manifest.created_at,
             finished_at=self.manifest.finished_at,
+            stopped=self.manifest.stopped,
+            budget=self.manifest.budget,
+            rescored_from=self.manifest.rescored_from,
         )
 
 
@@ -365,6 +415,13 @@ def start_eval(
         raise UserError(
             "a cassette mode needs its folder (--record / --replay / --record-missing DIR)"
         )
+    budget = check_budget(options.budget if options.budget is not None else file.budget)
+    if budget is not None and options.executor == "ray":
+        # Ray's executor takes every work item when it starts: a budget could stop nothing
+        raise UserError(
+            "a budget stops an eval's runs with the local executor only, not --executor ray",
+            hint="bound each run with limits.max_cost instead, or run locally",
+        )
     executor = make_executor(
         options.executor, store, ray_address=options.ray_address, workers=options.workers
     )
@@ -393,6 +450,7 @@ def start_eval(
         cassette_dir=str(options.cassette_dir.resolve()) if options.cassette_dir else "",
         scorers=[(s.name, s.kind) for s in file.scorers],
         executor=executor.name,
+        budget=budget,
     )
     resolved = file.model_dump(mode="json", by_alias=True)
     resolved.update(epochs=epochs, concurrency=concurrency, seed=seed)
@@ -412,8 +470,10 @@ def resume_eval(
     env: dict[str, str] | None = None,
     ray_address: str | None = None,
     workers: int | None = None,
+    budget: float | None = None,
 ) -> EvalRun:
-    """The eval `eval_id`, to finish: exactly the (case, epoch) pairs without a row run."""
+    """The eval `eval_id`, to finish: exactly the (case, epoch) pairs without a row run.
+    `budget` replaces the eval's (an eval stopped at its budget needs a larger one)."""
     from awf_nb.evals.model import EvalFile
     from awf_nb.workflow.loader import load_text
 
@@ -446,10 +506,44 @@ def resume_eval(
         label=manifest.eval_path or "<eval>",
         path=Path(manifest.eval_path) if manifest.eval_path else None,
     )
+    if manifest.rescored_from:
+        raise UserError(
+            f"eval {folder.eval_id} scores the runs of eval {manifest.rescored_from} again: "
+            "it has no runs of its own to resume",
+            hint=f"resume eval {manifest.rescored_from}, then rescore it again",
+        )
+    if budget is not None:
+        manifest.budget = check_budget(budget)
+    if manifest.budget is not None and manifest.executor == "ray":
+        raise UserError(
+            "a budget stops an eval's runs with the local executor only, not --executor ray"
+        )
     executor = make_executor(manifest.executor, store, ray_address=ray_address, workers=workers)
-    return EvalRun(
+    run = EvalRun(
         spec, folder, manifest, cases, folder.rows(), cwd=_cwd(cwd), env=env, executor=executor
     )
+    if run.over_budget() and run.pending_count():
+        from awf_nb.evals.pricing import usd
+
+        raise UserError(
+            f"eval {folder.eval_id} has spent {usd(run.spent)} of its budget of "
+            f"{usd(manifest.budget)}: nothing more would run",
+            hint=f"give a larger budget: awf eval --resume {folder.eval_id} --budget USD",
+        )
+    return run
+
+
+def check_budget(budget: float | None) -> float | None:
+    """A budget in USD: a positive, finite number (or None: no budget)."""
+    import math
+
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, int | float):
+        raise UserError(f"--budget must be a number of USD, got {budget!r}")
+    if not math.isfinite(budget) or budget <= 0:
+        raise UserError(f"--budget must be a positive number of USD, got {budget!r}")
+    return float(budget)
 
 
 def check_run_count(cases: int, epochs: int, max_runs: int, where: str) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -81,6 +81,12 @@ class EvalPlan:
     eval_id: str = ""  # on each run's trace, with its case and epoch
     otlp: str | None = None
     trace_content: bool = False
+    # Cost: the eval's `pricing:` and `limits.max_cost` (USD per run).
+    pricing: Mapping[str, Any] = field(default_factory=dict)
+    max_cost: float | None = None
+    # Told of each finished row as soon as it is scored, before the next item is taken
+    # (the eval's `budget` stops handing out items on it); not pickled to other machines.
+    on_row: Callable[[EvalRow], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +193,8 @@ class LocalExecutor:
         async def worker() -> None:
             for item in items:  # shared: each worker takes the next item left
                 outcome = await run_item(plan, item, store, events.put_nowait)
+                if plan.on_row is not None:
+                    plan.on_row(outcome.row)
                 events.put_nowait(outcome)
                 # an item that fails its set-up never awaits: yield anyway, so a cancel
                 # (Ctrl-C, SIGTERM) is never held back by a long run of them
@@ -220,7 +228,7 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     """Run one work item to its scored row. Errors of the run, its set-up or its scorers
     are the row's; only cancellation propagates."""
     from awf_nb.evals import run_setup
-    from awf_nb.evals.scorers import FinishedRun, ScoringContext, score
+    from awf_nb.evals.scorers import FinishedRun, ScoringContext
 
     row = EvalRow(case=item.case.id, epoch=item.epoch, seed=item.seed)
     if item.setup_error:
@@ -231,6 +239,19 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     env.update(AWF_EVAL_CASE=item.case.id, AWF_EVAL_EPOCH=str(item.epoch))
     if item.seed is not None:
         env["AWF_EVAL_SEED"] = str(item.seed)
+    from awf_nb.evals.pricing import model_of, run_cost
+
+    user = None
+    if item.user is not None:
+        user = (item.user.provider, model_of(item.user.options))
+    cost_limit = None
+    if plan.max_cost is not None and plan.pricing:
+        from awf_nb.engine.limits import CostLimit
+
+        def spent(state: Any) -> float | None:
+            return run_cost(plan.pricing, plan.workflow, state, user)
+
+        cost_limit = CostLimit(plan.max_cost, spent)
     try:
         runner = run_setup.prepare_case_run(
             plan.workflow,
@@ -251,6 +272,7 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
                 "awf.eval.case": item.case.id,
                 "awf.eval.epoch": item.epoch,
             },
+            cost_limit=cost_limit,
         )
     except AwfError as exc:
         row.error = exc.message
@@ -260,23 +282,26 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     started(RunStarted(item.case.id, item.epoch, runner.run_id))
     began = time.monotonic()
     state = await runner.execute()
-    finished = FinishedRun.of(item.case, item.epoch, state, runner.masker)
+    seconds = time.monotonic() - began
+    cost = run_cost(plan.pricing, plan.workflow, state, user)
+    finished = FinishedRun.of(
+        item.case, item.epoch, state, runner.masker, seconds=seconds, cost=cost
+    )
     row.status = state.status
     row.stopped_by = finished.stopped_by
     row.turns = finished.turns
     row.tokens = state.total_tokens
+    row.cost = cost
     row.error = state.error
     if state.status != "completed":
         row.error_kind = _run_error_kind(state.error)
     providers = run_setup.scoring_providers(runner, item.seed)
     ctx = ScoringContext(
         providers=providers, cwd=plan.cwd, env=run_setup.environment(plan.env),
-        base_dir=plan.base_dir,
+        base_dir=plan.base_dir, pricing=plan.pricing,
     )  # fmt: skip
     try:
-        for scorer in plan.scorers:
-            row.scores[scorer.name] = value = await score(scorer, finished, ctx)
-            row.judge_tokens += value.tokens
+        await score_row(row, plan.scorers, finished, ctx)
     finally:
         await providers.aclose()
     if store is not None:
@@ -291,8 +316,40 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
             f"{unused}): the run no longer goes the way it was recorded; record it again"
         )
         row.error_kind = "cassette"
+    decide(row, plan.scorers, plan.max_cost)
+    return RunOutcome(row)
+
+
+async def score_row(row: EvalRow, scorers: list[ScorerSpec], finished: Any, ctx: Any) -> None:
+    """Every scorer's verdict on the finished run, into `row` (judges' tokens and cost
+    added up)."""
+    from awf_nb.evals.pricing import add
+    from awf_nb.evals.scorers import score
+
+    for scorer in scorers:
+        row.scores[scorer.name] = value = await score(scorer, finished, ctx)
+        row.judge_tokens += value.tokens
+        row.judge_cost = add(row.judge_cost, value.cost)
+
+
+def decide(row: EvalRow, scorers: list[ScorerSpec], max_cost: float | None = None) -> None:
+    """Whether the scored `row` passed: every scorer passed (or, without scorers, the run
+    completed); undecided (None) when a scorer erred, the cassette did not match, or the
+    run cost more than `max_cost`."""
+    from awf_nb.evals.pricing import usd
+
+    if row.error_kind == "cassette":
         row.passed = None
-        return RunOutcome(row)
+        return
+    over = max_cost is not None and row.cost is not None and row.cost > max_cost
+    if over and not row.error_kind:  # the last turn went past it (else the run stopped)
+        assert max_cost is not None and row.cost is not None
+        row.passed = None
+        row.error_kind = "limit"
+        row.error = (
+            f"limits.max_cost reached: the run cost {usd(row.cost)}, more than {usd(max_cost)}"
+        )
+        return
     errored = [name for name, value in row.scores.items() if value.passed is None]
     if errored:
         row.passed = None
@@ -301,13 +358,10 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
         if not row.error:
             first = row.scores[errored[0]]
             row.error = f"scorer {errored[0]}: {first.error}"
-    elif plan.scorers:
+    elif scorers:
         row.passed = all(value.passed for value in row.scores.values())
     else:
-        row.passed = state.status == "completed"
-    if row.error_kind == "cassette":
-        row.passed = None
-    return RunOutcome(row)
+        row.passed = row.status == "completed"
 
 
 async def _settle(store: Store, run_id: str) -> None:
@@ -321,8 +375,10 @@ async def _settle(store: Store, run_id: str) -> None:
 
 
 def _run_error_kind(error: str) -> str:
-    """What kind of error ended a run: a limit, a cassette that does not match, or the
-    run's own failure."""
+    """What kind of error ended a run: the simulated user's, a limit, a cassette that
+    does not match, or the run's own failure."""
+    if "simulated user:" in error:
+        return "simulator"  # the simulated user failed, not the workflow
     if "limits." in error and "reached" in error:
         return "limit"
     if "cassette" in error:

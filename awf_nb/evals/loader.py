@@ -175,7 +175,11 @@ def _unknown_keys(data: dict[str, Any], model: type[BaseModel], path: str, doc: 
         if nested is None:
             continue
         where = join_path(path, key)
-        if many and isinstance(value, list):
+        if many == "map" and isinstance(value, dict):  # `pricing: {model: {...}}`
+            for name, item in value.items():
+                if isinstance(item, dict):
+                    _unknown_keys(item, nested, join_path(where, str(name)), doc)
+        elif many and isinstance(value, list):
             for index, item in enumerate(value):
                 if isinstance(item, dict):
                     _unknown_keys(item, nested, join_path(where, index), doc)
@@ -183,22 +187,25 @@ def _unknown_keys(data: dict[str, Any], model: type[BaseModel], path: str, doc: 
             _unknown_keys(value, nested, where, doc)
 
 
-def _fields(model: type[BaseModel]) -> dict[str, tuple[type[BaseModel] | None, bool]]:
+def _fields(model: type[BaseModel]) -> dict[str, tuple[type[BaseModel] | None, bool | str]]:
+    """Each key of `model`: the model of its value (or None), and whether the value is a
+    list of them (True) or a map of names to them ("map")."""
     from awf_nb.workflow.model import Limits
 
-    found: dict[str, tuple[type[BaseModel] | None, bool]] = {}
+    found: dict[str, tuple[type[BaseModel] | None, bool | str]] = {}
     for name, info in model.model_fields.items():
         annotation = info.annotation
         nested: type[BaseModel] | None = None
-        many = typing.get_origin(annotation) is list
+        origin = typing.get_origin(annotation)
+        many: bool | str = "map" if origin is dict else origin is list
         candidates = typing.get_args(annotation) if typing.get_args(annotation) else (annotation,)
         for candidate in candidates:
             if isinstance(candidate, type) and issubclass(candidate, BaseModel):
                 nested = candidate
         if nested is not None and nested.__name__ == "PassRule":
             nested = None  # `pass` is a text, parsed by the model
-        if annotation is Limits:
-            nested = Limits
+        if isinstance(annotation, type) and issubclass(annotation, Limits):
+            nested = annotation
         found[info.alias or name] = (nested, many)
     return found
 
@@ -244,6 +251,7 @@ def _check_model(model: EvalFile, doc: Any) -> None:
         check_template(value, join_path("inputs", key))
     if model.user is not None:
         check_template(model.user.persona, "user.persona")
+        check_template(model.user.opener, "user.opener")
         check_template(model.user.provider, "user.provider")
         check_provider(model.user.provider, "user.provider")
         check_templates(model.user.options, "user.options")
@@ -256,12 +264,14 @@ def _check_model(model: EvalFile, doc: Any) -> None:
                 doc.error(f"condition: {exc}", f"{where}.condition")
             for problem in unknown_names(scorer.condition, CONDITION_NAMES):
                 doc.error(problem.message, f"{where}.condition", hint=problem.hint)
-        if scorer.judge is not None:
-            check_template(scorer.judge.prompt, f"{where}.judge.prompt")
-            check_template(scorer.judge.system_prompt, f"{where}.judge.system_prompt")
-            check_template(scorer.judge.provider, f"{where}.judge.provider")
-            check_provider(scorer.judge.provider, f"{where}.judge.provider")
-            check_templates(scorer.judge.options, f"{where}.judge.options")
+        judges = [(f"{where}.judge", scorer.judge)] if scorer.judge is not None else []
+        judges += [(f"{where}.judges[{n}]", j) for n, j in enumerate(scorer.judges or [])]
+        for at, judge in judges:
+            check_template(judge.question, f"{at}.prompt")
+            check_template(judge.system_prompt, f"{at}.system_prompt")
+            check_template(judge.provider, f"{at}.provider")
+            check_provider(judge.provider, f"{at}.provider")
+            check_templates(judge.options, f"{at}.options")
         if scorer.command is not None and not scorer.command.strip():
             doc.error("command is empty", f"{where}.command")
 

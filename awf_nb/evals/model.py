@@ -32,7 +32,8 @@ from awf_nb.workflow.model import Limits
 SCORER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 ROW_COLUMNS = frozenset(
     {"case", "epoch", "run_id", "status", "stopped_by", "turns", "tokens", "seconds",
-     "passed", "outcome", "error", "error_kind", "scores", "seed"}
+     "passed", "outcome", "error", "error_kind", "scores", "seed", "cost", "judge_cost",
+     "tool_calls"}
 )  # fmt: skip
 
 MAX_EPOCHS = 100
@@ -49,6 +50,8 @@ DEFAULT_MAX_BYTES = 64 << 20
 # How many runs (cases x epochs) one eval may plan at most (overridable: `max_runs:`).
 DEFAULT_MAX_RUNS = 1_000_000
 MAX_MAX_RUNS = 100_000_000
+
+SCORER_KINDS = ("condition", "judge", "judges", "command", "tools")
 
 _COMPARISONS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -116,34 +119,137 @@ class UserSpec(_Model):
     persona: str = Field(min_length=1)
     provider: str = Field("local", min_length=1)
     options: dict[str, Any] = Field(default_factory=dict)
-    max_turns: int = Field(5, ge=1, le=1000)
+    max_turns: int = Field(5, ge=1, le=1000)  # a hard cap on its messages
+    # Its first message, sent verbatim (a template over the case), not generated.
+    opener: str | None = Field(None, min_length=1)
+    # A defective message (empty, written as the assistant, reasoning tags, too long) is
+    # generated again up to this many times; still defective: a `simulator` error.
+    retries: int = Field(2, ge=0, le=10)
+    desired_turns: int | None = Field(None, ge=1, le=1000)  # a goal it is told, not a cap
+    max_chars: int = Field(4000, ge=1, le=1_000_000)  # longer is defective
+
+    @model_validator(mode="after")
+    def _goal_within_cap(self) -> UserSpec:
+        if self.desired_turns is not None and self.desired_turns > self.max_turns:
+            raise ValueError(
+                f"user.desired_turns ({self.desired_turns}) is a goal within max_turns "
+                f"({self.max_turns}), the hard cap: raise max_turns or lower desired_turns"
+            )
+        return self
+
+
+DEFAULT_JUDGE_RETRIES = 2
+MAX_JUDGE_SAMPLES = 25
+# The prompt of a criteria judge that gives none of its own.
+DEFAULT_CRITERIA_PROMPT = (
+    "Here is a conversation between a user and an assistant.\n\n{{.transcript}}\n\n"
+    "Judge the assistant against each criterion below."
+)
 
 
 class JudgeSpec(_Model):
-    """`judge:` — an LLM turn over the run; its answer is parsed as a number and compared
-    with `pass`."""
+    """`judge:` — an LLM turn over the run.
 
-    prompt: str = Field(min_length=1)
-    pass_: PassRule = Field(alias="pass")
+    A numeric judge (`prompt` and `pass`): its answer's number is compared with `pass`.
+    A criteria judge (`criteria: [...]`): its answer is a pass/fail and a one-line
+    reason per criterion; it passes when every criterion does (or, with `pass`, when the
+    share of criteria passed satisfies it: `pass: ">= 0.75"`). An answer that cannot be
+    read is asked again up to `retries` times (each counted). `samples: N` asks N times:
+    the score is their mean (the criteria's verdicts by majority), the row keeps each."""
+
+    prompt: str | None = Field(None, min_length=1)
+    pass_: PassRule | None = Field(None, alias="pass")
+    criteria: list[str] | None = None
     provider: str = Field("local", min_length=1)
     system_prompt: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     timeout: Duration = DEFAULT_JUDGE_TIMEOUT
     max_reply_chars: int = Field(DEFAULT_JUDGE_REPLY_CHARS, ge=1, le=1_000_000)
+    retries: int = Field(DEFAULT_JUDGE_RETRIES, ge=0, le=10)
+    samples: int = Field(1, ge=1, le=MAX_JUDGE_SAMPLES)
 
     @field_validator("pass_", mode="before")
     @classmethod
     def _rule(cls, value: Any) -> Any:
-        return value if isinstance(value, PassRule) else PassRule.parse(value)
+        return value if value is None or isinstance(value, PassRule) else PassRule.parse(value)
+
+    @field_validator("criteria")
+    @classmethod
+    def _criteria(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return value
+        if not value:
+            raise ValueError("criteria must list at least one criterion")
+        for item in value:
+            if not item.strip() or "\n" in item.strip() or len(item) > 500:
+                raise ValueError(
+                    f"each criterion is one line of at most 500 characters, got {item!r}"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError("criteria must be different from each other")
+        return value
+
+    @model_validator(mode="after")
+    def _kind(self) -> JudgeSpec:
+        if self.criteria is None:
+            missing = [k for k, v in (("prompt", self.prompt), ("pass", self.pass_)) if v is None]
+            if missing:
+                raise ValueError(
+                    f"a judge needs {' and '.join(missing)} (or criteria: a list to judge "
+                    "pass or fail one by one)"
+                )
+        return self
+
+    @property
+    def question(self) -> str:
+        """The prompt (a criteria judge without one gets `DEFAULT_CRITERIA_PROMPT`)."""
+        return self.prompt if self.prompt is not None else DEFAULT_CRITERIA_PROMPT
+
+
+MATCH_MODES = ("strict", "in_order", "any_order", "subset", "superset")
+
+
+class ToolsSpec(_Model):
+    """`tools:` — a check of the run's tool calls; every check given must hold.
+
+    `used`: each of these tools was called; `not_used`: none of these was; `sequence`
+    with `match` (default `in_order`): the calls' names against the sequence (see
+    `scorers.sequence_matches`); `args`: for each tool, some call of it had these
+    arguments (each key equal)."""
+
+    used: list[str] = Field(default_factory=list)
+    not_used: list[str] = Field(default_factory=list)
+    sequence: list[str] | None = None
+    match: str = "in_order"
+    args: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("match")
+    @classmethod
+    def _match(cls, value: str) -> str:
+        if value not in MATCH_MODES:
+            raise ValueError(f'match must be one of {", ".join(MATCH_MODES)}, got "{value}"')
+        return value
+
+    @model_validator(mode="after")
+    def _something(self) -> ToolsSpec:
+        if not (self.used or self.not_used or self.sequence is not None or self.args):
+            raise ValueError("tools needs at least one of used, not_used, sequence, args")
+        if "match" in self.model_fields_set and self.sequence is None:
+            raise ValueError("tools.match applies to tools.sequence, which is not given")
+        return self
 
 
 class ScorerSpec(_Model):
-    """One scorer: exactly one of `condition`, `judge`, `command`."""
+    """One scorer: exactly one of `condition`, `judge`, `command`, `tools`."""
 
     name: str
     condition: str | None = None
     judge: JudgeSpec | None = None
     command: str | None = None
+    tools: ToolsSpec | None = None
+    # Several judges of one question: their verdicts' majority, their scores' mean, and
+    # how much they agree.
+    judges: list[JudgeSpec] | None = None
     # `command` only: how long it may run and how much it may print.
     timeout: Duration = None
     max_output_bytes: int = Field(DEFAULT_COMMAND_OUTPUT_BYTES, ge=1, le=64 << 20)
@@ -165,12 +271,15 @@ class ScorerSpec(_Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> ScorerSpec:
-        kinds = [k for k in ("condition", "judge", "command") if getattr(self, k) is not None]
+        kinds = [k for k in SCORER_KINDS if getattr(self, k) is not None]
         if len(kinds) != 1:
             given = f"got {' and '.join(kinds)}" if kinds else "got none"
             raise ValueError(
-                f'scorer "{self.name}" needs exactly one of condition, judge, command ({given})'
+                f'scorer "{self.name}" needs exactly one of condition, judge, judges, command, '
+                f"tools ({given})"
             )
+        if self.judges is not None and len(self.judges) < 2:
+            raise ValueError(f'scorer "{self.name}": judges lists two or more (else use judge)')
         if self.timeout is not None and self.command is None:
             raise ValueError(
                 f'scorer "{self.name}": timeout applies to a command scorer '
@@ -180,9 +289,7 @@ class ScorerSpec(_Model):
 
     @property
     def kind(self) -> str:
-        if self.condition is not None:
-            return "condition"
-        return "judge" if self.judge is not None else "command"
+        return next(k for k in SCORER_KINDS if getattr(self, k) is not None)
 
     @property
     def command_timeout(self) -> float:
@@ -197,6 +304,20 @@ class DatasetSpec(_Model):
     max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=1, le=1 << 34)
 
 
+class Price(_Model):
+    """One model's price: USD per million input and output tokens."""
+
+    input: float = Field(ge=0, le=1_000_000)
+    output: float = Field(ge=0, le=1_000_000)
+
+
+class EvalLimits(Limits):
+    """The eval's `limits:` per run: the workflow's own (the smaller wins) and
+    `max_cost`, the most a run may cost in USD (priced with `pricing:`)."""
+
+    max_cost: float | None = Field(default=None, gt=0)
+
+
 class EvalFile(_Model):
     """A whole `*.eval.yaml`."""
 
@@ -209,7 +330,10 @@ class EvalFile(_Model):
     epochs: int = Field(1, ge=1, le=MAX_EPOCHS)
     concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
     max_runs: int = Field(DEFAULT_MAX_RUNS, ge=1, le=MAX_MAX_RUNS)
-    limits: Limits = Field(default_factory=Limits)
+    limits: EvalLimits = Field(default_factory=EvalLimits)
+    # USD per million tokens, by "provider/model", "model", "provider" or "default".
+    pricing: dict[str, Price] = Field(default_factory=dict)
+    budget: float | None = Field(None, gt=0)  # USD for the whole eval: no new run past it
     yes: bool = False
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
     # `gate:` — the CI answer (evals/gates.py): each a line such as 'passed >= 80%'

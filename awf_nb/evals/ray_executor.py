@@ -341,7 +341,7 @@ class RayExecutor:
             workdir = ray.put(await asyncio.to_thread(self._pack, plan))
             # the plan itself, not a reference to it: a restarted worker is given it again
             # (Ray keeps an actor's arguments while it lives)
-            bare = replace(plan, items=[], env=None)  # only `env` below travels
+            bare = replace(plan, items=[], env=None, on_row=None)  # only `env` below travels
             remote_class = ray.remote(
                 num_cpus=1, max_restarts=MAX_ACTOR_RESTARTS, max_task_retries=0
             )(CaseWorker)

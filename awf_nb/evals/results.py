@@ -28,7 +28,7 @@ from awf_nb.evals.scorers import ScoreValue
 from awf_nb.safe_text import mark_bidi
 
 Outcome = str  # "pass" | "fail" | "error"
-ERROR_KINDS = ("setup", "cassette", "run", "limit", "scorer", "worker")
+ERROR_KINDS = ("setup", "cassette", "run", "limit", "scorer", "simulator", "worker")
 
 
 @dataclass
@@ -45,6 +45,8 @@ class EvalRow:
     judge_tokens: int = 0
     seconds: float = 0.0
     seed: int | None = None
+    cost: float | None = None  # USD of the run's turns, with `pricing:` (None: unknown)
+    judge_cost: float | None = None  # USD of its judges
     scores: dict[str, ScoreValue] = field(default_factory=dict)
     passed: bool | None = None  # None: an error kept it from being decided
     error: str = ""  # masked
@@ -58,6 +60,13 @@ class EvalRow:
     def key(self) -> tuple[str, int]:
         return (self.case, self.epoch)
 
+    @property
+    def total_cost(self) -> float | None:
+        """The run's cost and its judges' (None when neither has a price)."""
+        from awf_nb.evals.pricing import add
+
+        return add(self.cost, self.judge_cost)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "case": self.case,
@@ -70,6 +79,8 @@ class EvalRow:
             "judge_tokens": self.judge_tokens,
             "seconds": round(self.seconds, 3),
             "seed": self.seed,
+            "cost": self.cost,
+            "judge_cost": self.judge_cost,
             "scores": {name: value.as_dict() for name, value in self.scores.items()},
             "passed": self.passed,
             "outcome": self.outcome,
@@ -91,6 +102,8 @@ class EvalRow:
             judge_tokens=int(data.get("judge_tokens", 0) or 0),
             seconds=float(data.get("seconds", 0.0) or 0.0),
             seed=data.get("seed"),
+            cost=data.get("cost"),
+            judge_cost=data.get("judge_cost"),
             scores={str(k): ScoreValue.from_dict(v) for k, v in scores.items()},
             passed=data.get("passed"),
             error=str(data.get("error", "")),
@@ -133,6 +146,10 @@ class ScorerSummary:
     errors: int = 0
     mean_score: float | None = None
     pass_hat: dict[int, float | None] = field(default_factory=dict)
+    retries: int = 0  # a judge's unreadable answers, asked again (not errors)
+    # A judge with `samples:`: the share of its samples' agreeing pairs, Fleiss' kappa.
+    agreement: float | None = None
+    kappa: float | None = None
 
     @property
     def pass_rate(self) -> float | None:
@@ -141,6 +158,9 @@ class ScorerSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "retries": self.retries,
+            "agreement": self.agreement,
+            "kappa": self.kappa,
             "kind": self.kind,
             "pass_rate": self.pass_rate,
             "passed": self.passed,
@@ -167,6 +187,14 @@ class EvalSummary:
     judge_tokens: int = 0
     seconds: float = 0.0  # summed over runs
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    cost: float | None = None  # USD of the runs' turns (None: no price known)
+    judge_cost: float | None = None  # USD of the judges
+
+    @property
+    def total_cost(self) -> float | None:
+        from awf_nb.evals.pricing import add
+
+        return add(self.cost, self.judge_cost)
 
     @property
     def pass_rate(self) -> float | None:
@@ -184,6 +212,8 @@ class EvalSummary:
     @classmethod
     def of(cls, rows: Sequence[EvalRow], scorers: Sequence[tuple[str, str]], epochs: int):
         """The summary of `rows`; `scorers` are (name, kind) in the eval file's order."""
+        from awf_nb.evals.pricing import add
+
         summary = cls(rows=len(rows), cases=len({r.case for r in rows}), epochs=epochs)
         overall: dict[str, list[bool]] = {}
         for row in rows:
@@ -194,6 +224,8 @@ class EvalSummary:
             summary.tokens += row.tokens
             summary.judge_tokens += row.judge_tokens
             summary.seconds += row.seconds
+            summary.cost = add(summary.cost, row.cost)
+            summary.judge_cost = add(summary.judge_cost, row.judge_cost)
         summary.pass_hat = _pass_hat(overall, epochs)
         # Only the error rows, by kind: a run stopped by a limit that its scorers still
         # judged (failed) keeps its kind on its row, but it is a failure, not an error.
@@ -203,10 +235,14 @@ class EvalSummary:
             one = ScorerSummary(name, kind)
             trials: dict[str, list[bool]] = {}
             numbers: list[float] = []
+            sampled: list[list[bool]] = []
             for row in rows:
                 value = row.scores.get(name)
                 if value is None:
                     continue  # the run never got scored (it could not start)
+                one.retries += value.retries
+                if value.samples:
+                    sampled.append([s.get("passed") is True for s in value.samples])
                 trials.setdefault(row.case, []).append(value.passed is True)
                 one.passed += value.passed is True
                 one.failed += value.passed is False
@@ -214,6 +250,10 @@ class EvalSummary:
                 if value.score is not None:
                     numbers.append(value.score)
             one.mean_score = sum(numbers) / len(numbers) if numbers else None
+            if sampled:
+                from awf_nb.evals.judges import agreement
+
+                one.agreement, one.kappa = agreement(sampled)
             one.pass_hat = _pass_hat(trials, epochs)
             summary.scorers[name] = one
         return summary
@@ -235,6 +275,9 @@ class EvalSummary:
             "seconds": round(self.seconds, 3),
             "mean_seconds": self.mean_seconds,
             "errors_by_kind": dict(self.errors_by_kind),
+            "cost": self.cost,
+            "judge_cost": self.judge_cost,
+            "total_cost": self.total_cost,
         }
 
     def table(self) -> list[list[str]]:
@@ -275,8 +318,24 @@ class EvalSummary:
             + (f" (+{self.judge_tokens} judging)" if self.judge_tokens else ""),
             f"{format_duration(self.seconds)} of runs",
         ]
+        if self.total_cost is not None:
+            from awf_nb.evals.pricing import usd
+
+            parts.append(
+                f"cost {usd(self.total_cost)}"
+                + (f" ({usd(self.judge_cost)} judging)" if self.judge_cost else "")
+            )
         if self.errors_by_kind:
             parts.append("errors: " + ", ".join(f"{k} {v}" for k, v in self.errors_by_kind.items()))
+        retries = sum(s.retries for s in self.scorers.values())
+        if retries:
+            parts.append(f"{retries} unreadable judge answers asked again")
+        for s in self.scorers.values():
+            if s.agreement is not None:
+                kappa = "-" if s.kappa is None else f"{s.kappa:.2f}"
+                parts.append(
+                    f"{s.name}: samples agree {percent(s.agreement)} (Fleiss' kappa {kappa})"
+                )
         return "; ".join(parts)
 
     def to_text(self) -> str:
@@ -307,11 +366,14 @@ class EvalResult:
     rows: list[EvalRow]
     scorers: list[tuple[str, str]]  # (name, kind)
     epochs: int
-    status: str = "completed"  # completed | cancelled | running | interrupted
+    status: str = "completed"  # completed | cancelled | stopped | running | interrupted
     total: int = 0  # (case, epoch) pairs the eval asked for
     storage: str = ""  # the storage root, for links to runs
     created_at: str = ""  # when the eval started (UTC, ISO 8601)
     finished_at: str = ""  # when it last stopped ("" while it runs)
+    stopped: str = ""  # status "stopped": why ("budget")
+    budget: float | None = None  # USD the eval may spend
+    rescored_from: str = ""  # the eval whose runs it scores again (`awf eval-rescore`)
 
     @property
     def summary(self) -> EvalSummary:
@@ -355,6 +417,9 @@ class EvalResult:
             "created_at": self.created_at,
             "finished_at": self.finished_at,
             "total": self.total,
+            "stopped": self.stopped,
+            "budget": self.budget,
+            "rescored_from": self.rescored_from,
             "summary": self.summary.as_dict(),
             "rows": [row.as_dict() for row in self.rows],
         }
@@ -427,8 +492,10 @@ _COLOURS = {
 def row_cells(row: EvalRow, scorers: Sequence[tuple[str, str]]) -> list[str]:
     """A row as the tables show it: case, epoch, outcome, status, turns, tokens, time,
     each scorer, error."""
+    from awf_nb.evals.pricing import usd
+
     cells = [row.case, str(row.epoch), row.outcome, row.status or "-", str(row.turns),
-             str(row.tokens), format_duration(row.seconds)]  # fmt: skip
+             str(row.tokens), format_duration(row.seconds), usd(row.total_cost)]  # fmt: skip
     for name, _ in scorers:
         cells.append(score_cell(row.scores.get(name)))
     cells.append(row.error)
@@ -447,7 +514,7 @@ def score_cell(value: ScoreValue | None) -> str:
 
 
 def table_header(scorers: Sequence[tuple[str, str]]) -> list[str]:
-    return ["case", "epoch", "outcome", "status", "turns", "tokens", "time",
+    return ["case", "epoch", "outcome", "status", "turns", "tokens", "time", "cost",
             *[name for name, _ in scorers], "error"]  # fmt: skip
 
 

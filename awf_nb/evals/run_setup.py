@@ -31,6 +31,7 @@ from awf_nb.errors import Problem, UserError
 from awf_nb.workflow.model import Limits, Workflow
 
 if TYPE_CHECKING:
+    from awf_nb.engine.limits import CostLimit
     from awf_nb.engine.partner import SimulatedUser
     from awf_nb.engine.ports import EventSink
     from awf_nb.engine.run import Runner
@@ -114,6 +115,13 @@ def provider_problem(name: str) -> UserError | None:
     return None
 
 
+def canonical_provider(name: str) -> str:
+    """The registry's own name of provider `name` (an alias resolved)."""
+    from awf_nb.providers import canonical_provider_name
+
+    return canonical_provider_name(name)
+
+
 def workflow_provider_problems(workflow: Workflow) -> list[Problem]:
     """The workflow's steps naming unknown providers (as `awf run` checks them)."""
     from awf_nb.providers import provider_problems
@@ -148,6 +156,7 @@ def prepare_case_run(
     otlp: str | None = None,
     trace_content: bool = False,
     trace_tags: Mapping[str, Any] | None = None,
+    cost_limit: CostLimit | None = None,
 ) -> Runner:
     """The runner of one (case, epoch): ready to `await runner.execute()`.
 
@@ -171,6 +180,7 @@ def prepare_case_run(
         otlp=otlp,
         trace_content=trace_content,
         trace_tags=dict(trace_tags or {}),
+        cost_limit=cost_limit,
     )
     return prepare_run(workflow, options).runner
 

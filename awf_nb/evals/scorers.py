@@ -12,6 +12,9 @@ Three kinds, each run after the run ends (also when it failed):
   with `pass`. Only that line counts, so a number the judged run planted in the
   transcript, which a judge may quote, is not taken for the verdict. Bounded by
   `judge.timeout` and `judge.max_reply_chars`.
+- **tools** — a check of the run's tool calls (`tool_calls`: name, arguments, step, in
+  the order the agent asked for them): `used`, `not_used`, `sequence` with a `match` mode
+  (`sequence_matches`), `args`. Pass or fail, with what did not hold as its detail.
 - **command** — a shell command given the run as JSON on stdin: exit 0 passes, another
   exit code fails, the first line of stdout (if any) is the score. Bounded by `timeout`
   and `max_output_bytes`; it runs in its own process group, contained (engine/process.py).
@@ -37,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine.summary import format_duration
 from awf_nb.errors import AwfError
-from awf_nb.evals.model import JudgeSpec, ScorerSpec
+from awf_nb.evals.model import ScorerSpec
 
 if TYPE_CHECKING:
     from awf_nb.engine.ports import ProviderFactory
@@ -69,7 +72,7 @@ JUDGE_SPEAKER = "judge"
 # What a condition scorer reads: the keys of `FinishedRun.data()` (the loader rejects others).
 CONDITION_NAMES = (
     "case", "epoch", "run_id", "status", "error", "stopped_by", "turns", "tokens", "inputs",
-    "states", "transcript", "messages",
+    "states", "transcript", "messages", "tool_calls", "seconds", "cost",
 )  # fmt: skip
 
 
@@ -82,6 +85,10 @@ class ScoreValue:
     error: str = ""
     detail: str = ""  # what the judge answered, the command's stderr tail
     tokens: int = 0  # a judge's tokens
+    cost: float | None = None  # a judge's cost in USD (with `pricing:`)
+    retries: int = 0  # a judge's answers that could not be read and were asked again
+    criteria: list[dict[str, Any]] = field(default_factory=list)  # {criterion, passed, reason}
+    samples: list[dict[str, Any]] = field(default_factory=list)  # `samples: N`: each's verdict
 
     @property
     def outcome(self) -> str:
@@ -95,6 +102,14 @@ class ScoreValue:
             data["detail"] = self.detail
         if self.tokens:
             data["tokens"] = self.tokens
+        if self.cost is not None:
+            data["cost"] = self.cost
+        if self.retries:
+            data["retries"] = self.retries
+        if self.criteria:
+            data["criteria"] = self.criteria
+        if self.samples:
+            data["samples"] = self.samples
         return data
 
     @classmethod
@@ -105,6 +120,10 @@ class ScoreValue:
             error=str(data.get("error", "")),
             detail=str(data.get("detail", "")),
             tokens=int(data.get("tokens", 0) or 0),
+            cost=data.get("cost"),
+            retries=int(data.get("retries", 0) or 0),
+            criteria=list(data.get("criteria") or []),
+            samples=list(data.get("samples") or []),
         )
 
 
@@ -117,10 +136,27 @@ class FinishedRun:
     state: RunState
     masker: Masker
     messages: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0  # the run's time, as its row shows it
+    cost: float | None = None  # USD, with `pricing:` (None: no price known)
 
     @classmethod
-    def of(cls, case: Case, epoch: int, state: RunState, masker: Masker) -> FinishedRun:
-        return cls(case, epoch, state, masker, conversation_messages(state))
+    def of(
+        cls,
+        case: Case,
+        epoch: int,
+        state: RunState,
+        masker: Masker,
+        *,
+        seconds: float = 0.0,
+        cost: float | None = None,
+    ) -> FinishedRun:
+        return cls(case, epoch, state, masker, conversation_messages(state), seconds, cost)
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        from awf_nb.evals.tool_scorers import tool_calls
+
+        return tool_calls(self.state)
 
     @property
     def transcript(self) -> str:
@@ -150,6 +186,9 @@ class FinishedRun:
             "states": {name: step.template_view() for name, step in state.steps.items()},
             "transcript": self.transcript,
             "messages": self.messages,
+            "tool_calls": self.tool_calls,
+            "seconds": round(self.seconds, 3),
+            "cost": self.cost,
         }
 
     def as_json(self) -> str:
@@ -211,6 +250,7 @@ class ScoringContext:
     cwd: Path
     env: Mapping[str, str]
     base_dir: Path  # the eval file's folder: templates' readFile, commands' paths
+    pricing: Mapping[str, Any] = field(default_factory=dict)  # judges' cost (`pricing:`)
 
 
 async def score(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> ScoreValue:
@@ -219,7 +259,17 @@ async def score(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> Scor
         if spec.condition is not None:
             value = _condition(spec.condition, run)
         elif spec.judge is not None:
-            value = await _judge(spec.name, spec.judge, run, ctx)
+            from awf_nb.evals.judges import judge_score
+
+            value = await judge_score(spec.name, spec.judge, run, ctx)
+        elif spec.judges is not None:
+            from awf_nb.evals.judges import panel_score
+
+            value = await panel_score(spec.name, spec.judges, run, ctx)
+        elif spec.tools is not None:
+            from awf_nb.evals.tool_scorers import check_tools
+
+            value = check_tools(spec.tools, run.tool_calls)
         else:
             assert spec.command is not None
             value = await _command(spec, run, ctx)
@@ -229,6 +279,8 @@ async def score(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> Scor
         value = ScoreValue(None, error=f"internal error: {type(exc).__name__}: {exc}")
     mask = run.masker.mask
     value.error, value.detail = mask(value.error), mask(value.detail)
+    for verdict in value.criteria:
+        verdict["reason"] = mask(verdict["reason"])
     return value
 
 
@@ -268,80 +320,6 @@ def render_case_value(value: Any, data: Mapping[str, Any], *, what: str, base_di
             for k, v in value.items()
         }
     return value
-
-
-async def _judge(name: str, spec: JudgeSpec, run: FinishedRun, ctx: ScoringContext) -> ScoreValue:
-    from awf_nb.engine.ports import Final, TextDelta, TurnRequest, Usage
-
-    data = {**run.data(), "env": dict(ctx.env)}
-    prompt = render_case_template(
-        spec.prompt, data, what=f"scorer {name}: judge.prompt", base_dir=ctx.base_dir
-    )
-    # The format comes last, after whatever the run wrote into the prompt (`.transcript`).
-    prompt += JUDGE_JSON_FORMAT if "json_schema" in spec.options else JUDGE_FORMAT
-    system = (
-        render_case_template(
-            spec.system_prompt, data, what=f"scorer {name}: judge.system_prompt",
-            base_dir=ctx.base_dir,
-        )
-        if spec.system_prompt is not None
-        else None
-    )  # fmt: skip
-    where = f"scorer {name}: judge"
-    # Provider and options are templates, as a step's are (`api_key: "{{.env.KEY}}"`).
-    provider_name = render_case_template(
-        spec.provider, data, what=f"{where}.provider", base_dir=ctx.base_dir
-    ).strip()
-    options = render_case_value(spec.options, data, what=f"{where}.options", base_dir=ctx.base_dir)
-    run.masker.add_option_secrets(options)
-    turn = TurnRequest(
-        prompt=prompt,
-        system_prompt=system,
-        options=options,
-        working_dir=ctx.cwd,
-        timeout=spec.timeout,
-        step=f"score.{name}",
-        run_id=run.state.run_id,
-        speaker=JUDGE_SPEAKER,
-    )
-    provider = ctx.providers(provider_name)
-    pieces: list[str] = []
-    size = 0
-    final: str | None = None
-    tokens = 0
-    events = provider.stream(turn)
-    try:
-        async with asyncio.timeout(spec.timeout):
-            async for event in events:
-                if isinstance(event, TextDelta):
-                    pieces.append(event.text)
-                    size += len(event.text)
-                    if size > spec.max_reply_chars:
-                        return ScoreValue(
-                            None,
-                            error=f"the judge's answer is longer than {spec.max_reply_chars} "
-                            "characters (judge.max_reply_chars)",
-                            tokens=tokens,
-                        )
-                elif isinstance(event, Usage):
-                    tokens += event.input_tokens + event.output_tokens
-                elif isinstance(event, Final):
-                    final = event.text
-    except TimeoutError:
-        return ScoreValue(
-            None,
-            error=f"the judge did not answer within {format_duration(spec.timeout)} "
-            "(judge.timeout)",
-        )
-    finally:
-        with contextlib.suppress(Exception):
-            await events.aclose()  # type: ignore[attr-defined]
-    answer = final if final is not None else "".join(pieces)
-    shown = _excerpt(answer)
-    number, problem = judge_verdict(answer)
-    if number is None:
-        return ScoreValue(None, error=f"scorer {name}: {problem}", detail=shown, tokens=tokens)
-    return ScoreValue(spec.pass_.passes(number), number, detail=shown, tokens=tokens)
 
 
 def judge_verdict(answer: str) -> tuple[float | None, str]:

@@ -67,7 +67,7 @@ class Manifest:
     eval_path: str  # the eval file ("" for an eval given in Python or a notebook cell)
     base_dir: str  # the eval file's folder: commands run there, templates read from it
     created_at: str
-    status: str = "running"  # running | completed | cancelled (| interrupted: shown only)
+    status: str = "running"  # running | completed | cancelled | stopped (| interrupted: shown)
     finished_at: str = ""
     pid: int = 0
     pid_started: str = ""
@@ -81,6 +81,9 @@ class Manifest:
     cassette_dir: str = ""
     scorers: list[tuple[str, str]] = field(default_factory=list)
     executor: str = "local"
+    budget: float | None = None  # USD for the whole eval (`budget:`, `--budget`)
+    stopped: str = ""  # why a "stopped" eval stopped: "budget"
+    rescored_from: str = ""  # `awf eval-rescore`: the eval whose runs these rows score
 
     def as_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -97,8 +100,15 @@ class Manifest:
         for name in ("eval_id", "workflow", "workflow_path", "created_at"):
             if name not in known:
                 raise ValueError(f'"{name}" is missing')
+        budget = known.get("budget")
+        if budget is not None and (
+            isinstance(budget, bool)
+            or not isinstance(budget, int | float)
+            or not 0 <= budget < float("inf")
+        ):
+            raise ValueError(f'"budget" must be a number of USD, not {json.dumps(budget)[:40]}')
         for name, value in known.items():
-            if name == "scorers":
+            if name in ("scorers", "budget"):
                 continue
             default = cls.__dataclass_fields__[name].default
             expected = str if isinstance(default, str) or default is MISSING else int
@@ -371,6 +381,9 @@ class EvalFolder:
             storage=str(self.store.root),
             created_at=manifest.created_at,
             finished_at=manifest.finished_at,
+            stopped=manifest.stopped,
+            budget=manifest.budget,
+            rescored_from=manifest.rescored_from,
         )
 
 

@@ -31,6 +31,8 @@ def register(command: Callable[..., Callable[[Handler], Handler]]) -> None:
         cmd_eval
     )
     command("evals", "list past evals", _configure_evals)(cmd_evals)
+    command("eval-rescore", "score an eval's stored runs again (a new eval, no run started)",
+            _configure_rescore)(cmd_eval_rescore)  # fmt: skip
     command("eval-show", "show a past eval, one case's runs, or two evals compared",
             _configure_show)(cmd_eval_show)  # fmt: skip
     command("eval-report", "a past eval as one HTML file, a Markdown comment or JUnit XML",
@@ -62,6 +64,13 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
         "--resume", metavar="EVAL_ID", help="finish an interrupted eval: only the runs not done"
     )
     parser.add_argument("--seed", type=int, metavar="N", help="the eval's sampling seed")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        metavar="USD",
+        help="stop starting runs once the eval has cost this much (with pricing:); "
+        "with --resume, a larger budget continues an eval stopped at its budget",
+    )
     parser.add_argument(
         "--executor", default="local", choices=["local", "ray"], help="where runs execute"
     )
@@ -135,7 +144,7 @@ def _prepare(args: argparse.Namespace, prepare_eval: Any, prepare_resume: Any) -
             )
         run = prepare_resume(
             args.resume, concurrency=args.concurrency, storage=args.storage,
-            ray_address=args.ray_address, workers=args.workers,
+            ray_address=args.ray_address, workers=args.workers, budget=args.budget,
         )  # fmt: skip
     else:
         if args.file is None:
@@ -153,6 +162,7 @@ def _prepare(args: argparse.Namespace, prepare_eval: Any, prepare_resume: Any) -
             ray_address=args.ray_address,
             workers=args.workers,
             storage=args.storage,
+            budget=args.budget,
         )
     run.otlp, run.trace_content = args.otlp, args.trace_content
     return run
@@ -232,11 +242,56 @@ def _execute(
             print(f"{mark} {one.gate.text}: {one.detail}")
     if result.status == "cancelled":
         return EXIT_CANCELLED
+    if result.status == "stopped":
+        if not json_only:
+            print(stopped_line(result), file=sys.stderr)
+        return EXIT_EXECUTION
     if not checked:  # no gate: every run passed
         return 0 if all(row.passed is True for row in result.rows) else EXIT_EXECUTION
     if any(one.holds is None for one in checked):
         return EXIT_USER
     return 0 if all(one.holds for one in checked) else EXIT_EXECUTION
+
+
+def stopped_line(result: Any) -> str:
+    """What a person is told of an eval stopped at its budget."""
+    from awf_nb.evals.pricing import usd
+
+    spent = result.summary.total_cost
+    return (
+        f"stopped: budget: eval {result.eval_id} spent {usd(spent)} of its budget of "
+        f"{usd(result.budget)}; {len(result.rows)} of {result.total} runs done. Finish it "
+        f"with: awf eval --resume {result.eval_id} --budget USD (a larger budget)"
+    )
+
+
+def _configure_rescore(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("eval_id", metavar="EVAL_ID", help="the eval (a unique prefix is enough)")
+    parser.add_argument(
+        "--scorers", metavar="FILE", help="score with these scorers (a YAML file: scorers: [...])"
+    )
+    parser.add_argument("--json", action="store_true", help="print only the results, as JSON")
+    _storage(parser)
+
+
+def cmd_eval_rescore(args: argparse.Namespace) -> int:
+    """Score the stored runs of EVAL_ID again, as a new eval over the same runs.
+
+    No run is started and no model is called, except by judges. The new eval names the
+    one it rescored (`rescored_from`); `awf eval-show NEW_ID` shows it. Exit 0 when every
+    row passed, 3 otherwise.
+    """
+    import asyncio
+
+    from awf_nb.evals.api import rescore
+
+    result = asyncio.run(rescore(args.eval_id, scorers=args.scorers, storage=args.storage))
+    if args.json:
+        print(result.to_json())
+    else:
+        print(f"eval {result.eval_id}: the runs of eval {result.rescored_from} scored again")
+        print(result.summary.to_text())
+    return 0 if all(row.passed is True for row in result.rows) else EXIT_EXECUTION
 
 
 class _Silent:

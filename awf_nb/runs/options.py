@@ -22,6 +22,7 @@ from awf_nb.errors import UserError
 
 if TYPE_CHECKING:
     from awf_nb.engine.inputs import AskFunction
+    from awf_nb.engine.limits import CostLimit
     from awf_nb.engine.partner import SimulatedUser
     from awf_nb.engine.ports import EventSink, InputReader, ProviderFactory
     from awf_nb.store import Store
@@ -100,6 +101,8 @@ class RunOptions:
     trace_content: bool = False
     trace_file: bool | None = None
     trace_tags: Mapping[str, Any] = field(default_factory=dict)
+    # The most the run may cost in USD (`engine.limits.CostLimit`: an evaluation's).
+    cost_limit: CostLimit | None = None
 
     def __post_init__(self) -> None:
         # Frozen: what the caller passed is copied, so changing their list later changes

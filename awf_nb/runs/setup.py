@@ -168,6 +168,7 @@ def prepare_run(
         yes=options.yes,
         describe_provider=choice.describe if choice is not None else None,
         limits=options.limits,  # type: ignore[arg-type]  # made a Limits by RunOptions
+        cost_limit=options.cost_limit,
         # A replay that leaves part of its cassette unused says so when the run ends.
         end_warnings=(cassette.end_warnings,) if replays else (),
     )

@@ -190,7 +190,11 @@ async def test_an_erroring_judge_is_an_error_in_its_cell_not_a_crash(project: Pr
               prompt: "rate"
               pass: ">= 4"
           - name: wordy
-            judge: {provider: scripted, options: {replies: ["excellent"]}, prompt: rate, pass: ">= 4"}
+            judge:  # unreadable three times: asked again twice (judge.retries), then an error
+              provider: scripted
+              options: {replies: ["excellent", "excellent", "excellent"]}
+              prompt: rate
+              pass: ">= 4"
           - name: fine
             condition: 'status == "completed"'
         """
@@ -201,8 +205,10 @@ async def test_an_erroring_judge_is_an_error_in_its_cell_not_a_crash(project: Pr
         assert row.passed is None and row.outcome == "error" and row.error_kind == "scorer"
         assert "the judge's model is down" in row.scores["broken"].error
         assert row.scores["wordy"].error == (
-            'scorer wordy: the judge\'s answer has no verdict line "SCORE: <number>": "excellent"'
+            'scorer wordy: the judge\'s answer has no verdict line "SCORE: <number>": "excellent" '
+            "(asked 3 times)"
         )
+        assert row.scores["wordy"].retries == 2
         assert row.scores["fine"].passed is True
     assert result.summary.scorers["broken"].errors == 2
     assert result.summary.errors == 2

@@ -136,7 +136,10 @@ def test_a_bad_template_in_the_user_s_or_judge_s_options_is_located(project: Pro
 @pytest.mark.parametrize(
     ("scorer", "message"),
     [
-        ("{name: x}", 'scorer "x" needs exactly one of condition, judge, command (got none)'),
+        (
+            "{name: x}",
+            'scorer "x" needs exactly one of condition, judge, judges, command, tools (got none)',
+        ),
         ("{name: x, condition: 'true', command: 'true'}", "(got condition and command)"),
         ("{name: run_id, condition: 'true'}", "already a column of every result row"),
         ("{name: '1x', condition: 'true'}", "must start with a letter"),

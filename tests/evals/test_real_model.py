@@ -142,3 +142,32 @@ async def test_a_model_crash_fails_its_run_and_the_eval_goes_on(project: Project
     assert failed[0].error_kind == "run"
     assert all(r.status == "completed" for r in result.rows if r is not failed[0])
     assert process.pid not in (None, crashed) and os.getpid() != process.pid
+
+
+async def test_a_criteria_judge_on_the_bundled_model_answers_in_its_schema(
+    project: Project,
+) -> None:
+    # held to the criteria's JSON Schema, even a 135M-parameter model gives a verdict per
+    # criterion that reads: the cell is a verdict, never an unreadable answer
+    project.rows("cases.jsonl", [{"id": "bread", "topic": "baking bread"}])
+    path = project.write_eval(
+        """\
+        workflow: wf.yaml
+        dataset: cases.jsonl
+        inputs: {topic: "{{.case.topic}}"}
+        scorers:
+          - name: manners
+            judge:
+              provider: local
+              options: {max_tokens: 300}
+              criteria: [The assistant is polite, The assistant mentions the topic]
+              retries: 0
+        """
+    )
+    result = await prepare_eval(path, storage=project.store).execute()
+    value = result.rows[0].scores["manners"]
+    assert value.passed is not None, value.error
+    assert [c["criterion"] for c in value.criteria] == [
+        "The assistant is polite",
+        "The assistant mentions the topic",
+    ]

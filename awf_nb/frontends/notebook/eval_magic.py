@@ -49,6 +49,7 @@ def build_parser() -> MagicArgumentParser:
     cassette.add_argument("--replay", metavar="DIR")
     cassette.add_argument("--record-missing", metavar="DIR")
     parser.add_argument("--resume", metavar="EVAL_ID")
+    parser.add_argument("--budget", type=float, metavar="USD", help="stop new runs past it")
     parser.add_argument("--executor", default="local", choices=["local", "ray"])
     parser.add_argument("--ray-address", metavar="ADDR")
     parser.add_argument("--workers", type=int, metavar="N")
@@ -121,7 +122,7 @@ def _prepare(args: argparse.Namespace, body: str) -> Any:
                 raise UsageError("%%awf eval --resume EVAL_ID takes no eval (it continues one)")
             return prepare_resume(
                 args.resume, concurrency=args.concurrency, storage=args.storage,
-                ray_address=args.ray_address, workers=args.workers,
+                ray_address=args.ray_address, workers=args.workers, budget=args.budget,
             )  # fmt: skip
         if body.strip():
             if args.file:
@@ -137,6 +138,7 @@ def _prepare(args: argparse.Namespace, body: str) -> Any:
             seed=args.seed, record=args.record, replay=args.replay,
             record_missing=args.record_missing, executor=args.executor,
             ray_address=args.ray_address, workers=args.workers, storage=args.storage,
+            budget=args.budget,
         )  # fmt: skip
     except AwfError as exc:
         raise cell_error(exc) from None
