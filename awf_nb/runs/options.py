@@ -149,6 +149,11 @@ class RunKeywords(TypedDict, total=False):
     cwd: PathLike | None
     env: Mapping[str, str] | None
     limits: Limits | Mapping[str, Any] | None
+    otlp: str | None
+    trace_content: bool
+    trace_file: bool | None
+    trace_tags: Mapping[str, Any]
+    cost_limit: CostLimit | None
 
 
 def _limits(value: Limits | Mapping[str, Any]) -> Limits:
