@@ -334,11 +334,12 @@ async def score_row(row: EvalRow, scorers: list[ScorerSpec], finished: Any, ctx:
 
 def decide(row: EvalRow, scorers: list[ScorerSpec], max_cost: float | None = None) -> None:
     """Whether the scored `row` passed: every scorer passed (or, without scorers, the run
-    completed); undecided (None) when a scorer erred, the cassette did not match, or the
-    run cost more than `max_cost`."""
+    completed); undecided (None) when a scorer erred, the cassette did not match, the
+    simulated user failed (not the workflow: the trial says nothing of it), or the run cost
+    more than `max_cost`."""
     from awf_nb.evals.pricing import usd
 
-    if row.error_kind == "cassette":
+    if row.error_kind in ("cassette", "simulator"):
         row.passed = None
         return
     over = max_cost is not None and row.cost is not None and row.cost > max_cost
