@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -151,7 +152,10 @@ class TraceFile:
         try:
             if not self._size:
                 self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with self.path.open("ab") as f:
+            # Private to the user, as every file of a run is (0600): spans may carry
+            # inputs, errors and, with --trace-content, the messages.
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "ab") as f:
                 f.write(data)
             self._size += len(data)
         except OSError as exc:
