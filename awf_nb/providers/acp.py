@@ -39,6 +39,7 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.engine.process import ProcessGroup
+from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ProviderError
 from awf_nb.providers.options import OptionsModel, parse_options
 from awf_nb.workflow.files import MAX_FILE_BYTES, read_text_capped
@@ -213,7 +214,7 @@ class AcpProvider:
                 raise ProviderError(
                     NAME,
                     f"{options.command[0]} did not answer initialize within "
-                    f"{options.startup_timeout:g}s (options.startup_timeout)",
+                    f"{format_duration(options.startup_timeout)} (options.startup_timeout)",
                 ) from None
             if isinstance(exc, Exception):
                 raise ProviderError(
@@ -256,7 +257,7 @@ class AcpProvider:
             raise ProviderError(
                 NAME,
                 f"{options.command[0]} did not answer session/new within "
-                f"{options.startup_timeout:g}s (options.startup_timeout)",
+                f"{format_duration(options.startup_timeout)} (options.startup_timeout)",
             ) from None
         except Exception as exc:
             raise ProviderError(NAME, f"session/new failed: {exc}") from None
@@ -294,7 +295,8 @@ class AcpProvider:
                 if not done:
                     getter.cancel()
                     raise ProviderError(
-                        NAME, f"the turn took longer than {timeout:g}s (options.turn_timeout)"
+                        NAME,
+                        f"the turn took longer than {format_duration(timeout)} (options.turn_timeout)",
                     )
                 if getter in done:
                     update = getter.result()
