@@ -296,7 +296,8 @@ class AcpProvider:
                     getter.cancel()
                     raise ProviderError(
                         NAME,
-                        f"the turn took longer than {format_duration(timeout)} (options.turn_timeout)",
+                        f"the turn took longer than {format_duration(timeout)} "
+                        "(options.turn_timeout)",
                     )
                 if getter in done:
                     update = getter.result()
