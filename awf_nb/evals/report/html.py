@@ -82,17 +82,6 @@ def _summary(data: ReportData) -> str:
     return "\n".join(out)
 
 
-def _reasons(r: ReportRow) -> list[str]:
-    found = []
-    if r.row.error:
-        found.append(f"{r.row.error_kind or 'error'}: {r.row.error}")
-    for name, value in r.row.scores.items():
-        if value.passed is not True:
-            why = value.error or value.detail
-            found.append(f"{name}: {value.outcome}" + (f" — {why}" if why else ""))
-    return found
-
-
 def _failures(data: ReportData) -> str:
     failed = [r for r in data.rows if r.row.passed is not True]
     if not failed:
@@ -100,7 +89,7 @@ def _failures(data: ReportData) -> str:
     items = []
     for r in failed:
         where = _label(r, data)
-        reasons = "".join(f"<li>{_escape(reason)}</li>" for reason in _reasons(r))
+        reasons = "".join(f"<li>{_escape(reason)}</li>" for reason in r.reasons())
         items.append(
             f'<li class="{r.row.outcome}"><a href="#{_anchor(r)}">{_escape(where)}</a>: '
             f"{r.row.outcome}<ul>{reasons}</ul></li>"

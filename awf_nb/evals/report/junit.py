@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from awf_nb.evals.report.load import ReportData, ReportRow
+from awf_nb.evals.report.load import ReportData
 from awf_nb.safe_text import mark_bidi
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -21,17 +21,6 @@ MAX_MESSAGE_CHARS = 2000  # a failure's message attribute; the full text is its 
 
 def _xml(text: str) -> str:
     return _NOT_XML.sub("", mark_bidi(text))
-
-
-def _reasons(r: ReportRow) -> list[str]:
-    found = []
-    if r.row.error:
-        found.append(f"{r.row.error_kind or 'error'}: {r.row.error}")
-    for name, value in r.row.scores.items():
-        if value.passed is not True:
-            why = value.error or value.detail
-            found.append(f"{name}: {value.outcome}" + (f" ({why})" if why else ""))
-    return found or [f"the run ended {r.row.status or 'without starting'}"]
 
 
 def render_junit(data: ReportData) -> str:
@@ -56,7 +45,7 @@ def render_junit(data: ReportData) -> str:
                 continue
             kind = "error" if r.row.passed is None else "failure"
             counts["errors" if kind == "error" else "failures"] += 1
-            reasons = _reasons(r)
+            reasons = r.reasons(" ({})") or [f"the run ended {r.row.status or 'without starting'}"]
             element = ET.SubElement(
                 case, kind, message=_xml("; ".join(reasons))[:MAX_MESSAGE_CHARS],
                 type=_xml(r.row.error_kind or r.row.outcome),

@@ -45,6 +45,20 @@ class ReportRow:
     def case(self) -> str:
         return self.row.case
 
+    def reasons(self, why: str = " — {}") -> list[str]:
+        """Why the row did not pass: its error, then each scorer that did not pass, with
+        its explanation written in `why` (the one list every report format shows)."""
+        found = []
+        if self.row.error:
+            found.append(f"{self.row.error_kind or 'error'}: {self.row.error}")
+        for name, value in self.row.scores.items():
+            if value.passed is not True:
+                explanation = value.error or value.detail
+                found.append(
+                    f"{name}: {value.outcome}" + (why.format(explanation) if explanation else "")
+                )
+        return found
+
     @property
     def epoch(self) -> int:
         return self.row.epoch
