@@ -61,23 +61,30 @@ def is_eval_file(path: str | os.PathLike[str], text: str | None = None) -> bool:
     return bool(re.search(r"(?m)^workflow\s*:", text) and re.search(r"(?m)^dataset\s*:", text))
 
 
+def read_capped(path: Path, label: str, what: str, limit: int) -> bytes:
+    """The bytes of the file at `path` (shown as `label`), at most `limit`: a missing file,
+    a folder, an unreadable or a larger file is a `UserError` naming `what` it is."""
+    try:
+        with path.open("rb") as file:
+            data = file.read(limit + 1)
+    except FileNotFoundError:
+        raise UserError(f"{what} {label} not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{what} {label} is a folder") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {label}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise UserError(f"{what} {label} is larger than {limit} bytes")
+    return data
+
+
 def load_eval(source: str | os.PathLike[str], *, cwd: Path | None = None) -> EvalSpec:
     """Load and check the eval file at `source` (relative to `cwd`)."""
     base = Path(cwd) if cwd is not None else Path.cwd()
     given = Path(os.fspath(source))
     path = given if given.is_absolute() else base / given
     label = os.fspath(given)
-    try:
-        with path.open("rb") as file:
-            data = file.read(MAX_EVAL_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise UserError(f"eval file {label} not found") from None
-    except IsADirectoryError:
-        raise UserError(f"eval file {label} is a folder") from None
-    except OSError as exc:
-        raise UserError(f"cannot read eval file {label}: {exc.strerror or exc}") from None
-    if len(data) > MAX_EVAL_FILE_BYTES:
-        raise UserError(f"eval file {label} is larger than {MAX_EVAL_FILE_BYTES} bytes")
+    data = read_capped(path, label, "eval file", MAX_EVAL_FILE_BYTES)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -27,7 +27,7 @@ MAX_SCORERS_FILE_BYTES = 1 << 20
 def load_scorers(source: str | os.PathLike[str], *, cwd: Path | None = None) -> list[ScorerSpec]:
     """The scorers of a YAML file: `scorers: [...]` (as in an eval file) or the list
     alone; checked as an eval file's are (located errors)."""
-    from awf_nb.evals.loader import _check_model, _unknown_keys
+    from awf_nb.evals.loader import _check_model, _unknown_keys, read_capped
     from awf_nb.workflow.loader.document import _at_mark, _Document
     from awf_nb.workflow.loader.model_errors import _validate
     from awf_nb.workflow.loader.yaml_source import _parse_yaml
@@ -35,15 +35,7 @@ def load_scorers(source: str | os.PathLike[str], *, cwd: Path | None = None) -> 
     given = Path(os.fspath(source))
     path = given if given.is_absolute() else (cwd or Path.cwd()) / given
     label = os.fspath(given)
-    try:
-        with path.open("rb") as file:
-            data = file.read(MAX_SCORERS_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise UserError(f"scorers file {label} not found") from None
-    except OSError as exc:
-        raise UserError(f"cannot read scorers file {label}: {exc.strerror or exc}") from None
-    if len(data) > MAX_SCORERS_FILE_BYTES:
-        raise UserError(f"scorers file {label} is larger than {MAX_SCORERS_FILE_BYTES} bytes")
+    data = read_capped(path, label, "scorers file", MAX_SCORERS_FILE_BYTES)
     doc = _Document(file=label)
     parsed, root = _parse_yaml(data.decode("utf-8", "replace"), doc)
     if not parsed:
