@@ -411,14 +411,14 @@ def list_evals(
     found: list[tuple[str, str, Manifest | UserError]] = []
     for eval_id in list_eval_ids(store):
         try:
-            manifest: Manifest | UserError = EvalFolder(store, eval_id).manifest()
-            created = manifest.created_at  # type: ignore[union-attr]
+            read = EvalFolder(store, eval_id).manifest()
         except UserError as exc:
-            manifest = exc
             # The id starts with when it was made: 20261125-091500-…
             created = f"{eval_id[:4]}-{eval_id[4:6]}-{eval_id[6:8]}T{eval_id[9:11]}:" \
                 f"{eval_id[11:13]}:{eval_id[13:15]}"  # fmt: skip
-        found.append((created, eval_id, manifest))
+            found.append((created, eval_id, exc))
+        else:
+            found.append((read.created_at, eval_id, read))
     found.sort(reverse=True)
     results = []
     for _, eval_id, manifest in found[:limit] if limit else found:
