@@ -70,3 +70,20 @@ def test_the_file_stops_at_its_cap(tmp_path: Path) -> None:
         trace.flush()
     assert len((tmp_path / TRACE_FILE).read_text().splitlines()) == 2
     assert trace.dropped == 3
+
+
+def test_without_contents_the_persons_messages_are_not_kept() -> None:
+    from awf_nb.engine import events as ev
+    from awf_nb.traces.spans import SpanBuilder
+
+    ended: list[Span] = []
+    builder = SpanBuilder(ended.append)
+    builder.emit(ev.RunStarted("r1", "talk"))
+    builder.emit(ev.StepStarted("r1", "chat", "agent"))
+    for turn in range(1, 4):
+        builder.emit(ev.UserMessage("r1", "chat", f"private message {turn}", turn=turn))
+        builder.emit(ev.TurnStarted("r1", "chat", turn))
+        builder.emit(ev.TurnFinished("r1", "chat", turn, 10, 0.1, input_tokens=6, output_tokens=4))
+    assert not builder._prompts  # the text of each message is neither kept nor on a span
+    assert [s.name for s in ended] == ["chat"] * 3
+    assert "private" not in repr([s.attributes for s in ended])
