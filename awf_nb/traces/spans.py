@@ -63,7 +63,9 @@ class SpanBuilder:
 
     `content`: message contents (prompts, replies, tool arguments and results) on the
     spans — only when the person opted in. `tags`: attributes of the run span (an eval's
-    id, case, epoch, variant).
+    id, case, epoch, variant). `price(step, input_tokens, output_tokens)`: the USD of a
+    model turn whose provider reported none (an eval's `pricing:`; None: no price);
+    `run_cost`, set before the run ends, is the run span's cost (else the turns' sum).
     """
 
     def __init__(
@@ -73,8 +75,11 @@ class SpanBuilder:
         content: bool = False,
         tags: dict[str, Any] | None = None,
         trace_id: str | None = None,
+        price: Callable[[str, int, int], float | None] | None = None,
     ) -> None:
         self._on_end = on_end
+        self._price = price
+        self.run_cost: float | None = None
         self._content = content
         self._tags = dict(tags or {})
         self.trace_id = trace_id or _hex(128)
@@ -270,9 +275,15 @@ class SpanBuilder:
             else "stop"
         )
         a["gen_ai.response.finish_reasons"] = [reason]
-        if event.cost_usd is not None:
-            a["awf.usage.cost_usd"] = float(event.cost_usd)
-            self._add_cost(event.step, float(event.cost_usd))
+        cost, source = event.cost_usd, "provider"
+        if cost is None and self._price is not None and not event.speaker:
+            # A simulated user's turns are priced in the run's total only (at its own price).
+            cost = self._price(event.step, event.input_tokens, event.output_tokens)
+            source = "pricing"
+        if cost is not None:
+            a["awf.usage.cost_usd"] = float(cost)
+            a["awf.usage.cost_source"] = source
+            self._add_cost(event.step, float(cost))
         if self._content:
             prompt = self._prompts.pop(key, None)
             if prompt is not None:
@@ -298,6 +309,8 @@ class SpanBuilder:
         if run is None:
             return
         run.attributes["awf.run.status"] = status
+        if self.run_cost is not None:  # the eval's own figure, rather than the turns' sum
+            run.attributes["awf.usage.cost_usd"] = float(self.run_cost)
         if summary is not None and getattr(summary, "tokens", 0):
             run.attributes["awf.run.tokens"] = summary.tokens
         self._end(run, error=error if status == "failed" else "", cancelled=cancelled)
