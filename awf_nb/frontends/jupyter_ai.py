@@ -1,11 +1,16 @@
 """The "AWF" persona of Jupyter AI v3's chat: it runs `awf acp`, so a person chats with
-their workflows in JupyterLab's chat panel (`@AWF /chat topic=bread`, or plain text for
-the default workflow).
+their workflows in JupyterLab's chat panel (AWF picked in the chat input's persona menu,
+then `/chat topic=bread`, or plain text for the default workflow).
 
 Installed with the `jupyter-ai` extra; Jupyter AI finds it through the `jupyter_ai.personas`
 entry point. The command it starts is `$AWF_ACP_COMMAND` (split like a shell line) when set,
 else `python -m awf_nb.cli acp --default chat` with this Python; the workflows are those
 on the search path of the folder JupyterLab serves (`workflows/`, `.awf/workflows/`).
+
+What the person types reaches `awf acp` as typed: the ACP client's note on editing
+notebooks, which it puts before a session's first message, is left out (it would turn
+`/chat topic=bread` into plain text, and awf's workflows do not edit notebooks through
+Jupyter's MCP tools).
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 from jupyter_ai_acp_client.base_acp_persona import BaseAcpPersona
 from jupyter_ai_persona_manager import PersonaDefaults
+
+AVATAR = Path(__file__).with_name("awf-avatar.svg")
 
 
 def acp_command(env: dict[str, str] | None = None) -> list[str]:
@@ -30,14 +38,19 @@ def acp_command(env: dict[str, str] | None = None) -> list[str]:
 class AwfAcpPersona(BaseAcpPersona):  # type: ignore[misc]
     """AWF's workflows as a Jupyter AI persona (an ACP agent run as a subprocess)."""
 
+    NOTEBOOK_EDITING_GUIDANCE: ClassVar[str] = ""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, executable=acp_command(), **kwargs)
+        # The client prepends its guidance (plus a blank line) to the first message
+        # unless it was sent already: nothing is prepended, so a slash command stays one.
+        self._notebook_guidance_sent = True
 
     @property
     def defaults(self) -> PersonaDefaults:
         return PersonaDefaults(
             name="AWF",
             description="Your AWF workflows: /NAME key=value runs one; plain text chats.",
-            avatar_path="",
+            avatar_path=str(AVATAR),
             system_prompt="unused",
         )
