@@ -35,6 +35,8 @@ ANSWER = "Rye keeps longer; start with a sourdough starter."
 # The first reply waits for JupyterLab to start the persona's `awf acp` and its session.
 FIRST_REPLY_MS = 120_000
 REPLY_MS = 60_000
+# A step as the chat shows it (the class ends in -in_progress, -completed or -failed).
+STEP = ".jp-jupyter-ai-acp-client-tool-call"
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}  # the default first
 
 
@@ -114,6 +116,9 @@ def test_a_person_chats_with_a_workflow_in_jupyter_ais_chat_panel(
     assert [m["content"] for m in second.body["messages"] if m["role"] == "assistant"] == [QUESTION]
     # The chat is an awf run like any other (`awf status` lists it).
     assert len(list((chat_lab.storage / "runs").iterdir())) == 1
+    # The conversation step is still running while the person types, never "failed".
+    assert page.locator(f"{STEP}-failed").count() == 0
+    assert page.locator(f"{STEP}-in_progress").count() == 1
 
     # Light is JupyterLab's default; dark is picked from the Settings menu, as a person
     # would (reloading the page would close the chat, and Jupyter AI stops its agents).
@@ -123,3 +128,9 @@ def test_a_person_chats_with_a_workflow_in_jupyter_ais_chat_panel(
         shot = screenshot_path(tmp_path, theme)
         shot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(shot))
+
+    # `exit` ends the conversation as at the terminal's `> ` prompt: the step is done.
+    send(page, "exit")
+    page.locator(f"{STEP}-completed").first.wait_for(timeout=REPLY_MS)
+    assert page.locator(f"{STEP}-failed").count() == 0
+    assert len(chat_lab.model.requests) == 2
