@@ -2,10 +2,12 @@
 their workflows in JupyterLab's chat panel (AWF picked in the chat input's persona menu,
 then `/chat topic=bread`, or plain text for the default workflow).
 
-Installed with the `jupyter-ai` extra; Jupyter AI finds it through the `jupyter_ai.personas`
-entry point. The command it starts is `$AWF_ACP_COMMAND` (split like a shell line) when set,
-else `python -m awf_nb.cli acp --default chat` with this Python; the workflows are those
-on the search path of the folder JupyterLab serves (`workflows/`, `.awf/workflows/`).
+Jupyter AI finds it through the `jupyter_ai.personas` entry point; its environment has
+awf-nb without dependencies (`pip install --no-deps awf-nb`: Jupyter AI 3.2 and awf-nb
+cannot share one, docs/acp.md). The command it starts is `$AWF_ACP_COMMAND` (split like
+a shell line) when set, else `python -m awf_nb.cli acp --default chat` with this Python;
+the workflows are those on the search path of the folder JupyterLab serves
+(`workflows/`, `.awf/workflows/`).
 
 What the person types reaches `awf acp` as typed: the ACP client's note on editing
 notebooks, which it puts before a session's first message, is left out (it would turn
