@@ -1,6 +1,7 @@
 """A real JupyterLab server and notebook files for the browser tests.
 
-`JupyterLabServer(root)` starts `jupyter lab` on 127.0.0.1 (a free port, no token, no
+`JupyterLabServer(root)` starts `jupyter lab` (of this interpreter or a given venv's, with
+extra server config when given) on 127.0.0.1 (a free port, no token, no
 password, as in spec/notebook.md), isolated from the user's Jupyter config, settings,
 workspaces and kernelspecs, with JupyterLab's news and update checks off so no
 notification covers the page. `write_notebook` writes an .ipynb of code cells.
@@ -42,8 +43,19 @@ LAB_SETTINGS: dict[str, dict[str, Any]] = {
 class JupyterLabServer:
     """`jupyter lab` serving `root` on a free loopback port (a context manager)."""
 
-    def __init__(self, root: Path, home: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        home: Path,
+        env: dict[str, str] | None = None,
+        python: Path | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
         self.root = root
+        # The environment JupyterLab runs in: this interpreter's unless another is given
+        # (Jupyter AI lives in a venv of its own, tests/support/jupyter_ai.py).
+        self.python = str(python or sys.executable)
+        self._config = config or {}
         self.home = home
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -63,7 +75,7 @@ class JupyterLabServer:
         started = time.monotonic()
         self._write_settings()
         command = [
-            sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+            self.python, "-m", "jupyterlab", "--no-browser", "--allow-root",
             "--IdentityProvider.token=", "--ServerApp.password=", "--ServerApp.ip=127.0.0.1",
             f"--ServerApp.root_dir={self.root}", f"--port={self.port}",
             "--ServerApp.port_retries=0",
@@ -100,7 +112,7 @@ class JupyterLabServer:
         config = self.home / "config"
         config.mkdir(parents=True, exist_ok=True)
         (config / "jupyter_server_config.json").write_text(
-            json.dumps({"LabApp": {"news_url": None}})
+            json.dumps({"LabApp": {"news_url": None}, **self._config})
         )
 
     def _wait_until_ready(self) -> None:
