@@ -316,8 +316,42 @@ def compare_results(
     names_b = {name for name, _ in after.scorers}
     return compare_rows(
         before.rows, after.rows, [n for n in names_a if n in names_b],
-        a=before.eval_id, b=after.eval_id, seed=seed, kinds=dict(before.scorers),
+        a=before.of_variant or before.eval_id, b=after.of_variant or after.eval_id,
+        seed=seed, kinds=dict(before.scorers),
     )  # fmt: skip
+
+
+def compare_variants(
+    result: EvalResult, baseline: str = "", *, seed: int = stats.DEFAULT_SEED
+) -> list[Comparison]:
+    """Every other variant of `result` against `baseline` (default: the first variant),
+    paired by case; the p-values of all of them Holm-adjusted together (more variants,
+    more chances of a difference by chance)."""
+    if len(result.variants) < 2:
+        return []
+    base = baseline or result.variants[0]
+    result.variant(base)  # an unknown name is an error naming the variants
+    names = [name for name, _ in result.scorers]
+    kinds = dict(result.scorers)
+    rows = {name: [row for row in result.rows if row.variant == name] for name in result.variants}
+    others = [name for name in result.variants if name != base]
+
+    def one(other: str, extra: Sequence[float]) -> Comparison:
+        return compare_rows(rows[base], rows[other], names, a=base, b=other, seed=seed,
+                            extra_p_values=extra, kinds=kinds)  # fmt: skip
+
+    first = {other: one(other, ()) for other in others}
+    if len(others) == 1:
+        return list(first.values())
+    found = []
+    for other in others:
+        extra = [
+            s.p_value
+            for name, comparison in first.items() if name != other
+            for s in comparison.scorers if s.p_value is not None
+        ]  # fmt: skip
+        found.append(one(other, extra))
+    return found
 
 
 def check_pairing(baseline: EvalResult, run: Any) -> None:

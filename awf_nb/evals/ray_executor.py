@@ -81,6 +81,7 @@ from awf_nb.evals.run_setup import CassetteUse
 if TYPE_CHECKING:
     from awf_nb.secrets import Masker
     from awf_nb.store import Store
+    from awf_nb.workflow.model import Workflow
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,8 @@ class RemoteOutcome:
 def travelling_env(plan: EvalPlan) -> dict[str, str]:
     """The driver's variables that travel with the job: those the workflow names."""
     source = os.environ if plan.env is None else plan.env
-    return {name: source[name] for name in plan.workflow.env if name in source}
+    names = {name for workflow in plan.workflows() for name in workflow.env}
+    return {name: source[name] for name in sorted(names) if name in source}
 
 
 def item_secrets(item: WorkItem, env: Mapping[str, str]) -> tuple[str, ...]:
@@ -194,15 +196,19 @@ class CaseWorker:
         os.chdir(here)  # the actor's own process: relative paths are the job's
         self.store = EvalRunStore(self.dir / "storage")
         there = Path(driver_cwd)
-        workflow = plan.workflow.model_copy(
-            update={
-                "source_path": relocate(plan.workflow.source_path, there, here),
-                "source_dir": relocate(plan.workflow.source_dir, there, here),
-            }
-        )
+
+        def moved(workflow: Workflow) -> Workflow:
+            return workflow.model_copy(
+                update={
+                    "source_path": relocate(workflow.source_path, there, here),
+                    "source_dir": relocate(workflow.source_dir, there, here),
+                }
+            )
+
         self.plan = replace(
             plan,
-            workflow=workflow,
+            workflow=moved(plan.workflow),
+            variant_workflows={name: moved(w) for name, w in plan.variant_workflows.items()},
             items=[],
             cwd=here,
             base_dir=relocate(plan.base_dir, there, here) or here,
@@ -487,7 +493,7 @@ class RayExecutor:
                 event = await ref
                 if answered:
                     continue
-                if isinstance(event, RunStarted) and (event.case, event.epoch) == item.key:
+                if isinstance(event, RunStarted) and event.key == item.key:
                     put(event)
                     continue
                 answered = True

@@ -15,6 +15,7 @@ sometimes drops fast as k grows.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import math
@@ -51,14 +52,15 @@ class EvalRow:
     passed: bool | None = None  # None: an error kept it from being decided
     error: str = ""  # masked
     error_kind: str = ""  # one of ERROR_KINDS, or ""
+    variant: str = ""  # the eval's variant this run is of ("" when it has none)
 
     @property
     def outcome(self) -> Outcome:
         return "error" if self.passed is None else "pass" if self.passed else "fail"
 
     @property
-    def key(self) -> tuple[str, int]:
-        return (self.case, self.epoch)
+    def key(self) -> tuple[str, int, str]:
+        return (self.case, self.epoch, self.variant)
 
     @property
     def total_cost(self) -> float | None:
@@ -68,9 +70,11 @@ class EvalRow:
         return add(self.cost, self.judge_cost)
 
     def as_dict(self) -> dict[str, Any]:
+        variant = {"variant": self.variant} if self.variant else {}
         return {
             "case": self.case,
             "epoch": self.epoch,
+            **variant,
             "run_id": self.run_id,
             "status": self.status,
             "stopped_by": self.stopped_by,
@@ -108,6 +112,7 @@ class EvalRow:
             passed=data.get("passed"),
             error=str(data.get("error", "")),
             error_kind=str(data.get("error_kind", "")),
+            variant=_text(data.get("variant", ""), "variant"),
         )
 
     def flat(self) -> dict[str, Any]:
@@ -119,6 +124,12 @@ class EvalRow:
             if value.error:
                 record[f"{name}_error"] = value.error
         return record
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f'"{name}" must be text')
+    return value
 
 
 def pass_hat_k(trials: Mapping[str, Sequence[bool]], k: int) -> float | None:
@@ -374,6 +385,12 @@ class EvalResult:
     stopped: str = ""  # status "stopped": why ("budget")
     budget: float | None = None  # USD the eval may spend
     rescored_from: str = ""  # the eval whose runs it scores again (`awf eval-rescore`)
+    variants: list[str] = field(default_factory=list)  # the file's order; the first: baseline
+    of_variant: str = ""  # this result is one variant's rows (`result.variant(name)`)
+    # comparisons made, by (baseline, seed): the table, the gates and --json share them
+    _compared: dict[tuple[str, int], list[Any]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def summary(self) -> EvalSummary:
@@ -388,26 +405,66 @@ class EvalResult:
     def complete(self) -> bool:
         return len(self.rows) >= self.total
 
-    def run(self, case: str, epoch: int = 1) -> Any:
-        """The stored run (`RunState`) of one (case, epoch): its steps, its conversation."""
+    def run(self, case: str, epoch: int = 1, variant: str | None = None) -> Any:
+        """The stored run (`RunState`) of one (case, epoch) — of `variant` in an eval with
+        variants (default: the first): its steps, its conversation."""
         from awf_nb.errors import UserError
         from awf_nb.store import Store
 
+        if variant is None:
+            variant = self.variants[0] if self.variants else ""
+        elif variant:
+            self.variant(variant)  # an unknown name is an error naming the variants
         for row in self.rows:
-            if row.key == (str(case), epoch) and row.run_id:
+            if row.key == (str(case), epoch, variant) and row.run_id:
                 return Store(self.storage or None).load_state(row.run_id)
-        raise UserError(f'eval {self.eval_id} has no run of case "{case}" epoch {epoch}')
+        of = f" of variant {variant}" if variant else ""
+        raise UserError(f'eval {self.eval_id} has no run of case "{case}" epoch {epoch}{of}')
 
-    def compare(self, baseline: EvalResult, *, seed: int = 0) -> Any:
-        """This eval against an earlier one of the same cases (the baseline): a
-        `Comparison` (evals/compare.py) — per scorer the mean difference with its 95 %
-        paired bootstrap interval, McNemar's p for pass/fail, Holm-adjusted, a verdict,
-        the flipped cases."""
+    def variant(self, name: str) -> EvalResult:
+        """One variant's rows as a result of their own: its summary, table and runs."""
+        from awf_nb.errors import UserError
+
+        if name not in self.variants:
+            known = ", ".join(self.variants) if self.variants else "none"
+            raise UserError(f'eval {self.eval_id} has no variant "{name}" (its variants: {known})')
+        return dataclasses.replace(
+            self,
+            rows=[row for row in self.rows if row.variant == name],
+            total=self.total // len(self.variants),
+            variants=[],
+            of_variant=name,
+        )
+
+    def compare(
+        self, baseline: EvalResult | str, other: str | None = None, *, seed: int = 0
+    ) -> Any:
+        """A paired comparison (evals/compare.py `Comparison`): per scorer the mean
+        difference with its 95 % paired bootstrap interval, McNemar's p for pass/fail,
+        Holm-adjusted, a verdict, the flipped cases.
+
+        `result.compare("baseline", "bigger-model")`: two variants of this eval;
+        `result.compare(earlier)`: this eval against an earlier one of the same cases."""
         from awf_nb.evals.compare import compare_results
 
+        if isinstance(baseline, str):
+            if not isinstance(other, str):
+                raise TypeError('compare() of two variants takes both names: '
+                                'compare("baseline", "other")')  # fmt: skip
+            return compare_results(self.variant(baseline), self.variant(other), seed=seed)
         if not isinstance(baseline, EvalResult):
             raise TypeError(f"compare() takes another eval's result, got {type(baseline).__name__}")
         return compare_results(baseline, self, seed=seed)
+
+    def comparisons(self, baseline: str = "", *, seed: int = 0) -> list[Any]:
+        """Every other variant against `baseline` (default: the first variant), Holm-
+        adjusted together; none for an eval without variants."""
+        from awf_nb.evals.compare import compare_variants
+
+        key = (baseline or (self.variants[0] if self.variants else ""), seed)
+        if key not in self._compared:
+            self._compared[key] = compare_variants(self, baseline, seed=seed)
+        return self._compared[key]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -421,6 +478,11 @@ class EvalResult:
             "budget": self.budget,
             "rescored_from": self.rescored_from,
             "summary": self.summary.as_dict(),
+            **(
+                {"variants": {name: self.variant(name).summary.as_dict() for name in self.variants}}
+                if self.variants
+                else {}
+            ),
             "rows": [row.as_dict() for row in self.rows],
         }
 

@@ -180,7 +180,7 @@ class EvalTable:
         self._started = time.monotonic()
         self._update(now=True)
 
-    def run_started(self, case: str, epoch: int, run_id: str) -> None:
+    def run_started(self, case: str, epoch: int, run_id: str, variant: str = "") -> None:
         cells = [
             mark_bidi(case),
             str(epoch),
