@@ -163,9 +163,9 @@ class EvalRun:
             self.account(row)
 
     def account(self, row: EvalRow) -> None:
-        if row.key in self._counted:
+        if row.run_key in self._counted:
             return
-        self._counted.add(row.key)
+        self._counted.add(row.run_key)
         self.spent += row.total_cost or 0.0
 
     def over_budget(self) -> bool:
@@ -193,7 +193,7 @@ class EvalRun:
         """The (case, epoch, variant) runs without a row, in order, one at a time (never
         all of them in memory: an eval may plan up to `max_runs` of them). A case's
         variants come one after the other, so an eval stopped early leaves pairs."""
-        finished = {row.key for row in self.done}
+        finished = {row.run_key for row in self.done}
         for case, epoch, variant in self.pending_all():
             if (case.id, epoch, variant) not in finished:
                 yield case, epoch, variant
@@ -203,7 +203,7 @@ class EvalRun:
         variants = set(self.variants)
         epochs = self.manifest.epochs
         finished = {
-            row.key for row in self.done
+            row.run_key for row in self.done
             if row.case in ids and row.variant in variants and 1 <= row.epoch <= epochs
         }  # fmt: skip
         return len(self.cases) * self.manifest.epochs * len(variants) - len(finished)
@@ -344,7 +344,10 @@ class EvalRun:
                     self.in_flight[event.key] = event.run_id
                     self.folder.append_run(event.case, event.epoch, event.run_id, event.variant)
                     if progress is not None:
-                        progress.run_started(event.case, event.epoch, event.run_id, event.variant)
+                        # `variant` only when there is one: a progress written before
+                        # variants existed (case, epoch, run_id) still works without them
+                        more = {"variant": event.variant} if event.variant else {}
+                        progress.run_started(event.case, event.epoch, event.run_id, **more)
                     continue
                 # the row's fsync off the loop: the runs in flight go on meanwhile
                 await asyncio.to_thread(self._store_outcome, event, writer)
@@ -366,7 +369,7 @@ class EvalRun:
         return self.result()
 
     def _unfinished(self) -> bool:
-        finished = {row.key for row in self.rows}
+        finished = {row.run_key for row in self.rows}
         return any((case.id, epoch, v) not in finished for case, epoch, v in self.pending_all())
 
     def pending_all(self) -> Iterator[tuple[Case, int, str]]:
@@ -382,7 +385,7 @@ class EvalRun:
         self.folder.append_result(outcome.row)
 
     def _finished(self, row: EvalRow, progress: EvalProgress | None) -> None:
-        self.in_flight.pop(row.key, None)
+        self.in_flight.pop(row.run_key, None)
         self.rows.append(row)
         if progress is not None:
             progress.run_finished(row)

@@ -551,7 +551,7 @@ def _wrong_answer(event: Any, item: WorkItem) -> str:
     row, artifacts = event.outcome.row, event.outcome.artifacts
     if not isinstance(row, EvalRow):
         return f"it sent back a {type(row).__name__}, not a row"
-    if row.key != item.key:
+    if row.run_key != item.key:
         return f'it sent back the row of case "{row.case}" epoch {row.epoch}'
     if event.recorded is not None and not isinstance(event.recorded, bytes):
         return "it sent back a cassette that is not bytes"

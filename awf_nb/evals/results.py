@@ -59,7 +59,13 @@ class EvalRow:
         return "error" if self.passed is None else "pass" if self.passed else "fail"
 
     @property
-    def key(self) -> tuple[str, int, str]:
+    def key(self) -> tuple[str, int]:
+        """(case, epoch); see `run_key` in an eval with variants."""
+        return (self.case, self.epoch)
+
+    @property
+    def run_key(self) -> tuple[str, int, str]:
+        """What the row is the run of: (case, epoch, variant), unique in an eval."""
         return (self.case, self.epoch, self.variant)
 
     @property
@@ -416,7 +422,7 @@ class EvalResult:
         elif variant:
             self.variant(variant)  # an unknown name is an error naming the variants
         for row in self.rows:
-            if row.key == (str(case), epoch, variant) and row.run_id:
+            if row.run_key == (str(case), epoch, variant) and row.run_id:
                 return Store(self.storage or None).load_state(row.run_id)
         of = f" of variant {variant}" if variant else ""
         raise UserError(f'eval {self.eval_id} has no run of case "{case}" epoch {epoch}{of}')
@@ -551,13 +557,16 @@ _COLOURS = {
 }
 
 
-def row_cells(row: EvalRow, scorers: Sequence[tuple[str, str]]) -> list[str]:
-    """A row as the tables show it: case, epoch, outcome, status, turns, tokens, time,
-    each scorer, error."""
+def row_cells(
+    row: EvalRow, scorers: Sequence[tuple[str, str]], with_variant: bool = False
+) -> list[str]:
+    """A row as the tables show it: case, epoch, (variant,) outcome, status, turns,
+    tokens, time, each scorer, error."""
     from awf_nb.evals.pricing import usd
 
-    cells = [row.case, str(row.epoch), row.outcome, row.status or "-", str(row.turns),
-             str(row.tokens), format_duration(row.seconds), usd(row.total_cost)]  # fmt: skip
+    cells = [row.case, str(row.epoch), *([row.variant] if with_variant else []), row.outcome,
+             row.status or "-", str(row.turns), str(row.tokens), format_duration(row.seconds),
+             usd(row.total_cost)]  # fmt: skip
     for name, _ in scorers:
         cells.append(score_cell(row.scores.get(name)))
     cells.append(row.error)
@@ -575,9 +584,10 @@ def score_cell(value: ScoreValue | None) -> str:
     return text
 
 
-def table_header(scorers: Sequence[tuple[str, str]]) -> list[str]:
-    return ["case", "epoch", "outcome", "status", "turns", "tokens", "time", "cost",
-            *[name for name, _ in scorers], "error"]  # fmt: skip
+def table_header(scorers: Sequence[tuple[str, str]], with_variant: bool = False) -> list[str]:
+    return ["case", "epoch", *(["variant"] if with_variant else []), "outcome", "status",
+            "turns", "tokens", "time", "cost", *[name for name, _ in scorers],
+            "error"]  # fmt: skip
 
 
 def _escape(text: str) -> str:
@@ -599,15 +609,35 @@ def html_row(cells: Sequence[str], outcome: str, run_id: str = "") -> str:
 def results_html(result: EvalResult) -> str:
     """The static table: summary first, then the rows, failed ones first. Plain HTML
     (no script): a saved notebook shows it anywhere."""
-    summary = result.summary
+    variants = bool(result.variants)
     head = "".join(
         f'<th style="padding:2px 8px;text-align:left">{_escape(h)}</th>'
-        for h in table_header(result.scorers)
+        for h in table_header(result.scorers, variants)
     )
     body = "".join(
-        html_row(row_cells(row, result.scorers), row.outcome, row.run_id)
+        html_row(row_cells(row, result.scorers, variants), row.outcome, row.run_id)
         for row in ordered_rows(result.rows)
     )
+    title = (
+        f"eval {_escape(result.eval_id)} of {_escape(result.workflow)} — {_escape(result.status)}"
+    )
+    blocks = [(name, result.variant(name)) for name in result.variants] or [("", result)]
+    summaries = "".join(_summary_html(part, name) for name, part in blocks)
+    compared = "".join(
+        f'<pre class="awf-eval-comparison">{_escape(c.to_text())}</pre>'
+        for c in result.comparisons()
+    )
+    return (
+        '<div class="awf-eval-results">'
+        f"<div><b>{title}</b></div>{summaries}{compared}"
+        f'<table class="awf-eval-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+        "</table></div>"
+    )
+
+
+def _summary_html(result: EvalResult, variant: str) -> str:
+    """One summary table (a variant's, in an eval with variants) and its totals line."""
+    summary = result.summary
     summary_lines = summary.table()
     summary_head = "".join(
         f'<th style="padding:2px 8px;text-align:left">{_escape(h)}</th>' for h in summary_lines[0]
@@ -616,15 +646,9 @@ def results_html(result: EvalResult) -> str:
         "<tr>" + "".join(f'<td style="padding:2px 8px">{_escape(c)}</td>' for c in line) + "</tr>"
         for line in summary_lines[1:]
     )
-    title = (
-        f"eval {_escape(result.eval_id)} of {_escape(result.workflow)} — {_escape(result.status)}"
-    )
+    name = f"<div><b>variant {_escape(variant)}</b></div>" if variant else ""
     return (
-        '<div class="awf-eval-results">'
-        f"<div><b>{title}</b></div>"
-        f'<table class="awf-eval-summary"><thead><tr>{summary_head}</tr></thead>'
+        f'{name}<table class="awf-eval-summary"><thead><tr>{summary_head}</tr></thead>'
         f"<tbody>{summary_body}</tbody></table>"
         f"<div>{_escape(summary.totals_line())}</div>"
-        f'<table class="awf-eval-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
-        "</table></div>"
     )

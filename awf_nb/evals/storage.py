@@ -393,7 +393,7 @@ class EvalFolder:
                 row = EvalRow.from_dict(record)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise UserError(f"{path}:{number}: not a result row ({_reason(exc)})") from None
-            rows[row.key] = row
+            rows[row.run_key] = row
         return list(rows.values())
 
     def runs(self) -> list[dict[str, Any]]:

@@ -195,11 +195,11 @@ def print_rows(result: EvalResult, rows: Sequence[EvalRow], console: Console) ->
 
     table = Table(title=f"eval {result.eval_id} — {terminal_safe(result.workflow)}",
                   title_justify="left")  # fmt: skip
-    for header in [*table_header(result.scorers), "run"]:
+    for header in [*table_header(result.scorers, bool(result.variants)), "run"]:
         wraps = header == "error"
         table.add_column(header, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis")
     for row in ordered_rows(rows):
-        cells = [*row_cells(row, result.scorers), row.run_id]
+        cells = [*row_cells(row, result.scorers, bool(result.variants)), row.run_id]
         cells[-2] = _short(cells[-2])
         table.add_row(*[Text(terminal_safe(c)) for c in cells], style=_STYLES[row.outcome])
     console.print(table)

@@ -228,3 +228,20 @@ def test_cassettes_of_each_variant_are_kept_apart(
     code, _, err = run(capsys, "eval", "t.eval.yaml", "--limit", "2", "--replay", str(tapes),
                        *storage)  # fmt: skip
     assert code == 1 and "of variant strict" in err
+
+
+def test_rescore_and_reports_keep_the_variants(
+    project: Project, storage: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    project.write_eval(EVAL)
+    _, out, _ = run(capsys, "eval", "t.eval.yaml", "--variant", "loose", "--variant", "strict",
+                    "--json", *storage)  # fmt: skip
+    eval_id = json.loads(out)["eval_id"]
+    code, out, _ = run(capsys, "eval-rescore", eval_id, "--json", *storage)
+    again = json.loads(out)
+    assert again["variants"]["strict"]["passed"] == 12 and again["variants"]["loose"]["passed"] == 5
+    code, out, _ = run(capsys, "eval-report", eval_id, "--format", "md", *storage)
+    assert code == 0 and "**Comparison**" in out and "loose → strict" in out
+    assert "| strict | passed | 60% |" in out
+    code, out, _ = run(capsys, "eval-show", eval_id, *storage)
+    assert code == 0 and "variant strict" in out and "loose → strict" in out

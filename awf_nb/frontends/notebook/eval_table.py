@@ -132,7 +132,8 @@ class EvalTable:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush: asyncio.TimerHandle | None = None
         self._scorers: list[tuple[str, str]] = []
-        self._rows: dict[tuple[str, int], dict[str, Any]] = {}
+        self._variants = False  # the eval has variants: a column of its own
+        self._rows: dict[tuple[str, int, str], dict[str, Any]] = {}
         self._total = 0
         self._done_before = 0
         self._executor: Any = None  # a remote eval's, which says where its runs are
@@ -173,10 +174,11 @@ class EvalTable:
             self._executor = executor
             self._concurrency = run.manifest.concurrency
         self._done_before = len(run.done)
-        self.view.header = table_header(self._scorers)
+        self._variants = bool(run.manifest.variants)
+        self.view.header = table_header(self._scorers, self._variants)
         for row in run.done:
             self._counts[row.outcome] += 1
-            self._rows[row.key] = self._row(row)
+            self._rows[row.run_key] = self._row(row)
         self._started = time.monotonic()
         self._update(now=True)
 
@@ -184,6 +186,7 @@ class EvalTable:
         cells = [
             mark_bidi(case),
             str(epoch),
+            *([variant] if self._variants else []),
             "running",
             "running",
             "",
@@ -192,8 +195,8 @@ class EvalTable:
             *["" for _ in self._scorers],
             "",
         ]
-        self._rows[(case, epoch)] = {
-            "key": mark_bidi(f"{case}/{epoch}"),
+        self._rows[(case, epoch, variant)] = {
+            "key": mark_bidi(f"{case}/{epoch}" + (f"/{variant}" if variant else "")),
             "outcome": "running",
             "cells": cells,
             "run_id": run_id,
@@ -203,7 +206,7 @@ class EvalTable:
     def run_finished(self, row: EvalRow) -> None:
         self._finished += 1
         self._counts[row.outcome] += 1
-        self._rows[row.key] = self._row(row)
+        self._rows[row.run_key] = self._row(row)
         self._update()
 
     def eval_finished(self, result: EvalResult) -> None:
@@ -211,7 +214,8 @@ class EvalTable:
             for key, row in self._rows.items():
                 if row["outcome"] == "running":
                     row["outcome"] = "cancelled"
-                    row["cells"][2] = row["cells"][3] = "cancelled"
+                    at = 3 if self._variants else 2  # outcome, then status
+                    row["cells"][at] = row["cells"][at + 1] = "cancelled"
                     self._rows[key] = dict(row)
         self.stop_button.layout.display = "none"
         self._update(now=True, final=result.status)
@@ -248,9 +252,11 @@ class EvalTable:
         # the cells are untrusted (a case id, a scorer's error): eval_table.js shows them as
         # text, and their bidi controls as marks, as the panel does
         return {
-            "key": mark_bidi(f"{row.case}/{row.epoch}"),
+            "key": mark_bidi(
+                f"{row.case}/{row.epoch}" + (f"/{row.variant}" if row.variant else "")
+            ),
             "outcome": row.outcome,
-            "cells": [mark_bidi(cell) for cell in row_cells(row, self._scorers)],
+            "cells": [mark_bidi(cell) for cell in row_cells(row, self._scorers, self._variants)],
             "run_id": row.run_id,
         }
 
