@@ -257,7 +257,8 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
         env["AWF_EVAL_VARIANT"] = item.variant
     if item.seed is not None:
         env["AWF_EVAL_SEED"] = str(item.seed)
-    from awf_nb.evals.pricing import model_of, run_cost
+    from awf_nb.evals.pricing import model_of, run_cost, turn_cost
+    from awf_nb.traces import TraceCost
 
     user = None
     if item.user is not None:
@@ -270,6 +271,13 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
             return run_cost(plan.pricing, workflow, state, user)
 
         cost_limit = CostLimit(plan.max_cost, spent)
+    # The run's spans carry what it cost, priced as the eval's table prices it.
+    trace_cost = TraceCost(
+        turn=lambda step, tokens_in, tokens_out: turn_cost(
+            plan.pricing, workflow, step, tokens_in, tokens_out
+        ),
+        run=lambda state: run_cost(plan.pricing, workflow, state, user),
+    )
     try:
         runner = run_setup.prepare_case_run(
             workflow,
@@ -290,6 +298,7 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
                 "awf.eval.epoch": item.epoch,
                 **({"awf.eval.variant": item.variant} if item.variant else {}),
             },
+            trace_cost=trace_cost,
             cost_limit=cost_limit,
         )
     except AwfError as exc:

@@ -52,6 +52,17 @@ def tokens_cost(price: Price | None, tokens_in: int, tokens_out: int) -> float |
     return (tokens_in * price.input + tokens_out * price.output) / PER
 
 
+def turn_cost(
+    pricing: Mapping[str, Price], workflow: Workflow, step: str, tokens_in: int, tokens_out: int
+) -> float | None:
+    """The USD of one model turn of agent step `step` (its provider and `options.model`, as
+    `run_cost` prices the step), for the turn's trace span; None without a price."""
+    definition = workflow.steps.get(step)
+    provider = str(getattr(definition, "provider", "") or "")
+    options = getattr(definition, "options", None) or {}
+    return tokens_cost(price_of(pricing, provider, model_of(options)), tokens_in, tokens_out)
+
+
 def run_cost(
     pricing: Mapping[str, Price],
     workflow: Workflow,

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from awf_nb.engine.ports import EventSink
     from awf_nb.engine.run import Runner
     from awf_nb.store import Store
+    from awf_nb.traces import TraceCost
 
 # Providers whose options take a `seed` (`--seed` is best-effort for servers: a server may
 # ignore it).
@@ -156,6 +157,7 @@ def prepare_case_run(
     otlp: str | None = None,
     trace_content: bool = False,
     trace_tags: Mapping[str, Any] | None = None,
+    trace_cost: TraceCost | None = None,
     cost_limit: CostLimit | None = None,
 ) -> Runner:
     """The runner of one (case, epoch): ready to `await runner.execute()`.
@@ -180,6 +182,7 @@ def prepare_case_run(
         otlp=otlp,
         trace_content=trace_content,
         trace_tags=dict(trace_tags or {}),
+        trace_cost=trace_cost,
         cost_limit=cost_limit,
     )
     return prepare_run(workflow, options).runner

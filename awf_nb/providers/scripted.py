@@ -22,6 +22,8 @@ Options (all optional):
   reported with a `Notice(truncated_turns=N)`.
 - `max_tokens`: a reply longer than that (len/4 estimate: 4 characters a token) is cut
   there and reported as cut (`Final(cut=True)`), as a model's reply that hit its limit.
+- `cost_usd`: what each turn reports it cost, in USD (as an agent CLI such as claude
+  reports it); by default no cost is reported.
 
 Every request is kept in `received` (the `TurnRequest`s in order: history, tools,
 `continues`), so engine tests can check what a provider was sent.
@@ -119,6 +121,7 @@ class ScriptedOptions(OptionsModel):
     context_window: int = Field(0, ge=0)  # 0: no limit
     tool_uses: list[ToolUseEntry] = Field(default_factory=list)
     max_tokens: int | None = Field(None, ge=1)  # cut longer replies (4 characters a token)
+    cost_usd: float | None = Field(None, ge=0)  # reported as each turn's cost
 
 
 class ScriptedProvider:
@@ -163,6 +166,7 @@ class ScriptedProvider:
             output_tokens=estimate_tokens(reply)
             + sum(estimate_tokens(c.name) + estimate_tokens(c.arguments) for c in calls),
             estimated=True,
+            cost_usd=script.cost_usd,
         )
         if dropped:
             yield truncation_notice(dropped, script.context_window)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from awf_nb.engine.partner import SimulatedUser
     from awf_nb.engine.ports import EventSink, InputReader, ProviderFactory
     from awf_nb.store import Store
+    from awf_nb.traces import TraceCost
     from awf_nb.workflow.model import Limits, Workflow
 
 PathLike = str | os.PathLike[str]
@@ -75,7 +76,8 @@ class RunOptions:
       run's spans to (default: $AWF_OTLP_ENDPOINT, then the standard OTEL_EXPORTER_OTLP_*
       variables); `trace_content` — message contents on the spans (masked); `trace_file` —
       False: no trace file next to the transcript (default: $AWF_TRACE_FILE, else yes);
-      `trace_tags` — attributes of the run's span (an eval's id, case, epoch, variant).
+      `trace_tags` — attributes of the run's span (an eval's id, case, epoch, variant);
+      `trace_cost` — how the run is priced on its spans (`traces.TraceCost`: an eval's).
     """
 
     inputs: Mapping[str, Any] = field(default_factory=dict)
@@ -101,6 +103,7 @@ class RunOptions:
     trace_content: bool = False
     trace_file: bool | None = None
     trace_tags: Mapping[str, Any] = field(default_factory=dict)
+    trace_cost: TraceCost | None = None
     # The most the run may cost in USD (`engine.limits.CostLimit`: an evaluation's).
     cost_limit: CostLimit | None = None
 
@@ -153,6 +156,7 @@ class RunKeywords(TypedDict, total=False):
     trace_content: bool
     trace_file: bool | None
     trace_tags: Mapping[str, Any]
+    trace_cost: TraceCost | None
     cost_limit: CostLimit | None
 
 

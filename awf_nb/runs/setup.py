@@ -173,6 +173,8 @@ def prepare_run(
         end_warnings=(cassette.end_warnings,) if replays else (),
     )
     runner = Runner(wf, values, config, state=state, start_step=start_step, warnings=warnings)
+    if isinstance(config.sink, Tracer) and options.trace_cost is not None:
+        config.sink.follow(lambda: runner.state)  # the run's cost, priced when it ends
     if state is None:
         runner.state.defaulted_inputs = [name for name in values if name not in options.inputs]
     return PreparedRun(runner, io)
@@ -196,6 +198,7 @@ def _traced(
         content=options.trace_content,
         folder=folder,
         tags=options.trace_tags,
+        cost=options.trace_cost,
     )
     return Tracer(sink, tracing)
 

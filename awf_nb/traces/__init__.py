@@ -18,12 +18,13 @@ from typing import Any
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.ports import EventSink
+from awf_nb.engine.state import RunState
 from awf_nb.traces.otlp_json import TRACE_FILE, TraceFile
 from awf_nb.traces.spans import SEMCONV_VERSION, Span, SpanBuilder
 
 log = logging.getLogger("awf_nb.traces")
 
-__all__ = ["SEMCONV_VERSION", "TRACE_FILE", "Tracer", "Tracing", "file_enabled"]
+__all__ = ["SEMCONV_VERSION", "TRACE_FILE", "TraceCost", "Tracer", "Tracing", "file_enabled"]
 
 FILE_VARIABLE = "AWF_TRACE_FILE"  # "0" / "false" / "no" / "off": no trace file
 
@@ -37,16 +38,28 @@ def file_enabled(given: bool | None, env: Mapping[str, str]) -> bool:
 
 
 @dataclass(frozen=True)
+class TraceCost:
+    """How a run is priced, for its spans' `awf.usage.cost_usd` (an eval's `pricing:`):
+    `turn(step, input_tokens, output_tokens)` is the USD of one model turn of `step`,
+    `run(state)` the run's whole USD, as the eval's table shows it; None: no price."""
+
+    turn: Callable[[str, int, int], float | None]
+    run: Callable[[RunState], float | None]
+
+
+@dataclass(frozen=True)
 class Tracing:
     """What a run's traces are: `url` (live OTLP/HTTP traces URL, None: not live),
     `headers`, `content` (message contents on spans), `folder` (the run's store folder, from
-    its id; None: no trace file), `tags` (attributes of the run span)."""
+    its id; None: no trace file), `tags` (attributes of the run span), `cost` (how the run
+    is priced; None: only what providers report is on the spans)."""
 
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     content: bool = False
     folder: Callable[[str], Path] | None = None
     tags: Mapping[str, Any] = field(default_factory=dict)
+    cost: TraceCost | None = None
 
 
 class Tracer:
@@ -61,9 +74,21 @@ class Tracer:
             from awf_nb.traces.live import LiveExport
 
             self._live = LiveExport(tracing.url, tracing.headers)
-        self.builder = SpanBuilder(self._ended, content=tracing.content, tags=dict(tracing.tags))
+        self._cost = tracing.cost
+        self.builder = SpanBuilder(
+            self._ended,
+            content=tracing.content,
+            tags=dict(tracing.tags),
+            price=tracing.cost.turn if tracing.cost is not None else None,
+        )
+        # The run's state, to price the whole run when it ends (`follow`).
+        self._state: Callable[[], RunState] | None = None
         self._closer: threading.Thread | None = None
         self._failed = False
+
+    def follow(self, state: Callable[[], RunState]) -> None:
+        """Price the run from `state()` when it ends (given once its runner exists)."""
+        self._state = state
 
     def _ended(self, span: Span) -> None:
         if self._file is not None:
@@ -75,6 +100,8 @@ class Tracer:
         try:
             if isinstance(event, ev.RunStarted) and self._folder and self._file is None:
                 self._file = TraceFile(self._folder(event.run_id) / TRACE_FILE)
+            if isinstance(event, ev.RunFinished) and self._cost and self._state is not None:
+                self.builder.run_cost = self._cost.run(self._state())
             self.builder.emit(event)
             if isinstance(event, ev.RunFinished):
                 self._run_ended()

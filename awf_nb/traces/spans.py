@@ -63,7 +63,9 @@ class SpanBuilder:
 
     `content`: message contents (prompts, replies, tool arguments and results) on the
     spans — only when the person opted in. `tags`: attributes of the run span (an eval's
-    id, case, epoch, variant).
+    id, case, epoch, variant). `price(step, input_tokens, output_tokens)`: the USD of a
+    model turn whose provider reported none (an eval's `pricing:`; None: no price);
+    `run_cost`, set before the run ends, is the run span's cost (else the turns' sum).
     """
 
     def __init__(
@@ -73,8 +75,11 @@ class SpanBuilder:
         content: bool = False,
         tags: dict[str, Any] | None = None,
         trace_id: str | None = None,
+        price: Callable[[str, int, int], float | None] | None = None,
     ) -> None:
         self._on_end = on_end
+        self._price = price
+        self.run_cost: float | None = None
         self._content = content
         self._tags = dict(tags or {})
         self.trace_id = trace_id or _hex(128)
@@ -124,100 +129,110 @@ class SpanBuilder:
 
     def emit(self, event: ev.RunEvent) -> None:
         """One event of the run (called on the run's loop; never blocks)."""
-        match event:
-            case ev.RunStarted():
-                if self._run is None:
-                    self.run_id = event.run_id
-                    self._run = self._start(
-                        f"invoke_workflow {event.workflow}",
-                        None,
-                        gen_ai__operation__name="invoke_workflow",
-                        gen_ai__workflow__name=event.workflow,
-                        gen_ai__conversation__id=event.run_id,
-                        awf__run__id=event.run_id,
-                        awf__run__resumed=event.resumed,
-                    )
-                    self._run.attributes.update(self._tags)
-            case ev.StepStarted() if self._open() < MAX_OPEN_SPANS:
-                attrs: dict[str, Any] = {
-                    "awf__step__name": event.step,
-                    "awf__step__kind": event.kind,
-                    "awf__step__attempt": event.attempt,
-                }
-                if event.kind == "agent":
-                    span = self._start(
-                        f"invoke_agent {event.step}",
-                        self._parent(event.step.rpartition(".")[0]),
-                        gen_ai__operation__name="invoke_agent",
-                        gen_ai__agent__name=event.step,
-                        gen_ai__conversation__id=self.run_id,
-                        **attrs,
-                    )
-                    if event.mode:
-                        span.attributes["awf.step.mode"] = event.mode
-                else:
-                    span = self._start(
-                        f"step {event.step}", self._parent(event.step.rpartition(".")[0]), **attrs
-                    )
-                self._steps[event.step] = span
-            case ev.StepFinished():
-                if (span := self._steps.pop(event.step, None)) is not None:
-                    span.attributes["awf.step.status"] = event.status
-                    if event.tokens:
-                        span.attributes["awf.step.tokens"] = event.tokens
-                    error = event.error if event.status == "failed" else ""
-                    cancelled = event.status == "cancelled"
-                    for key in [k for k in self._turns if k[0] == event.step]:
-                        self._end(self._turns.pop(key), error=error, cancelled=not error)
-                    self._end(span, error=error, cancelled=cancelled)
-            case ev.UserMessage():
-                if (parent := self._parent(event.step)) is not None:
-                    attrs = {"awf.turn": event.turn, "awf.speaker": event.speaker or "person"}
-                    if self._content:
-                        attrs["gen_ai.input.messages"] = _messages("user", event.text)
-                    parent.events.append(("gen_ai.user.message", time.time_ns(), attrs))
-                self._prompts[(event.step, event.speaker)] = event.text
-            case ev.TurnStarted() if self._open() < MAX_OPEN_SPANS:
-                self._turn_start(event.step, event.speaker)
-            case ev.TurnFinished():
-                self._turn_end(event)
-            case ev.ToolCallStarted() if self._open() < MAX_OPEN_SPANS:
-                parent = self._parent(event.step)
-                span = self._start(
-                    f"execute_tool {event.name}",
-                    parent,
-                    gen_ai__operation__name="execute_tool",
-                    gen_ai__tool__name=event.name,
-                    gen_ai__tool__call__id=event.call_id,
-                    gen_ai__tool__type="function",
+        # A dict lookup rather than a `match`: most events (streamed text, tool output)
+        # make no span, and a `match` would try each case on each of them.
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def _run_started(self, event: ev.RunStarted) -> None:
+        if self._run is None:
+            self.run_id = event.run_id
+            self._run = self._start(
+                f"invoke_workflow {event.workflow}",
+                None,
+                gen_ai__operation__name="invoke_workflow",
+                gen_ai__workflow__name=event.workflow,
+                gen_ai__conversation__id=event.run_id,
+                awf__run__id=event.run_id,
+                awf__run__resumed=event.resumed,
+            )
+            self._run.attributes.update(self._tags)
+
+    def _step_started(self, event: ev.StepStarted) -> None:
+        if self._open() >= MAX_OPEN_SPANS:
+            return
+        attrs: dict[str, Any] = {
+            "awf__step__name": event.step,
+            "awf__step__kind": event.kind,
+            "awf__step__attempt": event.attempt,
+        }
+        parent = self._parent(event.step.rpartition(".")[0])
+        if event.kind == "agent":
+            span = self._start(
+                f"invoke_agent {event.step}",
+                parent,
+                gen_ai__operation__name="invoke_agent",
+                gen_ai__agent__name=event.step,
+                gen_ai__conversation__id=self.run_id,
+                **attrs,
+            )
+            if event.mode:
+                span.attributes["awf.step.mode"] = event.mode
+        else:
+            span = self._start(f"step {event.step}", parent, **attrs)
+        self._steps[event.step] = span
+
+    def _step_finished(self, event: ev.StepFinished) -> None:
+        if (span := self._steps.pop(event.step, None)) is not None:
+            span.attributes["awf.step.status"] = event.status
+            if event.tokens:
+                span.attributes["awf.step.tokens"] = event.tokens
+            error = event.error if event.status == "failed" else ""
+            cancelled = event.status == "cancelled"
+            for key in [k for k in self._turns if k[0] == event.step]:
+                self._end(self._turns.pop(key), error=error, cancelled=not error)
+            self._end(span, error=error, cancelled=cancelled)
+
+    def _user_message(self, event: ev.UserMessage) -> None:
+        if (parent := self._parent(event.step)) is not None:
+            attrs = {"awf.turn": event.turn, "awf.speaker": event.speaker or "person"}
+            if self._content:
+                attrs["gen_ai.input.messages"] = _messages("user", event.text)
+            parent.events.append(("gen_ai.user.message", time.time_ns(), attrs))
+        if self._content:  # the prompt goes on the turn's span only with contents on
+            self._prompts[(event.step, event.speaker)] = event.text
+
+    def _turn_started(self, event: ev.TurnStarted) -> None:
+        if self._open() < MAX_OPEN_SPANS:
+            self._turn_start(event.step, event.speaker)
+
+    def _tool_started(self, event: ev.ToolCallStarted) -> None:
+        if self._open() >= MAX_OPEN_SPANS:
+            return
+        span = self._start(
+            f"execute_tool {event.name}",
+            self._parent(event.step),
+            gen_ai__operation__name="execute_tool",
+            gen_ai__tool__name=event.name,
+            gen_ai__tool__call__id=event.call_id,
+            gen_ai__tool__type="function",
+        )
+        if self._content:
+            span.attributes["gen_ai.tool.call.arguments"] = _text(event.arguments)
+        self._tools[f"{event.step}\0{event.call_id}"] = span
+
+    def _tool_finished(self, event: ev.ToolCallFinished) -> None:
+        if (span := self._tools.pop(f"{event.step}\0{event.call_id}", None)) is not None:
+            if event.outcome:
+                span.attributes["awf.tool.outcome"] = event.outcome
+            if self._content:
+                span.attributes["gen_ai.tool.call.result"] = _text(event.result)
+            self._end(span, error=(event.outcome or "the tool failed") if event.is_error else "")
+
+    def _run_error(self, event: ev.RunError) -> None:
+        target = self._steps.get(event.step) or self._run
+        if target is not None:
+            target.events.append(
+                (
+                    "exception",
+                    time.time_ns(),
+                    {"exception.type": "awf.RunError", "exception.message": event.message},
                 )
-                if self._content:
-                    span.attributes["gen_ai.tool.call.arguments"] = _text(event.arguments)
-                self._tools[f"{event.step}\0{event.call_id}"] = span
-            case ev.ToolCallFinished():
-                if (span := self._tools.pop(f"{event.step}\0{event.call_id}", None)) is not None:
-                    if event.outcome:
-                        span.attributes["awf.tool.outcome"] = event.outcome
-                    if self._content:
-                        span.attributes["gen_ai.tool.call.result"] = _text(event.result)
-                    self._end(
-                        span,
-                        error=(event.outcome or "the tool failed") if event.is_error else "",
-                    )
-            case ev.RunError():
-                target = self._steps.get(event.step) or self._run
-                if target is not None:
-                    target.events.append(
-                        (
-                            "exception",
-                            time.time_ns(),
-                            {"exception.type": "awf.RunError", "exception.message": event.message},
-                        )
-                    )
-            case ev.RunFinished():
-                self.finish(event.status, event.error, event.summary)
-            case _:
-                pass
+            )
+
+    def _run_finished(self, event: ev.RunFinished) -> None:
+        self.finish(event.status, event.error, event.summary)
 
     def _turn_start(self, step: str, speaker: str) -> None:
         key = (step, speaker)
@@ -260,9 +275,15 @@ class SpanBuilder:
             else "stop"
         )
         a["gen_ai.response.finish_reasons"] = [reason]
-        if event.cost_usd is not None:
-            a["awf.usage.cost_usd"] = float(event.cost_usd)
-            self._add_cost(event.step, float(event.cost_usd))
+        cost, source = event.cost_usd, "provider"
+        if cost is None and self._price is not None and not event.speaker:
+            # A simulated user's turns are priced in the run's total only (at its own price).
+            cost = self._price(event.step, event.input_tokens, event.output_tokens)
+            source = "pricing"
+        if cost is not None:
+            a["awf.usage.cost_usd"] = float(cost)
+            a["awf.usage.cost_source"] = source
+            self._add_cost(event.step, float(cost))
         if self._content:
             prompt = self._prompts.pop(key, None)
             if prompt is not None:
@@ -288,6 +309,23 @@ class SpanBuilder:
         if run is None:
             return
         run.attributes["awf.run.status"] = status
+        if self.run_cost is not None:  # the eval's own figure, rather than the turns' sum
+            run.attributes["awf.usage.cost_usd"] = float(self.run_cost)
         if summary is not None and getattr(summary, "tokens", 0):
             run.attributes["awf.run.tokens"] = summary.tokens
         self._end(run, error=error if status == "failed" else "", cancelled=cancelled)
+
+
+# The events that make or end spans, and their handlers (`SpanBuilder.emit`).
+_HANDLERS: dict[type, Callable[[SpanBuilder, Any], None]] = {
+    ev.RunStarted: SpanBuilder._run_started,
+    ev.StepStarted: SpanBuilder._step_started,
+    ev.StepFinished: SpanBuilder._step_finished,
+    ev.UserMessage: SpanBuilder._user_message,
+    ev.TurnStarted: SpanBuilder._turn_started,
+    ev.TurnFinished: SpanBuilder._turn_end,
+    ev.ToolCallStarted: SpanBuilder._tool_started,
+    ev.ToolCallFinished: SpanBuilder._tool_finished,
+    ev.RunError: SpanBuilder._run_error,
+    ev.RunFinished: SpanBuilder._run_finished,
+}

@@ -194,3 +194,78 @@ async def test_an_eval_of_three_cases_and_two_variants_tags_each_run(
     store = str(project.store.root)
     assert main(["trace", result.eval_id, "--storage", store, "-o", str(out)]) == 0
     assert len({s.trace_id for s in decode(out.open())}) == 6
+
+
+async def test_an_evals_pricing_is_the_cost_on_its_spans(
+    phoenix: Phoenix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from awf_nb.evals.api import prepare_eval
+    from awf_nb.evals.pricing import usd
+    from tests.support.eval_project import CHAT_WORKFLOW, Project
+
+    project = Project(tmp_path / "project")
+    project.root.mkdir()
+    monkeypatch.chdir(project.root)
+    project.write("wf.yaml", CHAT_WORKFLOW)
+    project.rows(
+        "cases.jsonl", [{"id": c, "topic": c * 40, "replies": ["more", "exit"]} for c in "ab"]
+    )
+    path = project.write_eval(
+        """\
+        workflow: wf.yaml
+        dataset: cases.jsonl
+        inputs: {topic: "{{.case.topic}}"}
+        pricing: {scripted: {input: 3, output: 15}}
+        scorers:
+          - name: done
+            condition: 'status == "completed"'
+        """
+    )
+    run = prepare_eval(path, storage=project.store, otlp=phoenix.url)
+    result = await run.execute()
+    assert len(result.rows) == 2
+    for row in result.rows:
+        assert row.cost is not None and row.cost > 0
+        spans = list(decode((project.store.run_dir(row.run_id) / TRACE_FILE).open()))
+        got = _received(phoenix, spans[0].trace_id, len(spans))
+        (top,) = [s for s in got if s["parent_id"] is None]
+        assert top["attributes"]["awf.usage.cost_usd"] == pytest.approx(row.cost, rel=1e-12)
+        assert usd(top["attributes"]["awf.usage.cost_usd"]) == usd(row.cost)  # as the table
+        chats = [s["attributes"] for s in got if s["name"] == "chat"]
+        assert len(chats) == 2
+        for chat in chats:
+            tokens = chat["gen_ai.usage.input_tokens"], chat["gen_ai.usage.output_tokens"]
+            assert chat["awf.usage.cost_usd"] == pytest.approx(
+                (tokens[0] * 3 + tokens[1] * 15) / 1e6, rel=1e-12
+            )
+            assert chat["awf.usage.cost_source"] == "pricing"
+        # this workflow has no simulated user: its turns add up to the run's cost
+        assert sum(c["awf.usage.cost_usd"] for c in chats) == pytest.approx(row.cost)
+
+
+async def test_a_cost_the_provider_reports_is_on_its_chat_spans(
+    phoenix: Phoenix, tmp_path: Path
+) -> None:
+    reported = WORKFLOW.replace("options:\n", "options:\n      cost_usd: 0.0125\n")
+    assert reported != WORKFLOW
+    (tmp_path / "notes.txt").write_text("buy milk\n")
+    (tmp_path / "wf.yaml").write_text(reported)
+    prepared = prepare_run(
+        tmp_path / "wf.yaml",
+        inputs={"token": SECRET},
+        replies=["hello", ""],
+        storage=tmp_path / "store",
+        cwd=tmp_path,
+        env={},
+        otlp=phoenix.url,
+    )
+    assert (await prepared.execute()).status == "completed"
+    spans = _trace(tmp_path, prepared.run_id)
+    got = _received(phoenix, spans[0].trace_id, len(spans))
+    chats = [s["attributes"] for s in got if s["name"] == "chat"]
+    assert len(chats) == 3
+    assert all(c["awf.usage.cost_usd"] == 0.0125 for c in chats)
+    assert all(c["awf.usage.cost_source"] == "provider" for c in chats)
+    by_name = {s["name"]: s["attributes"] for s in got}
+    assert by_name["invoke_agent work"]["awf.usage.cost_usd"] == pytest.approx(3 * 0.0125)
+    assert by_name["invoke_workflow notes"]["awf.usage.cost_usd"] == pytest.approx(3 * 0.0125)

@@ -70,3 +70,50 @@ def test_the_file_stops_at_its_cap(tmp_path: Path) -> None:
         trace.flush()
     assert len((tmp_path / TRACE_FILE).read_text().splitlines()) == 2
     assert trace.dropped == 3
+
+
+def test_without_contents_the_persons_messages_are_not_kept() -> None:
+    from awf_nb.engine import events as ev
+    from awf_nb.traces.spans import SpanBuilder
+
+    ended: list[Span] = []
+    builder = SpanBuilder(ended.append)
+    builder.emit(ev.RunStarted("r1", "talk"))
+    builder.emit(ev.StepStarted("r1", "chat", "agent"))
+    for turn in range(1, 4):
+        builder.emit(ev.UserMessage("r1", "chat", f"private message {turn}", turn=turn))
+        builder.emit(ev.TurnStarted("r1", "chat", turn))
+        builder.emit(ev.TurnFinished("r1", "chat", turn, 10, 0.1, input_tokens=6, output_tokens=4))
+    assert not builder._prompts  # the text of each message is neither kept nor on a span
+    assert [s.name for s in ended] == ["chat"] * 3
+    assert "private" not in repr([s.attributes for s in ended])
+
+
+def test_turns_are_priced_unless_reported_and_the_run_takes_the_evals_total() -> None:
+    from awf_nb.engine import events as ev
+    from awf_nb.traces.spans import SpanBuilder
+
+    ended: list[Span] = []
+    builder = SpanBuilder(ended.append, price=lambda step, i, o: (i + 2 * o) / 1e6)
+    builder.emit(ev.RunStarted("r1", "talk"))
+    builder.emit(ev.StepStarted("r1", "chat", "agent"))
+    builder.emit(ev.TurnStarted("r1", "chat", 1))
+    builder.emit(ev.TurnFinished("r1", "chat", 1, 30, 0.1, input_tokens=10, output_tokens=20))
+    builder.emit(ev.TurnStarted("r1", "chat", 1, speaker="user"))  # a simulated user
+    builder.emit(ev.TurnFinished("r1", "chat", 1, 9, 0.1, speaker="user", input_tokens=9))
+    builder.emit(ev.TurnStarted("r1", "chat", 2))
+    builder.emit(
+        ev.TurnFinished("r1", "chat", 2, 5, 0.1, input_tokens=4, output_tokens=1, cost_usd=0.5)
+    )
+    builder.emit(ev.StepFinished("r1", "chat", "completed", 0.3))
+    builder.run_cost = 0.75  # what the eval's table shows
+    builder.finish("completed")
+    agent, user, reported = (s.attributes for s in ended[:3])
+    assert agent["awf.usage.cost_usd"] == 50 / 1e6
+    assert agent["awf.usage.cost_source"] == "pricing"
+    assert "awf.usage.cost_usd" not in user
+    assert reported["awf.usage.cost_usd"] == 0.5
+    assert reported["awf.usage.cost_source"] == "provider"
+    step, run = ended[3], ended[4]
+    assert step.attributes["awf.usage.cost_usd"] == 0.5 + 50 / 1e6
+    assert run.attributes["awf.usage.cost_usd"] == 0.75
