@@ -322,7 +322,11 @@ def compare_results(
 
 
 def compare_variants(
-    result: EvalResult, baseline: str = "", *, seed: int = stats.DEFAULT_SEED
+    result: EvalResult,
+    baseline: str = "",
+    *,
+    seed: int = stats.DEFAULT_SEED,
+    resamples: int = stats.DEFAULT_RESAMPLES,
 ) -> list[Comparison]:
     """Every other variant of `result` against `baseline` (default: the first variant),
     paired by case; the p-values of all of them Holm-adjusted together (more variants,
@@ -338,7 +342,7 @@ def compare_variants(
 
     def one(other: str, extra: Sequence[float]) -> Comparison:
         return compare_rows(rows[base], rows[other], names, a=base, b=other, seed=seed,
-                            extra_p_values=extra, kinds=kinds)  # fmt: skip
+                            extra_p_values=extra, kinds=kinds, resamples=resamples)  # fmt: skip
 
     first = {other: one(other, ()) for other in others}
     if len(others) == 1:
