@@ -159,6 +159,7 @@ class EvalRun:
         # a row by the executor as soon as it is scored, and by `execute` when it arrives.
         self.spent = 0.0
         self._counted: set[tuple[str, int, str]] = set()
+        self.pairs: list[Any] = folder.pairs()  # the pairwise judge's, decided so far
         for row in done:
             self.account(row)
 
@@ -353,6 +354,8 @@ class EvalRun:
                 await asyncio.to_thread(self._store_outcome, event, writer)
                 self.account(event.row)
                 self._finished(event.row, progress)
+            if self.spec.file.pairwise is not None and not self.stopped:
+                await self._judge_pairs()
             if (self.stopped or self.over_budget()) and self._unfinished():
                 self.stopped = "budget"
             status = "stopped" if self.stopped else "completed"
@@ -367,6 +370,53 @@ class EvalRun:
             if progress is not None:
                 progress.eval_finished(self.result())
         return self.result()
+
+    async def _judge_pairs(self) -> None:
+        """The pairwise judge over every pair not judged yet (evals/pairwise.py), as many
+        at once as the eval runs runs; each pair's line written as soon as it is decided."""
+        from awf_nb.evals.pairwise import PairJob, judge_pair, pending_pairs
+        from awf_nb.evals.run_setup import environment
+
+        spec = self.spec.file.pairwise
+        assert spec is not None
+        cases = {case.id: case for case in self.cases}
+        pending = iter(
+            pending_pairs(self.rows, self.manifest.variants, (p.key for p in self.pairs))
+        )
+        env = environment(self.env)
+
+        async def worker() -> None:
+            for a_row, b_row in pending:  # shared: each worker takes the next pair left
+                case = cases.get(a_row.case)
+                if case is None:
+                    continue
+                job = PairJob(case, a_row.epoch, a_row, b_row, self._pair_cassette(case, b_row))
+                outcome = await judge_pair(
+                    job, spec, store=self.folder.store, env=env, base_dir=self.spec.base_dir,
+                    seed=a_row.seed, transcript=self._transcript,
+                )  # fmt: skip
+                await asyncio.to_thread(self.folder.append_pairwise, outcome)
+                self.pairs.append(outcome)
+
+        await asyncio.gather(*(worker() for _ in range(self.manifest.concurrency)))
+
+    def _pair_cassette(self, case: Case, row: EvalRow) -> tuple[str, Path] | None:
+        mode, folder = self.manifest.cassette_mode, self.manifest.cassette_dir
+        if not mode:
+            return None
+        path = cassette_path(Path(folder) / "pairwise", case, row.epoch, row.variant)
+        if mode == "record":
+            return ("record", path)
+        return ("replay", path) if mode == "replay" or path.is_file() else ("record", path)
+
+    def _transcript(self, case: Case, row: EvalRow) -> str:
+        """A finished run's conversation as judges read it (`{{.transcript}}`)."""
+        from awf_nb.evals.scorers import FinishedRun
+        from awf_nb.secrets import Masker
+
+        state = self.folder.store.load_state(row.run_id)
+        finished = FinishedRun.of(case, row.epoch, state, Masker(), seconds=row.seconds)
+        return str(finished.data()["transcript"])
 
     def _unfinished(self) -> bool:
         finished = {row.run_key for row in self.rows}
@@ -406,6 +456,7 @@ class EvalRun:
             budget=self.manifest.budget,
             rescored_from=self.manifest.rescored_from,
             variants=list(self.manifest.variants),
+            pairs=list(self.pairs),
         )
 
 

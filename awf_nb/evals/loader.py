@@ -273,6 +273,15 @@ def _check_model(model: EvalFile, doc: Any) -> None:
         check_template(model.user.provider, "user.provider")
         check_provider(model.user.provider, "user.provider")
         check_templates(model.user.options, "user.options")
+    if model.pairwise is not None:
+        if len(model.variants) < 2:
+            doc.error("a pairwise judge compares variants: the eval needs two or more "
+                      "(variants:)", "pairwise")  # fmt: skip
+        check_template(model.pairwise.prompt, "pairwise.prompt")
+        check_template(model.pairwise.system_prompt, "pairwise.system_prompt")
+        check_template(model.pairwise.provider, "pairwise.provider")
+        check_provider(model.pairwise.provider, "pairwise.provider")
+        check_templates(model.pairwise.options, "pairwise.options")
     for index, scorer in enumerate(model.scorers):
         where = f"scorers[{index}]"
         if scorer.condition is not None:

@@ -329,6 +329,27 @@ class VariantSpec(_Model):
     inputs: dict[str, Any] = Field(default_factory=dict)  # over the eval's `inputs:`
 
 
+DEFAULT_PAIRWISE_PROMPT = (
+    "Two conversations follow between a user and an assistant, on the same request.\n\n"
+    "Conversation A:\n{{.a}}\n\nConversation B:\n{{.b}}\n\n"
+    "In which conversation did the assistant help the user better?"
+)
+
+
+class PairwiseSpec(_Model):
+    """`pairwise:` — with variants, a judge shown both conversations of a (case, epoch)
+    (`{{.a}}` and `{{.b}}` in its prompt, besides `{{.case.…}}`) asked which is better,
+    twice with the positions swapped: a win counts only when both orders agree."""
+
+    prompt: str = Field(DEFAULT_PAIRWISE_PROMPT, min_length=1)
+    provider: str = Field("local", min_length=1)
+    system_prompt: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    timeout: Duration = DEFAULT_JUDGE_TIMEOUT
+    max_reply_chars: int = Field(DEFAULT_JUDGE_REPLY_CHARS, ge=1, le=1_000_000)
+    retries: int = Field(DEFAULT_JUDGE_RETRIES, ge=0, le=10)
+
+
 class EvalLimits(Limits):
     """The eval's `limits:` per run: the workflow's own (the smaller wins) and
     `max_cost`, the most a run may cost in USD (priced with `pricing:`)."""
@@ -360,6 +381,9 @@ class EvalFile(_Model):
     # (the first listed is the baseline the others are compared with)
     # (names and `set` paths are checked with the workflow: evals/variants.py)
     variants: dict[str, VariantSpec] = Field(default_factory=dict, max_length=MAX_VARIANTS)
+    # `pairwise:` — a judge of each (case, epoch)'s two conversations, every variant
+    # against the first (evals/pairwise.py)
+    pairwise: PairwiseSpec | None = None
 
     @field_validator("gate")
     @classmethod

@@ -393,6 +393,8 @@ class EvalResult:
     rescored_from: str = ""  # the eval whose runs it scores again (`awf eval-rescore`)
     variants: list[str] = field(default_factory=list)  # the file's order; the first: baseline
     of_variant: str = ""  # this result is one variant's rows (`result.variant(name)`)
+    # the pairwise judge's decided pairs (`pairwise.PairOutcome`), every variant vs the first
+    pairs: list[Any] = field(default_factory=list)
     # comparisons made, by (baseline, seed): the table, the gates and --json share them
     _compared: dict[tuple[str, int], list[Any]] = field(
         default_factory=dict, init=False, repr=False, compare=False

@@ -10,6 +10,7 @@ Under the storage root (the runs' own, `awf_nb.store`):
     evals/<EVAL_ID>/cases.jsonl     the cases as they were read (resume runs these)
     evals/<EVAL_ID>/runs.jsonl      one line per run started: case, epoch, (variant,) run id
     evals/<EVAL_ID>/results.jsonl   one line per finished run (an `EvalRow`)
+    evals/<EVAL_ID>/pairwise.jsonl  one line per pair the pairwise judge decided
     evals/<EVAL_ID>/lock            held (flock) by the process running the eval: its pid,
                                     host and start, for the one it refuses
 
@@ -46,6 +47,7 @@ VARIANTS = "variants"
 CASES = "cases.jsonl"
 RUNS = "runs.jsonl"
 RESULTS = "results.jsonl"
+PAIRWISE = "pairwise.jsonl"
 LOCK = "lock"
 _ID_ATTEMPTS = 100
 # What a manifest's counts may be (the eval file's own bounds): a folder changed by hand to
@@ -316,6 +318,10 @@ class EvalFolder:
         """A finished run's row, on the disk before this returns (resume relies on it)."""
         self._append(RESULTS, row.as_dict())
 
+    def append_pairwise(self, outcome: Any) -> None:
+        """A judged pair (`pairwise.PairOutcome`), on the disk before this returns."""
+        self._append(PAIRWISE, outcome.as_dict())
+
     def _append(self, name: str, record: dict[str, Any], *, sync: bool = True) -> None:
         path = self.path / name
         data = _line(record)
@@ -396,6 +402,21 @@ class EvalFolder:
             rows[row.run_key] = row
         return list(rows.values())
 
+    def pairs(self) -> list[Any]:
+        """The pairs the pairwise judge decided (`pairwise.PairOutcome`; the last line per
+        pair wins), each checked."""
+        from awf_nb.evals.pairwise import PairOutcome
+
+        path = self.path / PAIRWISE
+        found: dict[tuple[str, int, str, str], PairOutcome] = {}
+        for number, record in _numbered_records(path):
+            try:
+                outcome = PairOutcome.from_dict(record)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise UserError(f"{path}:{number}: not a judged pair ({_reason(exc)})") from None
+            found[outcome.key] = outcome
+        return list(found.values())
+
     def runs(self) -> list[dict[str, Any]]:
         return [record for _, record in _numbered_records(self.path / RUNS)]
 
@@ -416,6 +437,7 @@ class EvalFolder:
             budget=manifest.budget,
             rescored_from=manifest.rescored_from,
             variants=list(manifest.variants),
+            pairs=self.pairs(),
         )
 
 
