@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from awf_nb.errors import UserError
+from awf_nb.evals.cassettes import cassette_options
 from awf_nb.evals.driver import (
     EvalOptions,
     EvalProgress,
     EvalRun,
-    cassette_options,
     resume_eval,
     start_eval,
 )

@@ -6,11 +6,7 @@ driver owns every write to the eval's folder (runs.jsonl as runs start, results.
 they finish, the manifest's status at the start and the end) and tells an `EvalProgress`
 (a frontend: the terminal's progress bar, the notebook's live table) what happens.
 
-Cassettes: `record` writes `DIR/<case>-<epoch>.cassette.jsonl` per run (in an eval with
-variants, `DIR/<variant>/<case>-<epoch>.cassette.jsonl`), `replay` serves
-each run from its own and needs every one of them before anything starts (a missing one
-is an error naming the case), `record-missing` replays those that exist and records the
-rest.
+Cassettes (recorded or replayed, one per run): evals/cassettes.py.
 
 Seeds: every run gets its own sampling seed, derived from the eval's seed (`--seed N`, or
 one drawn when the eval starts and kept in its folder) and the (case, epoch); so epochs
@@ -24,12 +20,17 @@ import asyncio
 import hashlib
 import os
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from awf_nb.errors import UserError
+from awf_nb.evals.cassettes import (
+    CassetteMode,
+    cassette_use,
+    check_cassettes,
+)
 from awf_nb.evals.datasets import Case
 from awf_nb.evals.executor import (
     ArtifactWriter,
@@ -42,13 +43,11 @@ from awf_nb.evals.executor import (
 )
 from awf_nb.evals.loader import EvalSpec
 from awf_nb.evals.results import EvalResult, EvalRow
-from awf_nb.evals.run_setup import CassetteUse, with_limits
+from awf_nb.evals.run_setup import with_limits
 from awf_nb.evals.storage import EvalFolder, Manifest, now_text
-from awf_nb.evals.variants import Variant, selected
+from awf_nb.evals.variants import selected, stored_variants
 from awf_nb.store import Store
 
-CassetteMode = Literal["record", "replay", "record-missing"]
-CASSETTE_SUFFIX = ".cassette.jsonl"
 EXECUTORS = ("local", "ray")
 
 
@@ -84,11 +83,6 @@ class EvalOptions:
     trace_content: bool = False
     budget: float | None = None  # USD for the whole eval (None: the file's `budget:`)
     variants: tuple[str, ...] = ()  # `--variant NAME`: these only (none: every variant)
-
-
-def cassette_path(folder: Path, case: Case, epoch: int, variant: str = "") -> Path:
-    name = f"{case.file_stem}-{epoch}{CASSETTE_SUFFIX}"
-    return folder / variant / name if variant else folder / name
 
 
 def run_seed(seed: int, case: str, epoch: int) -> int:
@@ -244,7 +238,7 @@ class EvalRun:
         file, base_dir = self.spec.file, self.spec.base_dir
         data = {"case": dict(case.row), "epoch": epoch, "env": env}
         seed = run_seed(self.manifest.seed, case.id, epoch)
-        cassette = self._cassette(case, epoch, variant)
+        cassette = cassette_use(self.manifest, case, epoch, variant)
         given = self.spec.variants[variant].inputs if variant else file.inputs
         try:
             inputs = {
@@ -281,56 +275,13 @@ class EvalRun:
             return WorkItem(case, epoch, seed=seed, setup_error=exc.message, variant=variant)
         return WorkItem(case, epoch, inputs, user, cassette, seed, variant=variant)
 
-    def _cassette(self, case: Case, epoch: int, variant: str) -> CassetteUse | None:
-        mode, folder = self.manifest.cassette_mode, self.manifest.cassette_dir
-        if not mode:
-            return None
-        path = cassette_path(Path(folder), case, epoch, variant)
-        if mode == "record":
-            return CassetteUse("record", path)
-        if mode == "replay" or path.is_file():
-            return CassetteUse("replay", path)
-        return CassetteUse("record", path)
-
-    def check_cassettes(self) -> None:
-        """Before anything runs: every cassette a replay needs exists, the folder a
-        recording writes to can be made."""
-        mode, folder = self.manifest.cassette_mode, Path(self.manifest.cassette_dir or ".")
-        if not mode:
-            return
-        if mode == "replay":
-            first: tuple[Case, int, str] | None = None
-            missing = 0
-            for case, epoch, variant in self.pending():
-                if not cassette_path(folder, case, epoch, variant).is_file():
-                    first = first or (case, epoch, variant)
-                    missing += 1
-            if first is not None:
-                case, epoch, variant = first
-                more = f" (and {missing - 1} more)" if missing > 1 else ""
-                of = f" of variant {variant}" if variant else ""
-                raise UserError(
-                    f'no cassette for case "{case.id}" epoch {epoch}{of}: '
-                    f"{cassette_path(folder, case, epoch, variant)} is missing{more}",
-                    hint=f"record them with --record-missing {folder}",
-                )
-            return
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            for variant in self.manifest.variants:
-                (folder / variant).mkdir(exist_ok=True)
-        except OSError as exc:
-            raise UserError(
-                f"cannot create the cassette folder {folder}: {exc.strerror or exc}"
-            ) from None
-
     async def execute(self, progress: EvalProgress | None = None) -> EvalResult:
         """Run every pending (case, epoch); return the eval's result.
 
         Cancelling it (Ctrl-C, Stop) cancels the runs in flight, marks the eval cancelled
         (resumable) and re-raises.
         """
-        self.check_cassettes()
+        check_cassettes(self.manifest, self.pending())
         self.folder.claim(self.manifest)
         self.manifest.stopped = ""
         plan = self.plan()
@@ -355,7 +306,9 @@ class EvalRun:
                 self.account(event.row)
                 self._finished(event.row, progress)
             if self.spec.file.pairwise is not None and not self.stopped:
-                await self._judge_pairs()
+                from awf_nb.evals.pairwise import judge_pairs
+
+                await judge_pairs(self)
             if (self.stopped or self.over_budget()) and self._unfinished():
                 self.stopped = "budget"
             status = "stopped" if self.stopped else "completed"
@@ -370,53 +323,6 @@ class EvalRun:
             if progress is not None:
                 progress.eval_finished(self.result())
         return self.result()
-
-    async def _judge_pairs(self) -> None:
-        """The pairwise judge over every pair not judged yet (evals/pairwise.py), as many
-        at once as the eval runs runs; each pair's line written as soon as it is decided."""
-        from awf_nb.evals.pairwise import PairJob, judge_pair, pending_pairs
-        from awf_nb.evals.run_setup import environment
-
-        spec = self.spec.file.pairwise
-        assert spec is not None
-        cases = {case.id: case for case in self.cases}
-        pending = iter(
-            pending_pairs(self.rows, self.manifest.variants, (p.key for p in self.pairs))
-        )
-        env = environment(self.env)
-
-        async def worker() -> None:
-            for a_row, b_row in pending:  # shared: each worker takes the next pair left
-                case = cases.get(a_row.case)
-                if case is None:
-                    continue
-                job = PairJob(case, a_row.epoch, a_row, b_row, self._pair_cassette(case, b_row))
-                outcome = await judge_pair(
-                    job, spec, store=self.folder.store, env=env, base_dir=self.spec.base_dir,
-                    seed=a_row.seed, transcript=self._transcript,
-                )  # fmt: skip
-                await asyncio.to_thread(self.folder.append_pairwise, outcome)
-                self.pairs.append(outcome)
-
-        await asyncio.gather(*(worker() for _ in range(self.manifest.concurrency)))
-
-    def _pair_cassette(self, case: Case, row: EvalRow) -> tuple[str, Path] | None:
-        mode, folder = self.manifest.cassette_mode, self.manifest.cassette_dir
-        if not mode:
-            return None
-        path = cassette_path(Path(folder) / "pairwise", case, row.epoch, row.variant)
-        if mode == "record":
-            return ("record", path)
-        return ("replay", path) if mode == "replay" or path.is_file() else ("record", path)
-
-    def _transcript(self, case: Case, row: EvalRow) -> str:
-        """A finished run's conversation as judges read it (`{{.transcript}}`)."""
-        from awf_nb.evals.scorers import FinishedRun
-        from awf_nb.secrets import Masker
-
-        state = self.folder.store.load_state(row.run_id)
-        finished = FinishedRun.of(case, row.epoch, state, Masker(), seconds=row.seconds)
-        return str(finished.data()["transcript"])
 
     def _unfinished(self) -> bool:
         finished = {row.run_key for row in self.rows}
@@ -597,7 +503,7 @@ def resume_eval(
         base_dir=Path(manifest.base_dir),
         label=manifest.eval_path or "<eval>",
         path=Path(manifest.eval_path) if manifest.eval_path else None,
-        variants=_stored_variants(folder, manifest, file),
+        variants=stored_variants(folder, manifest, file),
     )
     if manifest.rescored_from:
         raise UserError(
@@ -624,27 +530,6 @@ def resume_eval(
             hint=f"give a larger budget: awf eval --resume {folder.eval_id} --budget USD",
         )
     return run
-
-
-def _stored_variants(folder: EvalFolder, manifest: Manifest, file: Any) -> dict[str, Variant]:
-    """The variants of an eval being resumed: each workflow text as it was run (its `set:`
-    values already in it), its inputs from the stored eval file."""
-    from awf_nb.workflow.loader import load_text
-
-    variants: dict[str, Variant] = {}
-    for name in manifest.variants:
-        spec = file.variants.get(name)
-        if spec is None:
-            raise UserError(f"eval {folder.eval_id}: variant {name} is not in its eval.json")
-        path = Path(spec.workflow) if spec.workflow else None
-        workflow = load_text(
-            folder.workflow_text(name),
-            file=f"{spec.workflow or '<workflow>'} (variant {name})",
-            base_dir=path.parent if path else Path(manifest.base_dir),
-            path=path,
-        )
-        variants[name] = Variant(name, workflow, {**file.inputs, **spec.inputs}, spec.description)
-    return variants
 
 
 def check_budget(budget: float | None) -> float | None:
@@ -680,26 +565,3 @@ def _cwd(cwd: Path | None) -> Path:
 def _check_range(flag: str, value: Any, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise UserError(f"{flag} must be a whole number from {low} to {high}, got {value!r}")
-
-
-def cassette_options(
-    record: str | os.PathLike[str] | None,
-    replay: str | os.PathLike[str] | None,
-    record_missing: str | os.PathLike[str] | None,
-) -> tuple[CassetteMode | None, Path | None]:
-    """The cassette mode and folder `--record` / `--replay` / `--record-missing` ask for."""
-    given: Sequence[tuple[CassetteMode, Any]] = [
-        (mode, value)
-        for mode, value in (
-            ("record", record),
-            ("replay", replay),
-            ("record-missing", record_missing),
-        )
-        if value is not None
-    ]
-    if len(given) > 1:
-        raise UserError("--record, --replay and --record-missing exclude each other: choose one")
-    if not given:
-        return None, None
-    mode, value = given[0]
-    return mode, Path(value).expanduser()

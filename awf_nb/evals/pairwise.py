@@ -30,6 +30,7 @@ from awf_nb.errors import AwfError
 
 if TYPE_CHECKING:
     from awf_nb.evals.datasets import Case
+    from awf_nb.evals.driver import EvalRun
     from awf_nb.evals.model import PairwiseSpec
     from awf_nb.evals.results import EvalRow
     from awf_nb.store import Store
@@ -255,3 +256,55 @@ def pending_pairs(
             if b_row is not None and (case, epoch, base, other) not in judged:
                 found.append((a_row, b_row))
     return found
+
+
+async def judge_pairs(run: EvalRun) -> None:
+    """The pairwise judge over every pair of `run` not judged yet, as many at once as the
+    eval runs runs; each pair's line written as soon as it is decided."""
+    import asyncio
+
+    from awf_nb.evals.run_setup import environment
+
+    spec = run.spec.file.pairwise
+    assert spec is not None
+    cases = {case.id: case for case in run.cases}
+    pending = iter(pending_pairs(run.rows, run.manifest.variants, (p.key for p in run.pairs)))
+    env = environment(run.env)
+
+    async def worker() -> None:
+        for a_row, b_row in pending:  # shared: each worker takes the next pair left
+            case = cases.get(a_row.case)
+            if case is None:
+                continue
+            job = PairJob(case, a_row.epoch, a_row, b_row, _pair_cassette(run, case, b_row))
+            outcome = await judge_pair(
+                job, spec, store=run.folder.store, env=env, base_dir=run.spec.base_dir,
+                seed=a_row.seed, transcript=lambda c, r: _transcript(run, c, r),
+            )  # fmt: skip
+            await asyncio.to_thread(run.folder.append_pairwise, outcome)
+            run.pairs.append(outcome)
+
+    await asyncio.gather(*(worker() for _ in range(run.manifest.concurrency)))
+
+
+def _pair_cassette(run: EvalRun, case: Case, row: EvalRow) -> tuple[str, Path] | None:
+    """Where the judge turns of a pair are recorded or replayed from, with cassettes."""
+    from awf_nb.evals.cassettes import cassette_path
+
+    mode, folder = run.manifest.cassette_mode, run.manifest.cassette_dir
+    if not mode:
+        return None
+    path = cassette_path(Path(folder) / "pairwise", case, row.epoch, row.variant)
+    if mode == "record":
+        return ("record", path)
+    return ("replay", path) if mode == "replay" or path.is_file() else ("record", path)
+
+
+def _transcript(run: EvalRun, case: Case, row: EvalRow) -> str:
+    """A finished run's conversation as judges read it (`{{.transcript}}`)."""
+    from awf_nb.evals.scorers import FinishedRun
+    from awf_nb.secrets import Masker
+
+    state = run.folder.store.load_state(row.run_id)
+    finished = FinishedRun.of(case, row.epoch, state, Masker(), seconds=row.seconds)
+    return str(finished.data()["transcript"])

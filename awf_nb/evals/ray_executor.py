@@ -179,6 +179,13 @@ def relocate(path: Path | None, old: Path, new: Path) -> Path | None:
         return path
 
 
+def relocated(workflow: Workflow, old: Path, new: Path) -> Workflow:
+    """`workflow` with its file and folder moved from the driver's `old` to `new`."""
+    update = {"source_path": relocate(workflow.source_path, old, new),
+              "source_dir": relocate(workflow.source_dir, old, new)}  # fmt: skip
+    return workflow.model_copy(update=update)
+
+
 class CaseWorker:
     """A Ray actor: runs work items, `concurrency` at a time, in its own store."""
 
@@ -196,19 +203,11 @@ class CaseWorker:
         os.chdir(here)  # the actor's own process: relative paths are the job's
         self.store = EvalRunStore(self.dir / "storage")
         there = Path(driver_cwd)
-
-        def moved(workflow: Workflow) -> Workflow:
-            return workflow.model_copy(
-                update={
-                    "source_path": relocate(workflow.source_path, there, here),
-                    "source_dir": relocate(workflow.source_dir, there, here),
-                }
-            )
-
+        variants = plan.variant_workflows
         self.plan = replace(
             plan,
-            workflow=moved(plan.workflow),
-            variant_workflows={name: moved(w) for name, w in plan.variant_workflows.items()},
+            workflow=relocated(plan.workflow, there, here),
+            variant_workflows={name: relocated(w, there, here) for name, w in variants.items()},
             items=[],
             cwd=here,
             base_dir=relocate(plan.base_dir, there, here) or here,

@@ -26,13 +26,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from awf_nb.errors import DefinitionError, Problem, UserError
 from awf_nb.evals.model import VARIANT_NAME, EvalFile, VariantSpec
 from awf_nb.workflow.model import Workflow
+
+if TYPE_CHECKING:
+    from awf_nb.evals.storage import EvalFolder, Manifest
 
 
 @dataclass(frozen=True)
@@ -200,3 +203,24 @@ def load_variants(
                 continue
         variants[name] = Variant(name, workflow, {**model.inputs, **spec.inputs}, spec.description)
     return variants, problems
+
+
+def stored_variants(folder: EvalFolder, manifest: Manifest, file: EvalFile) -> dict[str, Variant]:
+    """The variants of an eval being resumed: each workflow text as it was run (its `set:`
+    values already in it), its inputs from the stored eval file."""
+    from awf_nb.workflow.loader import load_text
+
+    variants: dict[str, Variant] = {}
+    for name in manifest.variants:
+        spec = file.variants.get(name)
+        if spec is None:
+            raise UserError(f"eval {folder.eval_id}: variant {name} is not in its eval.json")
+        path = Path(spec.workflow) if spec.workflow else None
+        workflow = load_text(
+            folder.workflow_text(name),
+            file=f"{spec.workflow or '<workflow>'} (variant {name})",
+            base_dir=path.parent if path else Path(manifest.base_dir),
+            path=path,
+        )
+        variants[name] = Variant(name, workflow, {**file.inputs, **spec.inputs}, spec.description)
+    return variants
