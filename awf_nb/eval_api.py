@@ -46,6 +46,7 @@ class EvalKeywords(TypedDict, total=False):
     seed: int | None
     pricing: Mapping[str, Any] | None
     budget: float | None
+    variants: Sequence[str] | None
     resume: str | None
     rescore: str | None
     limit: int | None
@@ -77,6 +78,7 @@ async def aevaluate(
     seed: int | None = None,
     pricing: Mapping[str, Any] | None = None,
     budget: float | None = None,
+    variants: Sequence[str] | None = None,
     resume: str | None = None,
     rescore: str | None = None,
     limit: int | None = None,
@@ -106,6 +108,8 @@ async def aevaluate(
 
     Cost: `pricing` (USD per million tokens, by model) prices the tokens; `budget` (USD)
     stops starting runs once the eval has spent it (the eval ends `stopped`).
+    `variants`: of an eval file's `variants:`, these only (default: all of them); the
+    result compares them (`res.compare("baseline", "other")`, `res.comparisons()`).
     `resume=EVAL_ID` finishes an earlier eval instead (alone, or with `concurrency` and a
     larger `budget`). `rescore=EVAL_ID` scores that eval's stored runs again as a new
     eval, with `scorers` (a list, or a scorers file's path; default: its own) — no run
@@ -150,7 +154,7 @@ async def aevaluate(
     run = prepare_eval(
         spec, limit=limit, record=record, replay=replay, record_missing=record_missing,
         executor=executor, ray_address=ray_address, workers=workers, storage=storage,
-        cwd=base, env=env, budget=budget, **file_overrides,
+        cwd=base, env=env, budget=budget, variants=variants, **file_overrides,
     )  # fmt: skip
     if progress is None:
         progress = _progress(show)

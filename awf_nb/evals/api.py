@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from awf_nb.errors import UserError
+from awf_nb.evals.cassettes import cassette_options
 from awf_nb.evals.driver import (
     EvalOptions,
     EvalProgress,
     EvalRun,
-    cassette_options,
     resume_eval,
     start_eval,
 )
@@ -142,10 +142,11 @@ def prepare_eval(
     otlp: str | None = None,
     trace_content: bool = False,
     budget: float | None = None,
+    variants: Sequence[str] | None = None,
 ) -> EvalRun:
     """A new eval, ready to `await run.execute(progress)`: `spec` an `EvalSpec` or the
     path of an eval file. `otlp` / `trace_content`: the runs' traces
-    (docs/observability.md)."""
+    (docs/observability.md). `variants`: of the file's variants, these only."""
     if not isinstance(spec, EvalSpec):
         spec = load_eval(spec, cwd=cwd)
     mode, folder = cassette_options(record, replay, record_missing)
@@ -153,7 +154,7 @@ def prepare_eval(
         epochs=epochs, limit=limit, concurrency=concurrency, seed=seed, cassette_mode=mode,
         cassette_dir=folder, executor=executor, ray_address=ray_address, workers=workers,
         otlp=otlp, trace_content=trace_content,
-        budget=budget,
+        budget=budget, variants=tuple(variants or ()),
     )  # fmt: skip
     return start_eval(
         spec, options, store=_store(storage), cwd=cwd, env=None if env is None else dict(env)

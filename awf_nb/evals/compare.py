@@ -184,6 +184,9 @@ def describe(s: ScorerComparison) -> str:
             f"{s.cases} cases")  # fmt: skip
     if s.metric == "pass rate":
         text += f"; {s.better} better, {s.worse} worse"
+    elif s.metric == "wins - losses":
+        ties = s.cases - s.better - s.worse
+        text += f"; cases won {s.better}, lost {s.worse}, tied {ties}"
     if s.p_value is not None:
         text += f"; p={s.p_value:.4g} (adjusted {s.p_adjusted:.4g})"
     text += f": {s.verdict}"
@@ -241,6 +244,7 @@ def compare_rows(
     seed: int = stats.DEFAULT_SEED,
     extra_p_values: Sequence[float] = (),
     kinds: dict[str, str] | None = None,
+    pairs: Sequence[Any] = (),
 ) -> Comparison:
     """B against A (the baseline), paired by case, for every scorer and `passed`.
 
@@ -283,6 +287,8 @@ def compare_rows(
                 p_value=stats.mcnemar_exact(worse, better) if not numeric else boot.p_value,
             )  # fmt: skip
         raw.append(entry)
+    if pairs:
+        raw.append(_pairwise_entry(pairs, resamples=resamples, seed=seed))
     own = [e["p_value"] for e in raw]
     adjusted = stats.holm([*own, *extra_p_values])[: len(own)]
     total = sum(1 for p in own if p is not None) + len(extra_p_values)
@@ -293,6 +299,43 @@ def compare_rows(
         out.append(ScorerComparison(**entry))
     return Comparison(a, b, tuple(out), total, tuple(sorted(a_cases - b_cases)),
                       tuple(sorted(b_cases - a_cases)))  # fmt: skip
+
+
+def _pairwise_entry(pairs: Sequence[Any], *, resamples: int, seed: int) -> dict[str, Any]:
+    """The pairwise judge's outcomes (`pairwise.PairOutcome`, B against A) as one more
+    line of the comparison: per case the mean of its epochs' +1 (B won), 0 (tie), -1 (A
+    won); over cases the bootstrap interval of that mean and McNemar's exact test on the
+    cases B won against those it lost. Pairs the judge could not decide are left out."""
+    per_case: dict[str, list[Any]] = {}
+    for pair in pairs:
+        if pair.outcome != "error":
+            per_case.setdefault(pair.case, []).append(pair)
+    cases = sorted(per_case)
+    means = {c: math.fsum(p.value for p in per_case[c]) / len(per_case[c]) for c in cases}
+    flips = tuple(
+        Flip(c, "better" if means[c] > 0 else "worse",
+             tuple(p.a_run for p in per_case[c]), tuple(p.b_run for p in per_case[c]))
+        for c in cases if means[c] != 0
+    )  # fmt: skip
+    better = sum(1 for f in flips if f.direction == "better")
+    worse = len(flips) - better
+    decided = [p for c in cases for p in per_case[c]]
+    entry: dict[str, Any] = {
+        "scorer": "pairwise", "metric": "wins - losses", "cases": len(cases),
+        "better": better, "worse": worse, "flips": flips,
+        "a_mean": None, "b_mean": None, "difference": None, "low": None, "high": None,
+        "p_value": None,
+    }  # fmt: skip
+    if cases:
+        boot = stats.paired_bootstrap([means[c] for c in cases], resamples=resamples, seed=seed)
+        entry.update(
+            # the share of judged pairs each side won (ties make up the rest)
+            a_mean=sum(1 for p in decided if p.outcome == "loss") / len(decided),
+            b_mean=sum(1 for p in decided if p.outcome == "win") / len(decided),
+            difference=boot.mean, low=boot.low, high=boot.high,
+            p_value=stats.mcnemar_exact(worse, better),
+        )  # fmt: skip
+    return entry
 
 
 def _verdict(entry: dict[str, Any], p_adjusted: float | None) -> tuple[str, str]:
@@ -314,10 +357,54 @@ def compare_results(
     """`awf eval-show A --vs B`: the statistics over the scorers both evals have."""
     names_a = [name for name, _ in before.scorers]
     names_b = {name for name, _ in after.scorers}
+    pairs = []
+    if before.of_variant and after.of_variant:  # two variants of one eval
+        pairs = [p for p in after.pairs if (p.a, p.b) == (before.of_variant, after.of_variant)]
     return compare_rows(
         before.rows, after.rows, [n for n in names_a if n in names_b],
-        a=before.eval_id, b=after.eval_id, seed=seed, kinds=dict(before.scorers),
+        a=before.of_variant or before.eval_id, b=after.of_variant or after.eval_id,
+        seed=seed, kinds=dict(before.scorers), pairs=pairs,
     )  # fmt: skip
+
+
+def compare_variants(
+    result: EvalResult,
+    baseline: str = "",
+    *,
+    seed: int = stats.DEFAULT_SEED,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+) -> list[Comparison]:
+    """Every other variant of `result` against `baseline` (default: the first variant),
+    paired by case; the p-values of all of them Holm-adjusted together (more variants,
+    more chances of a difference by chance)."""
+    if len(result.variants) < 2:
+        return []
+    base = baseline or result.variants[0]
+    result.variant(base)  # an unknown name is an error naming the variants
+    names = [name for name, _ in result.scorers]
+    kinds = dict(result.scorers)
+    rows = {name: [row for row in result.rows if row.variant == name] for name in result.variants}
+    others = [name for name in result.variants if name != base]
+
+    def one(other: str, extra: Sequence[float]) -> Comparison:
+        # the pairwise judge compares every variant with the first only
+        pairs = [p for p in result.pairs if p.a == base and p.b == other]
+        return compare_rows(rows[base], rows[other], names, a=base, b=other, seed=seed,
+                            extra_p_values=extra, kinds=kinds, resamples=resamples,
+                            pairs=pairs)  # fmt: skip
+
+    first = {other: one(other, ()) for other in others}
+    if len(others) == 1:
+        return list(first.values())
+    found = []
+    for other in others:
+        extra = [
+            s.p_value
+            for name, comparison in first.items() if name != other
+            for s in comparison.scorers if s.p_value is not None
+        ]  # fmt: skip
+        found.append(one(other, extra))
+    return found
 
 
 def check_pairing(baseline: EvalResult, run: Any) -> None:

@@ -6,14 +6,12 @@ driver owns every write to the eval's folder (runs.jsonl as runs start, results.
 they finish, the manifest's status at the start and the end) and tells an `EvalProgress`
 (a frontend: the terminal's progress bar, the notebook's live table) what happens.
 
-Cassettes: `record` writes `DIR/<case>-<epoch>.cassette.jsonl` per run, `replay` serves
-each run from its own and needs every one of them before anything starts (a missing one
-is an error naming the case), `record-missing` replays those that exist and records the
-rest.
+Cassettes (recorded or replayed, one per run): evals/cassettes.py.
 
 Seeds: every run gets its own sampling seed, derived from the eval's seed (`--seed N`, or
 one drawn when the eval starts and kept in its folder) and the (case, epoch); so epochs
-differ from each other, and an eval started with the same seed samples the same way.
+differ from each other, an eval started with the same seed samples the same way, and the
+variants of an eval (evals/variants.py) run each (case, epoch) with the same seed: paired.
 """
 
 from __future__ import annotations
@@ -22,12 +20,17 @@ import asyncio
 import hashlib
 import os
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from awf_nb.errors import UserError
+from awf_nb.evals.cassettes import (
+    CassetteMode,
+    cassette_use,
+    check_cassettes,
+)
 from awf_nb.evals.datasets import Case
 from awf_nb.evals.executor import (
     ArtifactWriter,
@@ -40,12 +43,11 @@ from awf_nb.evals.executor import (
 )
 from awf_nb.evals.loader import EvalSpec
 from awf_nb.evals.results import EvalResult, EvalRow
-from awf_nb.evals.run_setup import CassetteUse, with_limits
+from awf_nb.evals.run_setup import with_limits
 from awf_nb.evals.storage import EvalFolder, Manifest, now_text
+from awf_nb.evals.variants import selected, stored_variants
 from awf_nb.store import Store
 
-CassetteMode = Literal["record", "replay", "record-missing"]
-CASSETTE_SUFFIX = ".cassette.jsonl"
 EXECUTORS = ("local", "ray")
 
 
@@ -55,7 +57,7 @@ class EvalProgress(Protocol):
 
     def eval_started(self, run: EvalRun) -> None: ...
 
-    def run_started(self, case: str, epoch: int, run_id: str) -> None: ...
+    def run_started(self, case: str, epoch: int, run_id: str, variant: str = "") -> None: ...
 
     def run_finished(self, row: EvalRow) -> None: ...
 
@@ -80,10 +82,7 @@ class EvalOptions:
     otlp: str | None = None
     trace_content: bool = False
     budget: float | None = None  # USD for the whole eval (None: the file's `budget:`)
-
-
-def cassette_path(folder: Path, case: Case, epoch: int) -> Path:
-    return folder / f"{case.file_stem}-{epoch}{CASSETTE_SUFFIX}"
+    variants: tuple[str, ...] = ()  # `--variant NAME`: these only (none: every variant)
 
 
 def run_seed(seed: int, case: str, epoch: int) -> int:
@@ -108,17 +107,17 @@ class PendingItems:
 
     def __contains__(self, item: object) -> bool:
         return isinstance(item, WorkItem) and any(
-            (case.id, epoch) == item.key for case, epoch in self.run.pending()
+            (case.id, epoch, variant) == item.key for case, epoch, variant in self.run.pending()
         )
 
     def __iter__(self) -> Iterator[WorkItem]:
-        for case, epoch in self.run.pending():
+        for case, epoch, variant in self.run.pending():
             if self.run.over_budget():
                 # the runs in flight finish; no new one starts (`--resume --budget`)
                 self.run.stopped = "budget"
                 return
             self.built += 1
-            yield self.run._item(case, epoch, self.env)
+            yield self.run._item(case, epoch, variant, self.env)
 
 
 class EvalRun:
@@ -144,7 +143,7 @@ class EvalRun:
         self.cwd = cwd
         self.env = env
         self.executor = executor
-        self.in_flight: dict[tuple[str, int], str] = {}
+        self.in_flight: dict[tuple[str, int, str], str] = {}
         self.rows: list[EvalRow] = list(done)
         self.planned: PendingItems | None = None  # the work items of `execute`
         self.otlp: str | None = None  # traces: see EvalOptions
@@ -153,14 +152,15 @@ class EvalRun:
         # USD spent so far (runs and judges), each row counted once: `account` is told of
         # a row by the executor as soon as it is scored, and by `execute` when it arrives.
         self.spent = 0.0
-        self._counted: set[tuple[str, int]] = set()
+        self._counted: set[tuple[str, int, str]] = set()
+        self.pairs: list[Any] = folder.pairs()  # the pairwise judge's, decided so far
         for row in done:
             self.account(row)
 
     def account(self, row: EvalRow) -> None:
-        if row.key in self._counted:
+        if row.run_key in self._counted:
             return
-        self._counted.add(row.key)
+        self._counted.add(row.run_key)
         self.spent += row.total_cost or 0.0
 
     def over_budget(self) -> bool:
@@ -179,27 +179,42 @@ class EvalRun:
     def scorers(self) -> list[tuple[str, str]]:
         return self.manifest.scorers
 
-    def pending(self) -> Iterator[tuple[Case, int]]:
-        """The (case, epoch) pairs without a row, in order, one at a time (never all
-        of them in memory: an eval may plan up to `max_runs` of them)."""
-        finished = {row.key for row in self.done}
-        for epoch in range(1, self.manifest.epochs + 1):
-            for case in self.cases:
-                if (case.id, epoch) not in finished:
-                    yield case, epoch
+    @property
+    def variants(self) -> list[str]:
+        """The variants run ([""]: the eval has none)."""
+        return list(self.manifest.variants) or [""]
+
+    def pending(self) -> Iterator[tuple[Case, int, str]]:
+        """The (case, epoch, variant) runs without a row, in order, one at a time (never
+        all of them in memory: an eval may plan up to `max_runs` of them). A case's
+        variants come one after the other, so an eval stopped early leaves pairs."""
+        finished = {row.run_key for row in self.done}
+        for case, epoch, variant in self.pending_all():
+            if (case.id, epoch, variant) not in finished:
+                yield case, epoch, variant
 
     def pending_count(self) -> int:
         ids = {case.id for case in self.cases}
-        finished = {row.key for row in self.done if row.case in ids}
-        finished = {key for key in finished if 1 <= key[1] <= self.manifest.epochs}
-        return len(self.cases) * self.manifest.epochs - len(finished)
+        variants = set(self.variants)
+        epochs = self.manifest.epochs
+        finished = {
+            row.run_key for row in self.done
+            if row.case in ids and row.variant in variants and 1 <= row.epoch <= epochs
+        }  # fmt: skip
+        return len(self.cases) * self.manifest.epochs * len(variants) - len(finished)
 
     def plan(self) -> EvalPlan:
         from awf_nb.evals.run_setup import environment
 
         env = environment(self.env)  # `.env` of the eval file's templates
+        limits = self.spec.file.limits
         return EvalPlan(
-            workflow=with_limits(self.spec.workflow, self.spec.file.limits),
+            workflow=with_limits(self.spec.workflow, limits),
+            variant_workflows={
+                name: with_limits(variant.workflow, limits)
+                for name, variant in self.spec.variants.items()
+                if name in self.manifest.variants
+            },
             scorers=list(self.spec.file.scorers),
             items=PendingItems(self, env),
             concurrency=self.manifest.concurrency,
@@ -215,7 +230,7 @@ class EvalRun:
             on_row=self.account,
         )
 
-    def _item(self, case: Case, epoch: int, env: dict[str, str]) -> WorkItem:
+    def _item(self, case: Case, epoch: int, variant: str, env: dict[str, str]) -> WorkItem:
         from awf_nb.engine.partner import SimulatedUser
         from awf_nb.errors import AwfError
         from awf_nb.evals.scorers import render_case_template, render_case_value
@@ -223,12 +238,13 @@ class EvalRun:
         file, base_dir = self.spec.file, self.spec.base_dir
         data = {"case": dict(case.row), "epoch": epoch, "env": env}
         seed = run_seed(self.manifest.seed, case.id, epoch)
-        cassette = self._cassette(case, epoch)
+        cassette = cassette_use(self.manifest, case, epoch, variant)
+        given = self.spec.variants[variant].inputs if variant else file.inputs
         try:
             inputs = {
                 name: render_case_template(value, data, what=f"inputs.{name}", base_dir=base_dir)
                 if isinstance(value, str) else value
-                for name, value in file.inputs.items()
+                for name, value in given.items()
             }  # fmt: skip
             user = None
             if file.user is not None and case.replies is None:
@@ -256,48 +272,8 @@ class EvalRun:
                     max_chars=spec.max_chars,
                 )
         except AwfError as exc:
-            return WorkItem(case, epoch, seed=seed, setup_error=exc.message)
-        return WorkItem(case, epoch, inputs, user, cassette, seed)
-
-    def _cassette(self, case: Case, epoch: int) -> CassetteUse | None:
-        mode, folder = self.manifest.cassette_mode, self.manifest.cassette_dir
-        if not mode:
-            return None
-        path = cassette_path(Path(folder), case, epoch)
-        if mode == "record":
-            return CassetteUse("record", path)
-        if mode == "replay" or path.is_file():
-            return CassetteUse("replay", path)
-        return CassetteUse("record", path)
-
-    def check_cassettes(self) -> None:
-        """Before anything runs: every cassette a replay needs exists, the folder a
-        recording writes to can be made."""
-        mode, folder = self.manifest.cassette_mode, Path(self.manifest.cassette_dir or ".")
-        if not mode:
-            return
-        if mode == "replay":
-            first: tuple[Case, int] | None = None
-            missing = 0
-            for case, epoch in self.pending():
-                if not cassette_path(folder, case, epoch).is_file():
-                    first = first or (case, epoch)
-                    missing += 1
-            if first is not None:
-                case, epoch = first
-                more = f" (and {missing - 1} more)" if missing > 1 else ""
-                raise UserError(
-                    f'no cassette for case "{case.id}" epoch {epoch}: '
-                    f"{cassette_path(folder, case, epoch)} is missing{more}",
-                    hint=f"record them with --record-missing {folder}",
-                )
-            return
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UserError(
-                f"cannot create the cassette folder {folder}: {exc.strerror or exc}"
-            ) from None
+            return WorkItem(case, epoch, seed=seed, setup_error=exc.message, variant=variant)
+        return WorkItem(case, epoch, inputs, user, cassette, seed, variant=variant)
 
     async def execute(self, progress: EvalProgress | None = None) -> EvalResult:
         """Run every pending (case, epoch); return the eval's result.
@@ -305,7 +281,7 @@ class EvalRun:
         Cancelling it (Ctrl-C, Stop) cancels the runs in flight, marks the eval cancelled
         (resumable) and re-raises.
         """
-        self.check_cassettes()
+        check_cassettes(self.manifest, self.pending())
         self.folder.claim(self.manifest)
         self.manifest.stopped = ""
         plan = self.plan()
@@ -317,15 +293,22 @@ class EvalRun:
         try:
             async for event in self.executor.run(plan):
                 if isinstance(event, RunStarted):
-                    self.in_flight[(event.case, event.epoch)] = event.run_id
-                    self.folder.append_run(event.case, event.epoch, event.run_id)
+                    self.in_flight[event.key] = event.run_id
+                    self.folder.append_run(event.case, event.epoch, event.run_id, event.variant)
                     if progress is not None:
-                        progress.run_started(event.case, event.epoch, event.run_id)
+                        # `variant` only when there is one: a progress written before
+                        # variants existed (case, epoch, run_id) still works without them
+                        more = {"variant": event.variant} if event.variant else {}
+                        progress.run_started(event.case, event.epoch, event.run_id, **more)
                     continue
                 # the row's fsync off the loop: the runs in flight go on meanwhile
                 await asyncio.to_thread(self._store_outcome, event, writer)
                 self.account(event.row)
                 self._finished(event.row, progress)
+            if self.spec.file.pairwise is not None and not self.stopped:
+                from awf_nb.evals.pairwise import judge_pairs
+
+                await judge_pairs(self)
             if (self.stopped or self.over_budget()) and self._unfinished():
                 self.stopped = "budget"
             status = "stopped" if self.stopped else "completed"
@@ -342,13 +325,15 @@ class EvalRun:
         return self.result()
 
     def _unfinished(self) -> bool:
-        finished = {row.key for row in self.rows}
-        return any((case.id, epoch) not in finished for case, epoch in self.pending_all())
+        finished = {row.run_key for row in self.rows}
+        return any((case.id, epoch, v) not in finished for case, epoch, v in self.pending_all())
 
-    def pending_all(self) -> Iterator[tuple[Case, int]]:
+    def pending_all(self) -> Iterator[tuple[Case, int, str]]:
+        variants = self.variants
         for epoch in range(1, self.manifest.epochs + 1):
             for case in self.cases:
-                yield case, epoch
+                for variant in variants:
+                    yield case, epoch, variant
 
     def _store_outcome(self, outcome: RunOutcome, writer: ArtifactWriter) -> None:
         if outcome.artifacts is not None:
@@ -356,7 +341,7 @@ class EvalRun:
         self.folder.append_result(outcome.row)
 
     def _finished(self, row: EvalRow, progress: EvalProgress | None) -> None:
-        self.in_flight.pop(row.key, None)
+        self.in_flight.pop(row.run_key, None)
         self.rows.append(row)
         if progress is not None:
             progress.run_finished(row)
@@ -376,6 +361,8 @@ class EvalRun:
             stopped=self.manifest.stopped,
             budget=self.manifest.budget,
             rescored_from=self.manifest.rescored_from,
+            variants=list(self.manifest.variants),
+            pairs=list(self.pairs),
         )
 
 
@@ -426,7 +413,8 @@ def start_eval(
         options.executor, store, ray_address=options.ray_address, workers=options.workers
     )
     cases = spec.cases[: options.limit] if options.limit else list(spec.cases)
-    check_run_count(len(cases), epochs, file.max_runs, spec.label)
+    variants = selected(list(spec.variants), options.variants)
+    check_run_count(len(cases) * max(len(variants), 1), epochs, file.max_runs, spec.label)
     seed = options.seed if options.seed is not None else file.seed
     if seed is None:
         seed = secrets.randbits(32)
@@ -441,7 +429,7 @@ def start_eval(
         eval_path=str(spec.path or ""),
         base_dir=str(spec.base_dir),
         created_at=now_text(),
-        total=len(cases) * epochs,
+        total=len(cases) * epochs * max(len(variants), 1),
         cases=len(cases),
         epochs=epochs,
         concurrency=concurrency,
@@ -451,11 +439,16 @@ def start_eval(
         scorers=[(s.name, s.kind) for s in file.scorers],
         executor=executor.name,
         budget=budget,
+        variants=variants,
     )
     resolved = file.model_dump(mode="json", by_alias=True)
     resolved.update(epochs=epochs, concurrency=concurrency, seed=seed)
     resolved["workflow"] = str(spec.workflow.source_path or spec.file.workflow)
-    folder.write_start(manifest, resolved, spec.workflow.source_text, cases)
+    for name, variant in spec.variants.items():
+        # where the variant's workflow was read: its relative paths resolve there on resume
+        resolved["variants"][name]["workflow"] = str(variant.workflow.source_path or "")
+    texts = {name: spec.variants[name].workflow.source_text for name in variants}
+    folder.write_start(manifest, resolved, spec.workflow.source_text, cases, texts)
     run = EvalRun(spec, folder, manifest, cases, [], cwd=_cwd(cwd), env=env, executor=executor)
     run.otlp, run.trace_content = options.otlp, options.trace_content
     return run
@@ -497,7 +490,12 @@ def resume_eval(
         path=path,
     )
     cases = folder.cases()
-    check_run_count(len(cases), manifest.epochs, file.max_runs, f"eval {folder.eval_id}")
+    check_run_count(
+        len(cases) * max(len(manifest.variants), 1),
+        manifest.epochs,
+        file.max_runs,
+        f"eval {folder.eval_id}",
+    )
     spec = EvalSpec(
         file=file,
         workflow=workflow,
@@ -505,6 +503,7 @@ def resume_eval(
         base_dir=Path(manifest.base_dir),
         label=manifest.eval_path or "<eval>",
         path=Path(manifest.eval_path) if manifest.eval_path else None,
+        variants=stored_variants(folder, manifest, file),
     )
     if manifest.rescored_from:
         raise UserError(
@@ -566,26 +565,3 @@ def _cwd(cwd: Path | None) -> Path:
 def _check_range(flag: str, value: Any, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise UserError(f"{flag} must be a whole number from {low} to {high}, got {value!r}")
-
-
-def cassette_options(
-    record: str | os.PathLike[str] | None,
-    replay: str | os.PathLike[str] | None,
-    record_missing: str | os.PathLike[str] | None,
-) -> tuple[CassetteMode | None, Path | None]:
-    """The cassette mode and folder `--record` / `--replay` / `--record-missing` ask for."""
-    given: Sequence[tuple[CassetteMode, Any]] = [
-        (mode, value)
-        for mode, value in (
-            ("record", record),
-            ("replay", replay),
-            ("record-missing", record_missing),
-        )
-        if value is not None
-    ]
-    if len(given) > 1:
-        raise UserError("--record, --replay and --record-missing exclude each other: choose one")
-    if not given:
-        return None, None
-    mode, value = given[0]
-    return mode, Path(value).expanduser()

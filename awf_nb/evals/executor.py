@@ -59,10 +59,11 @@ class WorkItem:
     # Why the run cannot start (an input template that does not render): reported as the
     # row's error, without a run.
     setup_error: str = ""
+    variant: str = ""  # the eval's variant ("" when it has none)
 
     @property
-    def key(self) -> tuple[str, int]:
-        return (self.case.id, self.epoch)
+    def key(self) -> tuple[str, int, str]:
+        return (self.case.id, self.epoch, self.variant)
 
 
 @dataclass
@@ -87,6 +88,15 @@ class EvalPlan:
     # Told of each finished row as soon as it is scored, before the next item is taken
     # (the eval's `budget` stops handing out items on it); not pickled to other machines.
     on_row: Callable[[EvalRow], None] | None = None
+    # each variant's workflow (limits applied), by name; an item of variant "" runs `workflow`
+    variant_workflows: Mapping[str, Workflow] = field(default_factory=dict)
+
+    def workflow_of(self, item: WorkItem) -> Workflow:
+        return self.variant_workflows[item.variant] if item.variant else self.workflow
+
+    def workflows(self) -> list[Workflow]:
+        """Every workflow the plan runs."""
+        return [self.workflow, *self.variant_workflows.values()]
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,11 @@ class RunStarted:
     case: str
     epoch: int
     run_id: str
+    variant: str = ""
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.case, self.epoch, self.variant)
 
 
 @dataclass(frozen=True)
@@ -230,13 +245,16 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     from awf_nb.evals import run_setup
     from awf_nb.evals.scorers import FinishedRun, ScoringContext
 
-    row = EvalRow(case=item.case.id, epoch=item.epoch, seed=item.seed)
+    row = EvalRow(case=item.case.id, epoch=item.epoch, seed=item.seed, variant=item.variant)
+    workflow = plan.workflow_of(item)
     if item.setup_error:
         row.error, row.error_kind = item.setup_error, "setup"
         return RunOutcome(row)
     # The run's commands (and templates, as `.env`) know which case and epoch they serve.
     env = run_setup.environment(plan.env)
     env.update(AWF_EVAL_CASE=item.case.id, AWF_EVAL_EPOCH=str(item.epoch))
+    if item.variant:
+        env["AWF_EVAL_VARIANT"] = item.variant
     if item.seed is not None:
         env["AWF_EVAL_SEED"] = str(item.seed)
     from awf_nb.evals.pricing import model_of, run_cost, turn_cost
@@ -250,19 +268,19 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
         from awf_nb.engine.limits import CostLimit
 
         def spent(state: Any) -> float | None:
-            return run_cost(plan.pricing, plan.workflow, state, user)
+            return run_cost(plan.pricing, workflow, state, user)
 
         cost_limit = CostLimit(plan.max_cost, spent)
     # The run's spans carry what it cost, priced as the eval's table prices it.
     trace_cost = TraceCost(
         turn=lambda step, tokens_in, tokens_out: turn_cost(
-            plan.pricing, plan.workflow, step, tokens_in, tokens_out
+            plan.pricing, workflow, step, tokens_in, tokens_out
         ),
-        run=lambda state: run_cost(plan.pricing, plan.workflow, state, user),
+        run=lambda state: run_cost(plan.pricing, workflow, state, user),
     )
     try:
         runner = run_setup.prepare_case_run(
-            plan.workflow,
+            workflow,
             item.inputs,
             store=store,
             user=item.user,
@@ -274,11 +292,11 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
             env=env,
             otlp=plan.otlp,
             trace_content=plan.trace_content,
-            # An eval's runs have no variant yet: the tag is added when they do.
             trace_tags={
                 "awf.eval.id": plan.eval_id,
                 "awf.eval.case": item.case.id,
                 "awf.eval.epoch": item.epoch,
+                **({"awf.eval.variant": item.variant} if item.variant else {}),
             },
             trace_cost=trace_cost,
             cost_limit=cost_limit,
@@ -288,11 +306,11 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
         row.error_kind = "cassette" if "cassette" in type(exc).__name__.lower() else "setup"
         return RunOutcome(row)
     row.run_id = runner.run_id
-    started(RunStarted(item.case.id, item.epoch, runner.run_id))
+    started(RunStarted(item.case.id, item.epoch, runner.run_id, item.variant))
     began = time.monotonic()
     state = await runner.execute()
     seconds = time.monotonic() - began
-    cost = run_cost(plan.pricing, plan.workflow, state, user)
+    cost = run_cost(plan.pricing, workflow, state, user)
     finished = FinishedRun.of(
         item.case, item.epoch, state, runner.masker, seconds=seconds, cost=cost
     )

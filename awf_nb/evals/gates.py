@@ -96,6 +96,30 @@ def check_gates(
     return out
 
 
+def check_result_gates(
+    gates: Sequence[Gate], result: Any, comparisons: dict[str, Any] | None = None
+) -> list[GateResult]:
+    """Each gate against an eval's result (`EvalResult`). In an eval with variants a
+    threshold gate (`passed >= 80%`) must hold for every variant run, each named in the
+    detail; `no_regression: NAME` compares the variants with variant NAME."""
+    scorers = [name for name, _ in result.scorers]
+    if not result.variants:
+        return check_gates(gates, result.summary, scorers=scorers, comparisons=comparisons)
+    summaries = {name: result.variant(name).summary for name in result.variants}
+    out = []
+    for gate in gates:
+        if gate.no_regression:
+            out.append(_check(gate, result.summary, scorers, comparisons or {}))
+            continue
+        each = [(name, _check(gate, summary, scorers, {})) for name, summary in summaries.items()]
+        holds: bool | None = all(one.holds for _, one in each)
+        if any(one.holds is None for _, one in each):
+            holds = None
+        detail = "; ".join(f"{name}: {one.detail}" for name, one in each)
+        out.append(GateResult(gate, holds, detail))
+    return out
+
+
 def _check(gate: Gate, summary: Any, scorers: Sequence[str], comparisons: dict[str, Any]):
     if gate.no_regression:
         if gate.no_regression not in comparisons:

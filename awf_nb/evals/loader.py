@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from awf_nb.errors import DefinitionError, Problem, UserError
 from awf_nb.evals.datasets import Case, load_dataset
 from awf_nb.evals.model import EvalFile, duplicate_scorer_names
+from awf_nb.evals.variants import Variant, load_variants
 from awf_nb.workflow.model import Workflow
 
 EVAL_SUFFIXES = (".eval.yaml", ".eval.yml")
@@ -42,6 +43,8 @@ class EvalSpec:
     path: Path | None = None  # None for an eval given as text or in Python
     text: str = ""
     warnings: list[Problem] = field(default_factory=list)
+    # `variants:` loaded, in the file's order (empty: the eval has one version, its own)
+    variants: dict[str, Variant] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -125,11 +128,16 @@ def load_eval_text(
     _check_model(model, doc)
     workflow = _workflow(model, base, doc)
     cases: list[Case] = []
+    variants: dict[str, Variant] = {}
     if workflow is not None:
-        _check_inputs(model, workflow, doc)
+        _check_inputs(model.inputs, workflow, doc)
+        variants = _variants(model, workflow, base, doc)
     cases = _cases(model, base, doc)
     if workflow is not None:
         _check_someone_answers(model, workflow, cases, doc)
+        for variant in variants.values():
+            if variant.workflow is not workflow:
+                _check_someone_answers(model, variant.workflow, cases, doc)
     errors = [p for p in doc.problems if p.severity == "error"]
     if errors or workflow is None:
         raise DefinitionError(_sorted(doc.problems))
@@ -142,6 +150,7 @@ def load_eval_text(
         path=path,
         text=text,
         warnings=_sorted(doc.problems),
+        variants=variants,
     )
 
 
@@ -153,7 +162,9 @@ def check_spec(spec: EvalSpec) -> None:
     doc = _Document(file=spec.label)
     doc.problems.extend(workflow_provider_problems(spec.workflow))
     _check_model(spec.file, doc)
-    _check_inputs(spec.file, spec.workflow, doc)
+    _check_inputs(spec.file.inputs, spec.workflow, doc)
+    if spec.file.variants and not spec.variants:
+        spec.variants = _variants(spec.file, spec.workflow, spec.base_dir, doc)
     errors = [p for p in doc.problems if p.severity == "error"]
     if errors:
         raise DefinitionError(errors)
@@ -262,6 +273,15 @@ def _check_model(model: EvalFile, doc: Any) -> None:
         check_template(model.user.provider, "user.provider")
         check_provider(model.user.provider, "user.provider")
         check_templates(model.user.options, "user.options")
+    if model.pairwise is not None:
+        if len(model.variants) < 2:
+            doc.error("a pairwise judge compares variants: the eval needs two or more "
+                      "(variants:)", "pairwise")  # fmt: skip
+        check_template(model.pairwise.prompt, "pairwise.prompt")
+        check_template(model.pairwise.system_prompt, "pairwise.system_prompt")
+        check_template(model.pairwise.provider, "pairwise.provider")
+        check_provider(model.pairwise.provider, "pairwise.provider")
+        check_templates(model.pairwise.options, "pairwise.options")
     for index, scorer in enumerate(model.scorers):
         where = f"scorers[{index}]"
         if scorer.condition is not None:
@@ -305,24 +325,50 @@ def _workflow(model: EvalFile, base: Path, doc: Any) -> Workflow | None:
     return workflow
 
 
-def _check_inputs(model: EvalFile, workflow: Workflow, doc: Any) -> None:
+def _variants(model: EvalFile, workflow: Workflow, base: Path, doc: Any) -> dict[str, Variant]:
+    """The eval's variants, loaded; their problems (and their inputs') into `doc`."""
+    variants, problems = load_variants(model, workflow, base)
+    for problem in problems:
+        if problem.file:  # a problem of a variant's workflow file
+            doc.problems.append(problem)
+        else:
+            doc.error(problem.message, problem.path, hint=problem.hint)
+    for name, variant in variants.items():
+        if variant.workflow is workflow:  # the eval's inputs were checked against it
+            own = {k: v for k, v in model.variants[name].inputs.items()}
+            _check_inputs({**model.inputs, **own}, workflow, doc, f"variants.{name}", own)
+        else:
+            _check_inputs(dict(variant.inputs), variant.workflow, doc, f"variants.{name}")
+    return variants
+
+
+def _check_inputs(
+    inputs: dict[str, Any],
+    workflow: Workflow,
+    doc: Any,
+    where: str = "",
+    only: dict[str, Any] | None = None,
+) -> None:
+    """Every input given is one the workflow declares (of `only`, when given), every
+    required one is given; `where`: a variant's are located at `variants.NAME.inputs`."""
     from awf_nb.workflow.checks import did_you_mean, join_path
 
+    at = join_path(where, "inputs") if where else "inputs"
     declared = [item.name for item in workflow.inputs]
-    for key in model.inputs:
+    for key in inputs if only is None else only:
         if key not in declared:
             doc.error(
                 f'workflow {workflow.name} has no input "{key}"',
-                join_path("inputs", key),
+                join_path(at, key),
                 hint=did_you_mean(key, declared)
                 or (f"its inputs: {', '.join(declared)}" if declared else "it takes no inputs"),
             )
-    for item in workflow.inputs:
-        if item.required and item.default is None and item.name not in model.inputs:
+    for item in workflow.inputs if only is None else ():
+        if item.required and item.default is None and item.name not in inputs:
             doc.error(
                 f'workflow {workflow.name} needs input "{item.name}": give it under inputs: '
                 f'(e.g. {item.name}: "{{{{.case.{item.name}}}}}")',
-                "inputs",
+                at,
             )
 
 

@@ -33,7 +33,7 @@ SCORER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 ROW_COLUMNS = frozenset(
     {"case", "epoch", "run_id", "status", "stopped_by", "turns", "tokens", "seconds",
      "passed", "outcome", "error", "error_kind", "scores", "seed", "cost", "judge_cost",
-     "tool_calls"}
+     "tool_calls", "variant"}
 )  # fmt: skip
 
 MAX_EPOCHS = 100
@@ -52,6 +52,12 @@ DEFAULT_MAX_RUNS = 1_000_000
 MAX_MAX_RUNS = 100_000_000
 
 SCORER_KINDS = ("condition", "judge", "judges", "command", "tools")
+
+# A variant's name is a column value, a cassette folder and a `--variant` argument: a plain
+# name. An eval compares a handful of versions, not a sweep: at most MAX_VARIANTS.
+VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_VARIANTS = 32
+MAX_VARIANT_SETS = 200  # `set:` paths per variant
 
 _COMPARISONS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -311,6 +317,39 @@ class Price(_Model):
     output: float = Field(ge=0, le=1_000_000)
 
 
+class VariantSpec(_Model):
+    """One version under comparison (`variants: {NAME: {...}}`): the eval's workflow as it
+    is (`{}`), another workflow file, values set by path into the workflow
+    (`set: {states.chat.options.model: qwen2.5-7b}`), other inputs — or several of these."""
+
+    description: str = ""
+    workflow: str | None = Field(None, min_length=1)
+    # "states.chat.options.model" -> value: applied to the workflow's YAML before it loads
+    set: dict[str, Any] = Field(default_factory=dict, max_length=MAX_VARIANT_SETS)
+    inputs: dict[str, Any] = Field(default_factory=dict)  # over the eval's `inputs:`
+
+
+DEFAULT_PAIRWISE_PROMPT = (
+    "Two conversations follow between a user and an assistant, on the same request.\n\n"
+    "Conversation A:\n{{.a}}\n\nConversation B:\n{{.b}}\n\n"
+    "In which conversation did the assistant help the user better?"
+)
+
+
+class PairwiseSpec(_Model):
+    """`pairwise:` — with variants, a judge shown both conversations of a (case, epoch)
+    (`{{.a}}` and `{{.b}}` in its prompt, besides `{{.case.…}}`) asked which is better,
+    twice with the positions swapped: a win counts only when both orders agree."""
+
+    prompt: str = Field(DEFAULT_PAIRWISE_PROMPT, min_length=1)
+    provider: str = Field("local", min_length=1)
+    system_prompt: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    timeout: Duration = DEFAULT_JUDGE_TIMEOUT
+    max_reply_chars: int = Field(DEFAULT_JUDGE_REPLY_CHARS, ge=1, le=1_000_000)
+    retries: int = Field(DEFAULT_JUDGE_RETRIES, ge=0, le=10)
+
+
 class EvalLimits(Limits):
     """The eval's `limits:` per run: the workflow's own (the smaller wins) and
     `max_cost`, the most a run may cost in USD (priced with `pricing:`)."""
@@ -338,6 +377,13 @@ class EvalFile(_Model):
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
     # `gate:` — the CI answer (evals/gates.py): each a line such as 'passed >= 80%'
     gate: list[Any] = Field(default_factory=list)
+    # `variants:` — versions run on the same cases, epochs and seeds, compared pairwise
+    # (the first listed is the baseline the others are compared with)
+    # (names and `set` paths are checked with the workflow: evals/variants.py)
+    variants: dict[str, VariantSpec] = Field(default_factory=dict, max_length=MAX_VARIANTS)
+    # `pairwise:` — a judge of each (case, epoch)'s two conversations, every variant
+    # against the first (evals/pairwise.py)
+    pairwise: PairwiseSpec | None = None
 
     @field_validator("gate")
     @classmethod

@@ -81,6 +81,7 @@ from awf_nb.evals.run_setup import CassetteUse
 if TYPE_CHECKING:
     from awf_nb.secrets import Masker
     from awf_nb.store import Store
+    from awf_nb.workflow.model import Workflow
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,8 @@ class RemoteOutcome:
 def travelling_env(plan: EvalPlan) -> dict[str, str]:
     """The driver's variables that travel with the job: those the workflow names."""
     source = os.environ if plan.env is None else plan.env
-    return {name: source[name] for name in plan.workflow.env if name in source}
+    names = {name for workflow in plan.workflows() for name in workflow.env}
+    return {name: source[name] for name in sorted(names) if name in source}
 
 
 def item_secrets(item: WorkItem, env: Mapping[str, str]) -> tuple[str, ...]:
@@ -177,6 +179,13 @@ def relocate(path: Path | None, old: Path, new: Path) -> Path | None:
         return path
 
 
+def relocated(workflow: Workflow, old: Path, new: Path) -> Workflow:
+    """`workflow` with its file and folder moved from the driver's `old` to `new`."""
+    update = {"source_path": relocate(workflow.source_path, old, new),
+              "source_dir": relocate(workflow.source_dir, old, new)}  # fmt: skip
+    return workflow.model_copy(update=update)
+
+
 class CaseWorker:
     """A Ray actor: runs work items, `concurrency` at a time, in its own store."""
 
@@ -194,15 +203,11 @@ class CaseWorker:
         os.chdir(here)  # the actor's own process: relative paths are the job's
         self.store = EvalRunStore(self.dir / "storage")
         there = Path(driver_cwd)
-        workflow = plan.workflow.model_copy(
-            update={
-                "source_path": relocate(plan.workflow.source_path, there, here),
-                "source_dir": relocate(plan.workflow.source_dir, there, here),
-            }
-        )
+        variants = plan.variant_workflows
         self.plan = replace(
             plan,
-            workflow=workflow,
+            workflow=relocated(plan.workflow, there, here),
+            variant_workflows={name: relocated(w, there, here) for name, w in variants.items()},
             items=[],
             cwd=here,
             base_dir=relocate(plan.base_dir, there, here) or here,
@@ -487,7 +492,7 @@ class RayExecutor:
                 event = await ref
                 if answered:
                     continue
-                if isinstance(event, RunStarted) and (event.case, event.epoch) == item.key:
+                if isinstance(event, RunStarted) and event.key == item.key:
                     put(event)
                     continue
                 answered = True
@@ -545,7 +550,7 @@ def _wrong_answer(event: Any, item: WorkItem) -> str:
     row, artifacts = event.outcome.row, event.outcome.artifacts
     if not isinstance(row, EvalRow):
         return f"it sent back a {type(row).__name__}, not a row"
-    if row.key != item.key:
+    if row.run_key != item.key:
         return f'it sent back the row of case "{row.case}" epoch {row.epoch}'
     if event.recorded is not None and not isinstance(event.recorded, bytes):
         return "it sent back a cassette that is not bytes"

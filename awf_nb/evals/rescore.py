@@ -106,7 +106,8 @@ async def rescore_eval(
             "stopped": "",
         }
     )
-    folder.write_start(manifest, resolved, source.workflow_text(), list(cases.values()))
+    texts = {name: source.workflow_text(name) for name in old.variants}
+    folder.write_start(manifest, resolved, source.workflow_text(), list(cases.values()), texts)
     folder.claim(manifest)
     base_dir = Path(old.base_dir)
     status = "cancelled"
@@ -136,7 +137,7 @@ async def rescore_eval(
                     await providers.aclose()
                 decide(row, file.scorers, file.limits.max_cost)
             if row.run_id:
-                folder.append_run(row.case, row.epoch, row.run_id)
+                folder.append_run(row.case, row.epoch, row.run_id, row.variant)
             folder.append_result(row)
             new_rows.append(row)
         status = "completed" if len(new_rows) >= old.total else old.status

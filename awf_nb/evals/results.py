@@ -15,7 +15,7 @@ sometimes drops fast as k grows.
 
 from __future__ import annotations
 
-import html
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -25,7 +25,6 @@ from typing import Any
 
 from awf_nb.engine.summary import format_duration
 from awf_nb.evals.scorers import ScoreValue
-from awf_nb.safe_text import mark_bidi
 
 Outcome = str  # "pass" | "fail" | "error"
 ERROR_KINDS = ("setup", "cassette", "run", "limit", "scorer", "simulator", "worker")
@@ -51,6 +50,7 @@ class EvalRow:
     passed: bool | None = None  # None: an error kept it from being decided
     error: str = ""  # masked
     error_kind: str = ""  # one of ERROR_KINDS, or ""
+    variant: str = ""  # the eval's variant this run is of ("" when it has none)
 
     @property
     def outcome(self) -> Outcome:
@@ -58,7 +58,13 @@ class EvalRow:
 
     @property
     def key(self) -> tuple[str, int]:
+        """(case, epoch); see `run_key` in an eval with variants."""
         return (self.case, self.epoch)
+
+    @property
+    def run_key(self) -> tuple[str, int, str]:
+        """What the row is the run of: (case, epoch, variant), unique in an eval."""
+        return (self.case, self.epoch, self.variant)
 
     @property
     def total_cost(self) -> float | None:
@@ -68,9 +74,11 @@ class EvalRow:
         return add(self.cost, self.judge_cost)
 
     def as_dict(self) -> dict[str, Any]:
+        variant = {"variant": self.variant} if self.variant else {}
         return {
             "case": self.case,
             "epoch": self.epoch,
+            **variant,
             "run_id": self.run_id,
             "status": self.status,
             "stopped_by": self.stopped_by,
@@ -108,6 +116,7 @@ class EvalRow:
             passed=data.get("passed"),
             error=str(data.get("error", "")),
             error_kind=str(data.get("error_kind", "")),
+            variant=_text(data.get("variant", ""), "variant"),
         )
 
     def flat(self) -> dict[str, Any]:
@@ -119,6 +128,12 @@ class EvalRow:
             if value.error:
                 record[f"{name}_error"] = value.error
         return record
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f'"{name}" must be text')
+    return value
 
 
 def pass_hat_k(trials: Mapping[str, Sequence[bool]], k: int) -> float | None:
@@ -374,6 +389,14 @@ class EvalResult:
     stopped: str = ""  # status "stopped": why ("budget")
     budget: float | None = None  # USD the eval may spend
     rescored_from: str = ""  # the eval whose runs it scores again (`awf eval-rescore`)
+    variants: list[str] = field(default_factory=list)  # the file's order; the first: baseline
+    of_variant: str = ""  # this result is one variant's rows (`result.variant(name)`)
+    # the pairwise judge's decided pairs (`pairwise.PairOutcome`), every variant vs the first
+    pairs: list[Any] = field(default_factory=list)
+    # comparisons made, by (baseline, seed): the table, the gates and --json share them
+    _compared: dict[tuple[str, int], list[Any]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def summary(self) -> EvalSummary:
@@ -388,26 +411,66 @@ class EvalResult:
     def complete(self) -> bool:
         return len(self.rows) >= self.total
 
-    def run(self, case: str, epoch: int = 1) -> Any:
-        """The stored run (`RunState`) of one (case, epoch): its steps, its conversation."""
+    def run(self, case: str, epoch: int = 1, variant: str | None = None) -> Any:
+        """The stored run (`RunState`) of one (case, epoch) — of `variant` in an eval with
+        variants (default: the first): its steps, its conversation."""
         from awf_nb.errors import UserError
         from awf_nb.store import Store
 
+        if variant is None:
+            variant = self.variants[0] if self.variants else ""
+        elif variant:
+            self.variant(variant)  # an unknown name is an error naming the variants
         for row in self.rows:
-            if row.key == (str(case), epoch) and row.run_id:
+            if row.run_key == (str(case), epoch, variant) and row.run_id:
                 return Store(self.storage or None).load_state(row.run_id)
-        raise UserError(f'eval {self.eval_id} has no run of case "{case}" epoch {epoch}')
+        of = f" of variant {variant}" if variant else ""
+        raise UserError(f'eval {self.eval_id} has no run of case "{case}" epoch {epoch}{of}')
 
-    def compare(self, baseline: EvalResult, *, seed: int = 0) -> Any:
-        """This eval against an earlier one of the same cases (the baseline): a
-        `Comparison` (evals/compare.py) — per scorer the mean difference with its 95 %
-        paired bootstrap interval, McNemar's p for pass/fail, Holm-adjusted, a verdict,
-        the flipped cases."""
+    def variant(self, name: str) -> EvalResult:
+        """One variant's rows as a result of their own: its summary, table and runs."""
+        from awf_nb.errors import UserError
+
+        if name not in self.variants:
+            known = ", ".join(self.variants) if self.variants else "none"
+            raise UserError(f'eval {self.eval_id} has no variant "{name}" (its variants: {known})')
+        return dataclasses.replace(
+            self,
+            rows=[row for row in self.rows if row.variant == name],
+            total=self.total // len(self.variants),
+            variants=[],
+            of_variant=name,
+        )
+
+    def compare(
+        self, baseline: EvalResult | str, other: str | None = None, *, seed: int = 0
+    ) -> Any:
+        """A paired comparison (evals/compare.py `Comparison`): per scorer the mean
+        difference with its 95 % paired bootstrap interval, McNemar's p for pass/fail,
+        Holm-adjusted, a verdict, the flipped cases.
+
+        `result.compare("baseline", "bigger-model")`: two variants of this eval;
+        `result.compare(earlier)`: this eval against an earlier one of the same cases."""
         from awf_nb.evals.compare import compare_results
 
+        if isinstance(baseline, str):
+            if not isinstance(other, str):
+                raise TypeError('compare() of two variants takes both names: '
+                                'compare("baseline", "other")')  # fmt: skip
+            return compare_results(self.variant(baseline), self.variant(other), seed=seed)
         if not isinstance(baseline, EvalResult):
             raise TypeError(f"compare() takes another eval's result, got {type(baseline).__name__}")
         return compare_results(baseline, self, seed=seed)
+
+    def comparisons(self, baseline: str = "", *, seed: int = 0) -> list[Any]:
+        """Every other variant against `baseline` (default: the first variant), Holm-
+        adjusted together; none for an eval without variants."""
+        from awf_nb.evals.compare import compare_variants
+
+        key = (baseline or (self.variants[0] if self.variants else ""), seed)
+        if key not in self._compared:
+            self._compared[key] = compare_variants(self, baseline, seed=seed)
+        return self._compared[key]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -421,6 +484,11 @@ class EvalResult:
             "budget": self.budget,
             "rescored_from": self.rescored_from,
             "summary": self.summary.as_dict(),
+            **(
+                {"variants": {name: self.variant(name).summary.as_dict() for name in self.variants}}
+                if self.variants
+                else {}
+            ),
             "rows": [row.as_dict() for row in self.rows],
         }
 
@@ -469,6 +537,8 @@ class EvalResult:
         )
 
     def _repr_html_(self) -> str:
+        from awf_nb.evals.results_html import results_html
+
         return results_html(self)
 
 
@@ -478,24 +548,16 @@ def ordered_rows(rows: Iterable[EvalRow]) -> list[EvalRow]:
     return sorted(rows, key=lambda r: (rank[r.outcome], r.case, r.epoch))
 
 
-# Colours from JupyterLab's theme variables (with fallbacks for other renderers), so the
-# table reads in light and dark themes alike.
-_COLOURS = {
-    "pass": "var(--jp-success-color1, #388e3c)",
-    "fail": "var(--jp-error-color1, #d32f2f)",
-    "error": "var(--jp-layout-color3, #9e9e9e)",
-    "running": "var(--jp-brand-color1, #1976d2)",
-    "cancelled": "var(--jp-warn-color1, #f57c00)",
-}
-
-
-def row_cells(row: EvalRow, scorers: Sequence[tuple[str, str]]) -> list[str]:
-    """A row as the tables show it: case, epoch, outcome, status, turns, tokens, time,
-    each scorer, error."""
+def row_cells(
+    row: EvalRow, scorers: Sequence[tuple[str, str]], with_variant: bool = False
+) -> list[str]:
+    """A row as the tables show it: case, epoch, (variant,) outcome, status, turns,
+    tokens, time, each scorer, error."""
     from awf_nb.evals.pricing import usd
 
-    cells = [row.case, str(row.epoch), row.outcome, row.status or "-", str(row.turns),
-             str(row.tokens), format_duration(row.seconds), usd(row.total_cost)]  # fmt: skip
+    cells = [row.case, str(row.epoch), *([row.variant] if with_variant else []), row.outcome,
+             row.status or "-", str(row.turns), str(row.tokens), format_duration(row.seconds),
+             usd(row.total_cost)]  # fmt: skip
     for name, _ in scorers:
         cells.append(score_cell(row.scores.get(name)))
     cells.append(row.error)
@@ -513,56 +575,7 @@ def score_cell(value: ScoreValue | None) -> str:
     return text
 
 
-def table_header(scorers: Sequence[tuple[str, str]]) -> list[str]:
-    return ["case", "epoch", "outcome", "status", "turns", "tokens", "time", "cost",
-            *[name for name, _ in scorers], "error"]  # fmt: skip
-
-
-def _escape(text: str) -> str:
-    """Text for the HTML table: escaped, and its bidirectional-text controls shown, not
-    obeyed (a case id, a scorer's error or a judge's answer is untrusted: `mark_bidi`)."""
-    return html.escape(mark_bidi(text))
-
-
-def html_row(cells: Sequence[str], outcome: str, run_id: str = "") -> str:
-    colour = _COLOURS.get(outcome, "inherit")
-    tds = "".join(f'<td style="padding:2px 8px;text-align:left">{_escape(c)}</td>' for c in cells)
-    data = f' data-run-id="{_escape(run_id)}"' if run_id else ""
-    return (
-        f'<tr class="awf-eval-row awf-eval-{outcome}"{data} '
-        f'style="border-left:4px solid {colour}">{tds}</tr>'
-    )
-
-
-def results_html(result: EvalResult) -> str:
-    """The static table: summary first, then the rows, failed ones first. Plain HTML
-    (no script): a saved notebook shows it anywhere."""
-    summary = result.summary
-    head = "".join(
-        f'<th style="padding:2px 8px;text-align:left">{_escape(h)}</th>'
-        for h in table_header(result.scorers)
-    )
-    body = "".join(
-        html_row(row_cells(row, result.scorers), row.outcome, row.run_id)
-        for row in ordered_rows(result.rows)
-    )
-    summary_lines = summary.table()
-    summary_head = "".join(
-        f'<th style="padding:2px 8px;text-align:left">{_escape(h)}</th>' for h in summary_lines[0]
-    )
-    summary_body = "".join(
-        "<tr>" + "".join(f'<td style="padding:2px 8px">{_escape(c)}</td>' for c in line) + "</tr>"
-        for line in summary_lines[1:]
-    )
-    title = (
-        f"eval {_escape(result.eval_id)} of {_escape(result.workflow)} — {_escape(result.status)}"
-    )
-    return (
-        '<div class="awf-eval-results">'
-        f"<div><b>{title}</b></div>"
-        f'<table class="awf-eval-summary"><thead><tr>{summary_head}</tr></thead>'
-        f"<tbody>{summary_body}</tbody></table>"
-        f"<div>{_escape(summary.totals_line())}</div>"
-        f'<table class="awf-eval-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
-        "</table></div>"
-    )
+def table_header(scorers: Sequence[tuple[str, str]], with_variant: bool = False) -> list[str]:
+    return ["case", "epoch", *(["variant"] if with_variant else []), "outcome", "status",
+            "turns", "tokens", "time", "cost", *[name for name, _ in scorers],
+            "error"]  # fmt: skip

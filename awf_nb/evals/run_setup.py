@@ -221,6 +221,25 @@ def scoring_providers(runner: Runner, seed: int | None) -> ScoringProviders:
     return ScoringProviders(fresh)
 
 
+def cassette_providers(
+    mode: str, path: Path, seed: int | None, *, env: Mapping[str, str], workflow: str
+) -> ScoringProviders:
+    """Judge providers outside a run (the pairwise judge): recorded to the cassette at
+    `path` (made, with its folder), or served from it (`mode` "replay": no model made)."""
+    from awf_nb.providers.cassette import Recorder, Replayer
+    from awf_nb.secrets import Masker
+
+    masker = Masker.from_sources({}, env)
+    if mode == "replay":
+        return ScoringProviders(Replayer(path, workflow=workflow, masker=masker).providers())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the cassette folder {path.parent}: {exc}") from None
+    recorder = Recorder(path, workflow=workflow, masker=masker)
+    return ScoringProviders(recorder.providers(_SeededFactory(seed)))
+
+
 def unused_recording(runner: Runner) -> str:
     """What of a replayed run's cassette the replay (judges included) did not use, in
     words ("" when it used every turn and message, or was not replayed): a replay that

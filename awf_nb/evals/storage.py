@@ -5,15 +5,18 @@ Under the storage root (the runs' own, `awf_nb.store`):
     evals/<EVAL_ID>/manifest.json   id, workflow, status, process, totals, options (atomic)
     evals/<EVAL_ID>/eval.json       the resolved eval file (paths absolute, flags applied)
     evals/<EVAL_ID>/workflow.yaml   the workflow text as it was run
+    evals/<EVAL_ID>/variants/NAME.yaml  each variant's workflow text as it was run (its
+                                    `set:` values in it), for an eval with `variants:`
     evals/<EVAL_ID>/cases.jsonl     the cases as they were read (resume runs these)
-    evals/<EVAL_ID>/runs.jsonl      one line per run started: case, epoch, run id
+    evals/<EVAL_ID>/runs.jsonl      one line per run started: case, epoch, (variant,) run id
     evals/<EVAL_ID>/results.jsonl   one line per finished run (an `EvalRow`)
+    evals/<EVAL_ID>/pairwise.jsonl  one line per pair the pairwise judge decided
     evals/<EVAL_ID>/lock            held (flock) by the process running the eval: its pid,
                                     host and start, for the one it refuses
 
 Lines of runs.jsonl and results.jsonl are appended with one `write` and fsynced before the
 eval goes on, so `kill -9` loses at most the runs in flight: `--resume` reruns exactly the
-(case, epoch) pairs without a result line. A torn last line (the writer was killed in the
+(case, epoch[, variant]) runs without a result line. A torn last line (the writer was killed in the
 middle of it) is ignored when read and cut off before the next append.
 
 Each (case, epoch) is also an ordinary run under `runs/` (`awf status RUN_ID`).
@@ -31,7 +34,7 @@ from typing import Any
 
 from awf_nb.errors import AwfSystemError, UserError
 from awf_nb.evals.datasets import Case
-from awf_nb.evals.model import MAX_EPOCHS, MAX_MAX_RUNS
+from awf_nb.evals.model import MAX_EPOCHS, MAX_MAX_RUNS, MAX_VARIANTS, VARIANT_NAME
 from awf_nb.evals.results import EvalResult, EvalRow
 from awf_nb.safe_text import terminal_safe
 from awf_nb.store import PRIVATE_DIR, PRIVATE_FILE, Store, atomic_write
@@ -40,9 +43,11 @@ EVALS_DIR = "evals"
 MANIFEST = "manifest.json"
 RESOLVED = "eval.json"
 WORKFLOW = "workflow.yaml"
+VARIANTS = "variants"
 CASES = "cases.jsonl"
 RUNS = "runs.jsonl"
 RESULTS = "results.jsonl"
+PAIRWISE = "pairwise.jsonl"
 LOCK = "lock"
 _ID_ATTEMPTS = 100
 # What a manifest's counts may be (the eval file's own bounds): a folder changed by hand to
@@ -84,10 +89,12 @@ class Manifest:
     budget: float | None = None  # USD for the whole eval (`budget:`, `--budget`)
     stopped: str = ""  # why a "stopped" eval stopped: "budget"
     rescored_from: str = ""  # `awf eval-rescore`: the eval whose runs these rows score
+    variants: list[str] = field(default_factory=list)  # those run, the file's order
 
     def as_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
         data["scorers"] = [list(s) for s in self.scorers]
+        data["variants"] = list(self.variants)
         return data
 
     @classmethod
@@ -108,7 +115,7 @@ class Manifest:
         ):
             raise ValueError(f'"budget" must be a number of USD, not {json.dumps(budget)[:40]}')
         for name, value in known.items():
-            if name in ("scorers", "budget"):
+            if name in ("scorers", "budget", "variants"):
                 continue
             default = cls.__dataclass_fields__[name].default
             expected = str if isinstance(default, str) or default is MISSING else int
@@ -126,6 +133,15 @@ class Manifest:
         ):
             raise ValueError('"scorers" must be a list of [name, kind] pairs')
         known["scorers"] = [tuple(s) for s in scorers]
+        variants = known.get("variants", [])
+        if (
+            not isinstance(variants, list)
+            or len(variants) > MAX_VARIANTS
+            or not all(isinstance(v, str) and VARIANT_NAME.match(v) for v in variants)
+            or len(set(variants)) != len(variants)
+        ):
+            raise ValueError(f'"variants" must be a list of at most {MAX_VARIANTS} variant names')
+        known["variants"] = list(variants)
         return cls(**known)
 
     def shown_status(self) -> str:
@@ -208,11 +224,23 @@ class EvalFolder:
     # -- writing -----------------------------------------------------------------------------
 
     def write_start(
-        self, manifest: Manifest, resolved: dict[str, Any], workflow_text: str, cases: list[Case]
+        self,
+        manifest: Manifest,
+        resolved: dict[str, Any],
+        workflow_text: str,
+        cases: list[Case],
+        variant_texts: dict[str, str] | None = None,
     ) -> None:
         """The files written once, when the eval starts."""
         atomic_write(self.path / RESOLVED, _json(resolved, indent=2))
         atomic_write(self.path / WORKFLOW, workflow_text.encode())
+        if variant_texts:
+            try:
+                (self.path / VARIANTS).mkdir(mode=PRIVATE_DIR, exist_ok=True)
+            except OSError as exc:
+                raise _system_error("cannot create", self.path / VARIANTS, exc) from None
+            for name, text in variant_texts.items():
+                atomic_write(self.path / VARIANTS / f"{name}.yaml", text.encode())
         lines = b"".join(_line(_case_record(case)) for case in cases)
         atomic_write(self.path / CASES, lines)
         self.write_manifest(manifest)
@@ -278,14 +306,21 @@ class EvalFolder:
         self.write_manifest(manifest)
         self.unlock()
 
-    def append_run(self, case: str, epoch: int, run_id: str) -> None:
-        """Which run serves a (case, epoch): for people and tools (the run is in the store
-        either way), so written without an fsync."""
-        self._append(RUNS, {"case": case, "epoch": epoch, "run_id": run_id}, sync=False)
+    def append_run(self, case: str, epoch: int, run_id: str, variant: str = "") -> None:
+        """Which run serves a (case, epoch[, variant]): for people and tools (the run is in
+        the store either way), so written without an fsync."""
+        record: dict[str, Any] = {"case": case, "epoch": epoch, "run_id": run_id}
+        if variant:
+            record["variant"] = variant
+        self._append(RUNS, record, sync=False)
 
     def append_result(self, row: EvalRow) -> None:
         """A finished run's row, on the disk before this returns (resume relies on it)."""
         self._append(RESULTS, row.as_dict())
+
+    def append_pairwise(self, outcome: Any) -> None:
+        """A judged pair (`pairwise.PairOutcome`), on the disk before this returns."""
+        self._append(PAIRWISE, outcome.as_dict())
 
     def _append(self, name: str, record: dict[str, Any], *, sync: bool = True) -> None:
         path = self.path / name
@@ -318,11 +353,13 @@ class EvalFolder:
     def resolved(self) -> dict[str, Any]:
         return _read_json(self.path / RESOLVED, self.eval_id)
 
-    def workflow_text(self) -> str:
+    def workflow_text(self, variant: str = "") -> str:
+        """The workflow text as it was run (of `variant`, in an eval with variants)."""
+        name = f"{VARIANTS}/{variant}.yaml" if variant else WORKFLOW
         try:
-            return (self.path / WORKFLOW).read_text(encoding="utf-8")
+            return (self.path / name).read_text(encoding="utf-8")
         except OSError as exc:
-            raise UserError(f"eval {self.eval_id}: cannot read {WORKFLOW}: {exc}") from None
+            raise UserError(f"eval {self.eval_id}: cannot read {name}: {exc}") from None
 
     def cases(self) -> list[Case]:
         """The cases as they were read, checked: each line a case, each id once."""
@@ -354,16 +391,31 @@ class EvalFolder:
         return cases
 
     def rows(self) -> list[EvalRow]:
-        """The finished rows (the last line per (case, epoch) wins), each checked."""
+        """The finished rows (the last line per (case, epoch, variant) wins), each checked."""
         path = self.path / RESULTS
-        rows: dict[tuple[str, int], EvalRow] = {}
+        rows: dict[tuple[str, int, str], EvalRow] = {}
         for number, record in _numbered_records(path):
             try:
                 row = EvalRow.from_dict(record)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise UserError(f"{path}:{number}: not a result row ({_reason(exc)})") from None
-            rows[row.key] = row
+            rows[row.run_key] = row
         return list(rows.values())
+
+    def pairs(self) -> list[Any]:
+        """The pairs the pairwise judge decided (`pairwise.PairOutcome`; the last line per
+        pair wins), each checked."""
+        from awf_nb.evals.pairwise import PairOutcome
+
+        path = self.path / PAIRWISE
+        found: dict[tuple[str, int, str, str], PairOutcome] = {}
+        for number, record in _numbered_records(path):
+            try:
+                outcome = PairOutcome.from_dict(record)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise UserError(f"{path}:{number}: not a judged pair ({_reason(exc)})") from None
+            found[outcome.key] = outcome
+        return list(found.values())
 
     def runs(self) -> list[dict[str, Any]]:
         return [record for _, record in _numbered_records(self.path / RUNS)]
@@ -384,6 +436,8 @@ class EvalFolder:
             stopped=manifest.stopped,
             budget=manifest.budget,
             rescored_from=manifest.rescored_from,
+            variants=list(manifest.variants),
+            pairs=self.pairs(),
         )
 
 

@@ -17,7 +17,7 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from awf_nb.errors import EXIT_CANCELLED, EXIT_EXECUTION, EXIT_USER, UserError
@@ -91,6 +91,12 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
         "exit 3 when one fails",
     )
     parser.add_argument(
+        "--variant",
+        action="append",
+        metavar="NAME",
+        help="of the eval file's variants, run this one (repeatable; default: every variant)",
+    )
+    parser.add_argument(
         "--vs-eval",
         metavar="EVAL_ID",
         help="compare with an earlier eval of the same cases, epochs and seed (the baseline)",
@@ -135,7 +141,8 @@ def _prepare(args: argparse.Namespace, prepare_eval: Any, prepare_resume: Any) -
     if args.resume is not None:
         given = [flag for flag, value in (("FILE", args.file), ("--epochs", args.epochs),
                  ("--limit", args.limit), ("--seed", args.seed), ("--record", args.record),
-                 ("--replay", args.replay), ("--record-missing", args.record_missing))
+                 ("--replay", args.replay), ("--record-missing", args.record_missing),
+                 ("--variant", args.variant))
                  if value is not None]  # fmt: skip
         if given:
             raise UserError(
@@ -163,6 +170,7 @@ def _prepare(args: argparse.Namespace, prepare_eval: Any, prepare_resume: Any) -
             workers=args.workers,
             storage=args.storage,
             budget=args.budget,
+            variants=args.variant,
         )
     run.otlp, run.trace_content = args.otlp, args.trace_content
     return run
@@ -212,22 +220,21 @@ def _execute(
     baseline: Any = None,
 ) -> int:
     from awf_nb.evals.compare import compare_results
-    from awf_nb.evals.gates import check_gates, parse_gates
+    from awf_nb.evals.gates import check_result_gates, parse_gates
     from awf_nb.frontends.eval_terminal import TerminalEvalProgress, run_eval_in_terminal
 
-    progress = _Silent() if json_only else TerminalEvalProgress()
     all_gates = [*parse_gates(run.spec.file.gate, "gate"), *(gates or [])]
+    progress = _Silent() if json_only else TerminalEvalProgress()
     result = run_eval_in_terminal(run, progress, held)
     comparison = None if baseline is None else compare_results(baseline, result)
-    checked = check_gates(
-        all_gates,
-        result.summary,
-        scorers=[name for name, _ in result.scorers],
-        comparisons={} if comparison is None else {"baseline": [comparison],
-                                                   baseline.eval_id: [comparison]},
-    )  # fmt: skip
+    comparisons = variant_comparisons(result, all_gates)
+    if comparison is not None:
+        comparisons.update({"baseline": [comparison], baseline.eval_id: [comparison]})
+    checked = check_result_gates(all_gates, result, comparisons)
     if json_only:
         data = result.as_dict()
+        if result.variants and len(result.variants) > 1:
+            data["comparisons"] = [c.as_dict() for c in comparisons[result.variants[0]]]
         if comparison is not None:
             data["comparison"] = comparison.as_dict()
         if checked:
@@ -251,6 +258,20 @@ def _execute(
     if any(one.holds is None for one in checked):
         return EXIT_USER
     return 0 if all(one.holds for one in checked) else EXIT_EXECUTION
+
+
+def variant_comparisons(result: Any, gates: Sequence[Any] = ()) -> dict[str, list[Any]]:
+    """The comparisons of an eval with variants, by baseline: every other variant against
+    the first (what the table shows) and against each variant a `no_regression` gate
+    names. Each computed once; {} for an eval without two variants."""
+    if len(result.variants) < 2:
+        return {}
+    found = {result.variants[0]: result.comparisons()}
+    for gate in gates:
+        name = getattr(gate, "no_regression", "")
+        if name and name in result.variants and name not in found:
+            found[name] = result.comparisons(name)
+    return found
 
 
 def stopped_line(result: Any) -> str:
@@ -299,7 +320,7 @@ class _Silent:
 
     def eval_started(self, run: Any) -> None: ...
 
-    def run_started(self, case: str, epoch: int, run_id: str) -> None: ...
+    def run_started(self, case: str, epoch: int, run_id: str, variant: str = "") -> None: ...
 
     def run_finished(self, row: Any) -> None: ...
 

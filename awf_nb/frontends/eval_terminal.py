@@ -57,7 +57,8 @@ class TerminalEvalProgress:
             Text(
                 f"eval {run.eval_id}: {terminal_safe(run.manifest.workflow)} × "
                 f"{run.manifest.cases} cases × "
-                f"{run.manifest.epochs} epochs, {run.executor.describe(run.manifest.concurrency)}"
+                + (f"{len(run.manifest.variants)} variants × " if run.manifest.variants else "")
+                + f"{run.manifest.epochs} epochs, {run.executor.describe(run.manifest.concurrency)}"
                 + (f" ({done} done before)" if done else "")
             )
         )
@@ -83,7 +84,7 @@ class TerminalEvalProgress:
         c = self.counts
         return f"✓{c['pass']} ✗{c['fail']} !{c['error']}"
 
-    def run_started(self, case: str, epoch: int, run_id: str) -> None:
+    def run_started(self, case: str, epoch: int, run_id: str, variant: str = "") -> None:
         pass
 
     def run_finished(self, row: EvalRow) -> None:
@@ -148,6 +149,8 @@ def failure_line(row: EvalRow) -> Text:
     line = Text()
     line.append(f"{row.outcome.upper():5}", style=f"bold {style}")
     line.append(f" case {terminal_safe(row.case)} epoch {row.epoch}")
+    if row.variant:
+        line.append(f" variant {row.variant}")
     if row.run_id:
         line.append(f" (run {row.run_id})", style="dim")
     reasons = [
@@ -168,17 +171,22 @@ def _short(text: str) -> str:
 
 
 def print_summary(result: EvalResult, console: Console) -> None:
-    """The summary table (per scorer: pass rate, pass^k, mean score, errors) and totals."""
-    summary = result.summary
-    lines = summary.table()
-    table = Table(title=f"eval {result.eval_id} — {terminal_safe(result.workflow)}",
-                  title_justify="left")  # fmt: skip
-    for header in lines[0]:
-        table.add_column(header, justify="left" if header in ("scorer", "kind") else "right")
-    for line in lines[1:]:
-        table.add_row(*[Text(terminal_safe(cell)) for cell in line])
-    console.print(table)
-    console.print(Text(summary.totals_line()))
+    """The summary table (per scorer: pass rate, pass^k, mean score, errors) and totals;
+    in an eval with variants, one block per variant, then each compared with the first."""
+    blocks = [(name, result.variant(name)) for name in result.variants] or [("", result)]
+    for name, part in blocks:
+        summary = part.summary
+        lines = summary.table()
+        title = f"eval {result.eval_id} — {terminal_safe(result.workflow)}"
+        table = Table(title=title + (f" — variant {name}" if name else ""), title_justify="left")
+        for header in lines[0]:
+            table.add_column(header, justify="left" if header in ("scorer", "kind") else "right")
+        for line in lines[1:]:
+            table.add_row(*[Text(terminal_safe(cell)) for cell in line])
+        console.print(table)
+        console.print(Text(summary.totals_line()))
+    for comparison in result.comparisons():
+        console.print(Text(terminal_safe(comparison.to_text())))
 
 
 def print_rows(result: EvalResult, rows: Sequence[EvalRow], console: Console) -> None:
@@ -187,11 +195,11 @@ def print_rows(result: EvalResult, rows: Sequence[EvalRow], console: Console) ->
 
     table = Table(title=f"eval {result.eval_id} — {terminal_safe(result.workflow)}",
                   title_justify="left")  # fmt: skip
-    for header in [*table_header(result.scorers), "run"]:
+    for header in [*table_header(result.scorers, bool(result.variants)), "run"]:
         wraps = header == "error"
         table.add_column(header, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis")
     for row in ordered_rows(rows):
-        cells = [*row_cells(row, result.scorers), row.run_id]
+        cells = [*row_cells(row, result.scorers, bool(result.variants)), row.run_id]
         cells[-2] = _short(cells[-2])
         table.add_row(*[Text(terminal_safe(c)) for c in cells], style=_STYLES[row.outcome])
     console.print(table)

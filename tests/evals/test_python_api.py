@@ -128,4 +128,6 @@ def test_compare_with_a_baseline_gives_a_typed_comparison(project: Project) -> N
     assert found.verdict == "better" and len(found.flips) == 7
     assert "<pre>" in found._repr_html_()
     with pytest.raises(TypeError, match="another eval's result"):
+        candidate.compare(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="of two variants takes both names"):
         candidate.compare("baseline")

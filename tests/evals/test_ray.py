@@ -113,6 +113,42 @@ def test_rows_on_ray_are_the_local_rows_and_its_runs_are_in_the_drivers_store(
 
 
 @pytest.mark.ray
+def test_variants_run_on_ray_as_they_run_locally(
+    ray_cluster: RayCluster, project: Project, served: OpenAIServer
+) -> None:
+    # a variant of another workflow file (its path relocated on the worker) and one with a
+    # value set into the workflow: each runs its own workflow there
+    project.write(
+        "wf3.yaml",
+        SERVED_WORKFLOW.replace("name: served", "name: other")
+        .replace("inputs:", "env: [SERVER]\ninputs:", 1)
+        .replace("Help me with", "Tell me of"),
+    )
+    text = (project.root / "t.eval.yaml").read_text()
+    text += (
+        "variants:\n  base: {}\n  other: {workflow: wf3.yaml}\n"
+        "  set-one:\n    set: {states.chat.prompt: 'Teach me {{.inputs.topic}}'}\n"
+    )
+    project.write_eval(text)
+    env = {**ray_cluster.env, "SERVER": served.base_url}
+    local = awf(project, "eval", "t.eval.yaml", "--seed", "5", "--json", env=env)
+    on_ray = awf(
+        project, "eval", "t.eval.yaml", "--seed", "5", "--json",
+        "--executor", "ray", "--ray-address", ray_cluster.address, "--workers", "2", env=env,
+    )  # fmt: skip
+
+    def keyed(done: subprocess.CompletedProcess[str]) -> list[tuple[str, int, str, bool]]:
+        assert done.returncode in (0, 3), done.stdout + done.stderr
+        rows = json.loads(done.stdout)["rows"]
+        return sorted((r["case"], r["epoch"], r["variant"], r["passed"]) for r in rows)
+
+    assert len(keyed(on_ray)) == 12 and keyed(on_ray) == keyed(local)
+    prompts = [json.dumps(r.body.get("messages", "")) for r in served.requests]
+    assert any("Tell me of bread" in p for p in prompts)
+    assert any("Teach me jam" in p for p in prompts)
+
+
+@pytest.mark.ray
 def test_the_python_api_runs_on_ray_and_the_cli_resumes_there(
     ray_cluster: RayCluster, project: Project, served: OpenAIServer
 ) -> None:

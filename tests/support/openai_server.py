@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -174,6 +175,9 @@ class OpenAIServer:
         self.errors: list[BaseException] = []  # unexpected failures inside the server
         self.reject_max_completion_tokens = False  # 400 like servers predating the field
         self.require_api_key: str | None = None  # 401 unless `Authorization: Bearer <key>`
+        # the reply to a request's body, when none is scripted (a judge that reads what it
+        # is shown); None: `default_reply`
+        self.responder: Callable[[dict[str, Any]], Reply] | None = None
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._connections = itertools.count(1)
@@ -228,9 +232,13 @@ class OpenAIServer:
 
     # --- used by the handler --------------------------------------------------------------
 
-    def _next_reply(self) -> Reply:
+    def _next_reply(self, body: Any) -> Reply:
         with self._lock:
-            return self._replies.popleft() if self._replies else self.default_reply
+            if self._replies:
+                return self._replies.popleft()
+        if self.responder is not None and isinstance(body, dict):
+            return self.responder(body)
+        return self.default_reply
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
@@ -300,7 +308,7 @@ class _Handler(BaseHTTPRequestHandler):
         if rejection := self._rejection(body):
             self._send_json(*rejection)
             return
-        self._answer(owner._next_reply(), body, record)
+        self._answer(owner._next_reply(body), body, record)
 
     def _rejection(self, body: Any) -> tuple[int, dict[str, Any]] | None:
         owner = self.server.owner

@@ -151,7 +151,7 @@ async def test_the_offline_file_sent_later_is_the_same_trace(
     assert [s.span_id for s in decode(out.open())] == [s.span_id for s in spans]
 
 
-async def test_an_eval_of_three_cases_tags_each_run(
+async def test_an_eval_of_three_cases_and_two_variants_tags_each_run(
     phoenix: Phoenix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from awf_nb.evals.api import prepare_eval
@@ -167,6 +167,9 @@ async def test_an_eval_of_three_cases_tags_each_run(
         workflow: wf.yaml
         dataset: cases.jsonl
         inputs: {topic: "{{.case.topic}}"}
+        variants:
+          plain: {}
+          keen: {inputs: {topic: "more {{.case.topic}}"}}
         scorers:
           - name: done
             condition: 'status == "completed"'
@@ -174,7 +177,7 @@ async def test_an_eval_of_three_cases_tags_each_run(
     )
     run = prepare_eval(path, storage=project.store, otlp=phoenix.url)
     result = await run.execute()
-    assert len(result.rows) == 3
+    assert len(result.rows) == 6
     for row in result.rows:
         spans = list(decode((project.store.run_dir(row.run_id) / TRACE_FILE).open()))
         got = _received(phoenix, spans[0].trace_id, len(spans))
@@ -183,13 +186,14 @@ async def test_an_eval_of_three_cases_tags_each_run(
         assert top["attributes"]["awf.eval.id"] == result.eval_id
         assert top["attributes"]["awf.eval.case"] == row.case
         assert top["attributes"]["awf.eval.epoch"] == 1
+        assert top["attributes"]["awf.eval.variant"] == row.variant
         assert any(s["name"] == "chat" for s in got)
     from awf_nb.frontends.cli import main
 
     out = tmp_path / "eval.jsonl"
     store = str(project.store.root)
     assert main(["trace", result.eval_id, "--storage", store, "-o", str(out)]) == 0
-    assert len({s.trace_id for s in decode(out.open())}) == 3
+    assert len({s.trace_id for s in decode(out.open())}) == 6
 
 
 async def test_an_evals_pricing_is_the_cost_on_its_spans(

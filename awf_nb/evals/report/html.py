@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from awf_nb.engine.summary import format_duration
 from awf_nb.evals.report.load import ReportData, ReportRow
-from awf_nb.evals.results import _escape, score_cell
+from awf_nb.evals.results import score_cell
+from awf_nb.evals.results_html import _escape
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fff}

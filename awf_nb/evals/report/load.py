@@ -116,7 +116,8 @@ def load_report(
     for _, record in _numbered_records(folder.path / RESULTS):  # checked by result()
         row = EvalRow.from_dict(masker.mask_data(record) if masker else record)
         keyed[(str(record.get("variant") or ""), row.case, row.epoch)] = row
-    variants = list(dict.fromkeys(v for v, _, _ in keyed)) or [""]
+    # the eval's own order (the first is the baseline), else the order rows came in
+    variants = list(result.variants) or list(dict.fromkeys(v for v, _, _ in keyed)) or [""]
     result.rows = list(keyed.values())
     order = {v: i for i, v in enumerate(variants)}
     report_rows = [ReportRow(variant, row) for (variant, _, _), row in keyed.items()]
@@ -131,6 +132,9 @@ def load_report(
     except (UserError, KeyError, TypeError, ValueError):
         cases = {}
     comparison = getattr(result, "comparison", None)
+    if comparison is None and len(result.variants) > 1:
+        # each variant against the first, as `awf eval` showed it
+        comparison = "\n\n".join(c.to_text() for c in result.comparisons())
     return ReportData(result, variants, report_rows, cases, comparison)
 
 

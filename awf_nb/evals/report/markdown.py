@@ -47,6 +47,10 @@ def render_markdown(data: ReportData, *, cap: int = MAX_MARKDOWN_CHARS) -> str:
     for variant in data.variants:
         prefix = f"{md_text(variant)}: " if data.has_variants else ""
         lines.append(f"{prefix}{md_text(data.summary(variant).totals_line(), 1000)}  ")
+    if data.comparison is not None:
+        # the paired comparison (each variant against the first), a line each, inert
+        lines += ["", "**Comparison**", ""]
+        lines += [f"{md_text(line, 1000)}  " for line in str(data.comparison).splitlines()[:200]]
     failed = [r for r in data.rows if r.row.passed is not True]
     lines += ["", f"**{len(failed)} runs did not pass**" if failed else "Every run passed.", ""]
     text = "\n".join(lines)

@@ -50,6 +50,9 @@ def build_parser() -> MagicArgumentParser:
     cassette.add_argument("--record-missing", metavar="DIR")
     parser.add_argument("--resume", metavar="EVAL_ID")
     parser.add_argument("--budget", type=float, metavar="USD", help="stop new runs past it")
+    parser.add_argument(
+        "--variant", action="append", metavar="NAME", help="of the eval's variants, this one"
+    )
     parser.add_argument("--executor", default="local", choices=["local", "ray"])
     parser.add_argument("--ray-address", metavar="ADDR")
     parser.add_argument("--workers", type=int, metavar="N")
@@ -138,7 +141,7 @@ def _prepare(args: argparse.Namespace, body: str) -> Any:
             seed=args.seed, record=args.record, replay=args.replay,
             record_missing=args.record_missing, executor=args.executor,
             ray_address=args.ray_address, workers=args.workers, storage=args.storage,
-            budget=args.budget,
+            budget=args.budget, variants=args.variant,
         )  # fmt: skip
     except AwfError as exc:
         raise cell_error(exc) from None

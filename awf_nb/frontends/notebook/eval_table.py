@@ -1,14 +1,20 @@
 """An eval in a notebook: a live table of its runs, a progress line with ETA, Stop, and a
 run's conversation on click.
 
-`EvalTable` is the notebook's `EvalProgress`. Rows fill in as runs finish (pass green,
-fail red, error grey, running blue, cancelled orange: JupyterLab's theme variables, so the
-dark theme reads too); the progress line counts what is done and estimates what is left;
-Stop cancels the runs in flight — they are saved as cancelled, and `%%awf eval --resume
-EVAL_ID` finishes the eval. Clicking a row shows that run's conversation below the table,
-drawn by the run panel itself from the stored run. When the eval ends, the live table in
-the cell's output gives way to the static HTML table (`EvalResult._repr_html_`), so the
-saved notebook shows the results anywhere, without a kernel or network.
+`EvalTable` is the notebook's `EvalProgress`. In an eval with variants, the comparison of
+each variant with the first is shown under the table and computed again as runs finish
+(at most every `COMPARE_SECONDS`, with `LIVE_RESAMPLES` bootstrap resamples; the full
+comparison when the eval ends), so its interval narrows as the evidence comes in; each
+flipped case is a button that shows the two variants' conversations side by side.
+
+Rows fill in as runs finish (pass green, fail red, error grey, running blue, cancelled
+orange: JupyterLab's theme variables, so the dark theme reads too); the progress line
+counts what is done and estimates what is left; Stop cancels the runs in flight — they
+are saved as cancelled, and `%%awf eval --resume EVAL_ID` finishes the eval. Clicking a
+row shows that run's conversation below the table, drawn by the run panel itself from
+the stored run. When the eval ends, the live table in the cell's output gives way to the
+static HTML table (`EvalResult._repr_html_`), so the saved notebook shows the results
+anywhere, without a kernel or network.
 
 The table is a small anywidget (eval_table.js, shipped in the package); its rows are sent
 at most every `FLUSH_SECONDS`, however fast runs finish.
@@ -42,6 +48,11 @@ FLUSH_SECONDS = 0.2
 # and errored rows first, as the table orders them), each behind its row: a saved notebook
 # stays a readable size however many runs an eval has.
 SAVED_CONVERSATIONS = 50
+# The live comparison of variants: recomputed at most this often, with fewer bootstrap
+# resamples than the final one (2,000), and with at most this many flips as buttons.
+COMPARE_SECONDS = 2.0
+LIVE_RESAMPLES = 400
+SHOWN_FLIPS = 20
 
 
 class EvalTableView(anywidget.AnyWidget):
@@ -119,9 +130,15 @@ class EvalTable:
         self.stop_button.on_click(lambda _: self.stop())
         self.view = EvalTableView()
         self.detail = widgets.VBox(_dom_classes=("awf-eval-detail",))
+        self.comparison = widgets.VBox(_dom_classes=("awf-eval-comparison",))
         self.widget = PanelBox(
             "eval",
-            children=[widgets.HBox([self.progress, self.stop_button]), self.view, self.detail],
+            children=[
+                widgets.HBox([self.progress, self.stop_button]),
+                self.view,
+                self.comparison,
+                self.detail,
+            ],
             _dom_classes=("awf-eval",),
         )
         self.view.observe(self._selected, names="selected")
@@ -132,7 +149,12 @@ class EvalTable:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush: asyncio.TimerHandle | None = None
         self._scorers: list[tuple[str, str]] = []
-        self._rows: dict[tuple[str, int], dict[str, Any]] = {}
+        self._variants = False  # the eval has variants: a column of its own
+        self._variant_names: list[str] = []
+        self._finished_rows: dict[tuple[str, int, str], EvalRow] = {}
+        self._compared_at = 0.0
+        self._compare: asyncio.TimerHandle | None = None
+        self._rows: dict[tuple[str, int, str], dict[str, Any]] = {}
         self._total = 0
         self._done_before = 0
         self._executor: Any = None  # a remote eval's, which says where its runs are
@@ -173,17 +195,21 @@ class EvalTable:
             self._executor = executor
             self._concurrency = run.manifest.concurrency
         self._done_before = len(run.done)
-        self.view.header = table_header(self._scorers)
+        self._variants = bool(run.manifest.variants)
+        self._variant_names = list(run.manifest.variants)
+        self._finished_rows = {row.run_key: row for row in run.done}
+        self.view.header = table_header(self._scorers, self._variants)
         for row in run.done:
             self._counts[row.outcome] += 1
-            self._rows[row.key] = self._row(row)
+            self._rows[row.run_key] = self._row(row)
         self._started = time.monotonic()
         self._update(now=True)
 
-    def run_started(self, case: str, epoch: int, run_id: str) -> None:
+    def run_started(self, case: str, epoch: int, run_id: str, variant: str = "") -> None:
         cells = [
             mark_bidi(case),
             str(epoch),
+            *([variant] if self._variants else []),
             "running",
             "running",
             "",
@@ -192,8 +218,8 @@ class EvalTable:
             *["" for _ in self._scorers],
             "",
         ]
-        self._rows[(case, epoch)] = {
-            "key": mark_bidi(f"{case}/{epoch}"),
+        self._rows[(case, epoch, variant)] = {
+            "key": mark_bidi(f"{case}/{epoch}" + (f"/{variant}" if variant else "")),
             "outcome": "running",
             "cells": cells,
             "run_id": run_id,
@@ -203,15 +229,22 @@ class EvalTable:
     def run_finished(self, row: EvalRow) -> None:
         self._finished += 1
         self._counts[row.outcome] += 1
-        self._rows[row.key] = self._row(row)
+        self._rows[row.run_key] = self._row(row)
+        self._finished_rows[row.run_key] = row
         self._update()
+        self._compare_soon()
 
     def eval_finished(self, result: EvalResult) -> None:
+        if self._compare is not None:
+            self._compare.cancel()
+            self._compare = None
+        self._show_comparison(result.comparisons() if len(result.variants) > 1 else [])
         if result.status == "cancelled":
             for key, row in self._rows.items():
                 if row["outcome"] == "running":
                     row["outcome"] = "cancelled"
-                    row["cells"][2] = row["cells"][3] = "cancelled"
+                    at = 3 if self._variants else 2  # outcome, then status
+                    row["cells"][at] = row["cells"][at + 1] = "cancelled"
                     self._rows[key] = dict(row)
         self.stop_button.layout.display = "none"
         self._update(now=True, final=result.status)
@@ -248,9 +281,11 @@ class EvalTable:
         # the cells are untrusted (a case id, a scorer's error): eval_table.js shows them as
         # text, and their bidi controls as marks, as the panel does
         return {
-            "key": mark_bidi(f"{row.case}/{row.epoch}"),
+            "key": mark_bidi(
+                f"{row.case}/{row.epoch}" + (f"/{row.variant}" if row.variant else "")
+            ),
             "outcome": row.outcome,
-            "cells": [mark_bidi(cell) for cell in row_cells(row, self._scorers)],
+            "cells": [mark_bidi(cell) for cell in row_cells(row, self._scorers, self._variants)],
             "run_id": row.run_id,
         }
 
@@ -288,6 +323,75 @@ class EvalTable:
             left = elapsed / self._finished * (self._total - done)
             parts.append(f"ETA {format_elapsed(left)}")
         return " · ".join(part for part in parts if part)
+
+    # -- the variants compared, live ------------------------------------------------------
+
+    def _compare_soon(self) -> None:
+        """Compare the variants again, now or when `COMPARE_SECONDS` have passed since the
+        last time (never more often: a bootstrap over many cases takes a while)."""
+        if len(self._variant_names) < 2 or self._compare is not None:
+            return
+        wait = self._compared_at + COMPARE_SECONDS - time.monotonic()
+        if wait <= 0 or self._loop is None:
+            self._compare_now()
+        else:
+            self._compare = self._loop.call_later(wait, self._compare_now)
+
+    def _compare_now(self) -> None:
+        from awf_nb.evals.compare import compare_variants
+        from awf_nb.evals.results import EvalResult
+
+        self._compare = None
+        self._compared_at = time.monotonic()
+        so_far = EvalResult(self.eval_id, "", list(self._finished_rows.values()), self._scorers,
+                            1, variants=self._variant_names)  # fmt: skip
+        self._show_comparison(compare_variants(so_far, resamples=LIVE_RESAMPLES), live=True)
+
+    def _show_comparison(self, comparisons: list[Any], *, live: bool = False) -> None:
+        from html import escape
+
+        children: list[Any] = []
+        for comparison in comparisons:
+            lines = comparison.lines()
+            scorers = 1 + len(comparison.scorers)  # the title and a line per scorer
+            note = " (so far)" if live else ""
+            text = escape("\n".join(lines[:scorers]))
+            children.append(widgets.HTML(f"<pre>{text}{note}</pre>",
+                                         _dom_classes=("awf-eval-compared",)))  # fmt: skip
+            buttons = []
+            for flip in comparison.flips[:SHOWN_FLIPS]:
+                mark = "+" if flip.direction == "better" else "−"
+                button = widgets.Button(
+                    description=f"{mark} {flip.case}"[:40],
+                    tooltip=f"{flip.case}: {comparison.a} and {comparison.b} side by side",
+                    _dom_classes=("awf-eval-flip",),
+                )
+                button.on_click(lambda _, f=flip, c=comparison: self._side_by_side(c, f))
+                buttons.append(button)
+            if buttons:
+                children.append(widgets.HBox(buttons, layout=widgets.Layout(flex_flow="row wrap")))
+        self.comparison.children = tuple(children)
+
+    def _side_by_side(self, comparison: Any, flip: Any) -> None:
+        """The flipped case's first run in each variant, next to each other."""
+        from awf_nb.errors import UserError
+
+        if self.store is None:
+            return
+        columns = []
+        for name, runs in ((comparison.a, flip.a_runs), (comparison.b, flip.b_runs)):
+            title = widgets.HTML(f"<b>{mark_bidi(name)}</b>")
+            if not runs:
+                columns.append(widgets.VBox([title, widgets.HTML("no run")]))
+                continue
+            try:
+                state = self.store.load_state(runs[0])
+            except UserError as exc:
+                columns.append(widgets.VBox([title, widgets.HTML(exc.message)]))
+                continue
+            columns.append(widgets.VBox([title, conversation_panel(state).widget],
+                                        layout=widgets.Layout(width="50%")))  # fmt: skip
+        self.detail.children = (widgets.HBox(columns, _dom_classes=("awf-eval-side-by-side",)),)
 
     # -- a run's conversation -------------------------------------------------------------
 

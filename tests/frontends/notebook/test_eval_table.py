@@ -5,6 +5,7 @@ test: no wall-clock timing."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -31,7 +32,12 @@ async def test_the_progress_line_counts_the_runs_and_estimates_what_is_left(
     # a resumed eval: 2 of its 6 runs were done before
     done = [EvalRow("a", 1, passed=True), EvalRow("b", 1, passed=False)]
     run = SimpleNamespace(
-        folder=SimpleNamespace(store=None), eval_id="e1", scorers=[], total=6, done=done
+        folder=SimpleNamespace(store=None),
+        eval_id="e1",
+        scorers=[],
+        total=6,
+        done=done,
+        manifest=SimpleNamespace(variants=[]),
     )
     table.eval_started(run)  # type: ignore[arg-type]
     for case in ("c", "d", "e"):
@@ -61,7 +67,7 @@ async def test_the_progress_line_says_where_a_remote_eval_runs() -> None:
     executor = SimpleNamespace(name="ray", describe=lambda n: f"{n} at a time on each of 3 workers")
     run = SimpleNamespace(
         folder=SimpleNamespace(store=None), eval_id="e1", scorers=[], total=6, done=[],
-        executor=executor, manifest=SimpleNamespace(concurrency=4),
+        executor=executor, manifest=SimpleNamespace(concurrency=4, variants=[]),
     )  # fmt: skip
     table.eval_started(run)  # type: ignore[arg-type]
     assert table.progress.value.startswith("eval e1: 0/6 runs · 4 at a time on each of 3 workers ·")
@@ -88,7 +94,7 @@ async def test_the_tables_show_bidi_controls_as_marks_not_obeyed() -> None:
     table = EvalTable()
     run = SimpleNamespace(
         folder=SimpleNamespace(store=None), eval_id="e1", scorers=[("j", "judge")], total=1,
-        done=[],
+        done=[], manifest=SimpleNamespace(variants=[]),
     )  # fmt: skip
     table.eval_started(run)  # type: ignore[arg-type]
     table.run_started("evil\u202eid", 1, "r1")
@@ -103,3 +109,58 @@ async def test_the_tables_show_bidi_controls_as_marks_not_obeyed() -> None:
     )
     static = table.view.static_html()
     assert "evil⟨U+202E⟩id" in static and "\u202e" not in static and "\u2066" not in static
+
+
+async def test_variants_are_compared_live_and_a_flip_opens_both_conversations(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from awf_nb.engine.state import RunState
+    from awf_nb.evals.scorers import ScoreValue
+    from awf_nb.store import Store
+
+    clock = Clock()
+    monkeypatch.setattr(eval_table, "time", clock)
+    store = Store(tmp_path)
+    table = EvalTable()
+    run = SimpleNamespace(
+        folder=SimpleNamespace(store=store), eval_id="e1", scorers=[("ok", "condition")],
+        total=24, done=[], manifest=SimpleNamespace(variants=["a", "b"]),
+    )  # fmt: skip
+    table.eval_started(run)  # type: ignore[arg-type]
+    assert table.view.header[:3] == ["case", "epoch", "variant"]
+
+    def finish(case: int, variant: str, passed: bool) -> None:
+        run_id = f"r-{variant}-{case}"
+        state = RunState(run_id=run_id, workflow_name="w")
+        store.save_state(state)
+        table.run_started(f"c{case:02}", 1, run_id, variant)
+        row = EvalRow(f"c{case:02}", 1, run_id=run_id, variant=variant, passed=passed,
+                      scores={"ok": ScoreValue(passed, 1.0 if passed else 0.0)})  # fmt: skip
+        table.run_finished(row)
+
+    # b passes cases 0..6 that a fails: the first comparison is made at once ...
+    for case in range(12):
+        finish(case, "a", False)
+        finish(case, "b", case < 7)
+        if case == 0:
+            first = table.comparison.children[0].value
+            assert "a → b" in first and "(so far)" in first and "nothing to compare" in first
+    # ... and again only when COMPARE_SECONDS have passed (a timer, not every run)
+    assert table.comparison.children[0].value == first
+    clock.now += eval_table.COMPARE_SECONDS
+    table._compare_now()
+    assert "12 cases" in table.comparison.children[0].value
+    flips = table.comparison.children[1].children
+    assert [b.description for b in flips] == [f"+ c{n:02}" for n in range(7)]
+    flips[2].click()
+    (side,) = table.detail.children
+    assert [c.children[0].value for c in side.children] == ["<b>a</b>", "<b>b</b>"]
+    rows = [
+        EvalRow(f"c{n:02}", 1, run_id=f"r-{v}-{n}", variant=v, passed=(v == "b" and n < 7),
+                scores={"ok": ScoreValue(v == "b" and n < 7)})
+        for n in range(12) for v in "ab"
+    ]  # fmt: skip
+    table.eval_finished(EvalResult("e1", "w", rows, [("ok", "condition")], 1, total=24,
+                                   variants=["a", "b"]))  # fmt: skip
+    final = table.comparison.children[0].value
+    assert "(so far)" not in final and "7 better, 0 worse" in final
