@@ -224,9 +224,8 @@ def _configure_history(parser: argparse.ArgumentParser) -> None:
 @command("history", "list recent runs", _configure_history)
 def cmd_history(args: argparse.Namespace) -> int:
     from awf_nb.engine.summary import format_duration
-    from awf_nb.store import Store
-
     from awf_nb.frontends.run_tree import fork_tree
+    from awf_nb.store import Store
 
     store = Store(args.storage)
     entries = store.history(workflow=args.workflow, status=args.status, limit=args.n)
