@@ -221,6 +221,16 @@ class Pauses:
             run.state.breakpoints = points.record()
         return cls(run, points, run.config.debugger)
 
+    def may_pause(self) -> bool:
+        """Whether the run can stop at a pause (so a notebook cell must not block on it)."""
+        if self.debugger is None:
+            return False
+        points = self.breakpoints
+        if points.before or points.after or self.run.state.paused:
+            return True
+        steps = self.run.workflow.steps.values()
+        return points.from_file and any(getattr(s, "breakpoint", None) for s in steps)
+
     def edited_input(self, step: str) -> str | None:
         """The step's command or prompt as edited at its pause (once), else None."""
         return self._edited.pop(step, None)

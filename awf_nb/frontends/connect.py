@@ -97,8 +97,12 @@ class FrontendChoice:
         from awf_nb.frontends.notebook.reader import WidgetReader
 
         workflow = request.workflow
+        from awf_nb.frontends.notebook.panel_pause import PanelDebugger
+
         panel = RunPanel(workflow.name, interactive=asks, workflow=workflow)
-        return FrontendIO(WidgetReader() if asks else None, panel, view=panel, asks=asks)
+        reader = WidgetReader() if asks else None
+        # A person watches the panel: its buttons answer breakpoints.
+        return FrontendIO(reader, panel, view=panel, asks=asks, debugger=PanelDebugger(panel))
 
 
 def _debugger(reader: Any) -> Any:
