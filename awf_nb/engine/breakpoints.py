@@ -232,8 +232,9 @@ class Pauses:
         return points.from_file and any(getattr(s, "breakpoint", None) for s in steps)
 
     def edited_input(self, step: str) -> str | None:
-        """The step's command or prompt as edited at its pause (once), else None."""
-        return self._edited.pop(step, None)
+        """The step's command or prompt as edited at its pause (for every attempt of this
+        visit of the step: a retry runs what was edited too), else None."""
+        return self._edited.get(step)
 
     def _wanted(self, step: Any, when: When) -> bool:
         paused_here = self.run.state.paused.get(step.name) == when  # a resumed pause
@@ -253,6 +254,7 @@ class Pauses:
     async def before(self, step: Any, st: Any, loop: Any) -> bool:
         """Pause before `step` when a breakpoint says so. True: the step was skipped (its
         state filled in with the output the person gave); False: run it."""
+        self._edited.pop(step.name, None)  # an edit is for one visit of the step
         if not self._wanted(step, "before"):
             return False
         shows, editable = self._input_of(step, loop)

@@ -180,3 +180,32 @@ def test_breakpoint_on_an_unknown_step_is_refused(wf: Path, store: Store):
 def test_unknown_action_is_refused():
     with pytest.raises(UserError, match="unknown pause action 'go'"):
         PauseAnswer.of("go")
+
+
+async def test_an_edit_is_for_every_attempt_of_one_visit(tmp_path: Path, store: Store):
+    log = tmp_path / "log"
+    wf = tmp_path / "cycle.yaml"
+    wf.write_text(
+        f"""
+name: cycle
+limits: {{max_visits: {{count: 3}}}}
+states:
+  initial: count
+  count:
+    type: command
+    command: "echo template >> {log}; wc -l < {log}"
+    retry: {{max_attempts: 2, initial_delay: 0s}}
+    transitions:
+      - {{when: 'states.count.Output == "3"', goto: done}}
+      - {{goto: count}}
+  done: {{type: terminal}}
+"""
+    )
+    # First visit: edited to fail, so the retry runs the edited command too; the second
+    # visit (the cycle comes back) runs the workflow's own command again.
+    edited = PauseAnswer("edit", f"echo edited >> {log}; exit 1")
+    on_pause, seen = _answers(edited, "continue")
+    result = await arun(wf, storage=store, break_before=["count"], on_pause=on_pause)
+    assert log.read_text().split() == ["edited", "edited", "template"]
+    assert [p.step for p in seen] == ["count"] * 3  # edit shown again, then the 2nd visit
+    assert result.status == "completed"
