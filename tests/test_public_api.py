@@ -21,6 +21,8 @@ PUBLIC = [
     "EvalResult",
     "ExecutionError",
     "InputError",
+    "Pause",
+    "PauseAnswer",
     "ProviderError",
     "RunResult",
     "SimulatedUser",
