@@ -92,7 +92,8 @@ class FrontendChoice:
             # Replayed messages were typed by nobody at this terminal: shown like --reply.
             echo = request.replayed or not typed_on_tty
             sink = TerminalSink(self.output, echo_input=echo)
-            return FrontendIO(reader, sink, view=sink, asks=asks, debugger=_debugger(reader))
+            debugger = _debugger(reader) if request.interactive else None
+            return FrontendIO(reader, sink, view=sink, asks=asks, debugger=debugger)
         from awf_nb.frontends.notebook.panel import RunPanel
         from awf_nb.frontends.notebook.reader import WidgetReader
 
@@ -101,8 +102,9 @@ class FrontendChoice:
 
         panel = RunPanel(workflow.name, interactive=asks, workflow=workflow)
         reader = WidgetReader() if asks else None
-        # A person watches the panel: its buttons answer breakpoints.
-        return FrontendIO(reader, panel, view=panel, asks=asks, debugger=PanelDebugger(panel))
+        # A person watches the panel (not a headless run): its buttons answer breakpoints.
+        debugger = PanelDebugger(panel) if request.interactive else None
+        return FrontendIO(reader, panel, view=panel, asks=asks, debugger=debugger)
 
 
 def _debugger(reader: Any) -> Any:

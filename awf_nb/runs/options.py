@@ -205,6 +205,9 @@ class FrontendRequest:
     store: Store | None
     asks: bool  # the person may be asked: no replies or reader of the caller's answer
     replayed: bool  # a cassette's recorded messages answer first
+    # A person may answer at all (`interactive`; False: a headless notebook run, nbclient):
+    # breakpoints are answered only then, so an unattended run never waits at one.
+    interactive: bool = True
 
 
 @dataclass(frozen=True)

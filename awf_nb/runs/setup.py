@@ -253,7 +253,8 @@ def _answers(
     io = FrontendIO()
     if options.frontend is not None:
         asks = options.interactive and own is None
-        io = options.frontend.open(FrontendRequest(workflow, store, asks, replayed))
+        request = FrontendRequest(workflow, store, asks, replayed, options.interactive)
+        io = options.frontend.open(request)
     return io, _first(own, io.reader)
 
 
