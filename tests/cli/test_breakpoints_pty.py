@@ -120,6 +120,8 @@ def test_kill_at_a_breakpoint_then_resume_pauses_there_again(tmp_path: Path):
         child.close(force=True)
     run_id = only_run_id(storage)
     assert _state(storage, run_id)["paused"] == {"show": "before"}
+    status = run_awf("status", run_id, "--storage", str(storage), cwd=tmp_path)
+    assert f"paused    before step show (awf resume {run_id} pauses there)" in status.stdout
 
     again = spawn(tmp_path, storage, "resume", run_id)
     try:
