@@ -42,8 +42,17 @@ class TerminalDebugger:
     def __init__(self, reader: TerminalReader, out: TextIO | None = None) -> None:
         self.reader = reader
         self.out = out or sys.stderr
+        # Parallel branches may pause at once: one pause on the screen at a time.
+        self._turn: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     async def pause(self, pause: Pause) -> PauseAnswer:
+        loop = asyncio.get_running_loop()
+        if self._turn is None or self._turn[0] is not loop:
+            self._turn = (loop, asyncio.Lock())
+        async with self._turn[1]:
+            return await self._pause(pause)
+
+    async def _pause(self, pause: Pause) -> PauseAnswer:
         self._show(pause)
         for _ in range(MAX_WRONG_ANSWERS):
             line = await self.reader.answer(CHOICES)

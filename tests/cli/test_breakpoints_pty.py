@@ -162,3 +162,42 @@ def test_file_breakpoints_are_ignored_without_a_terminal(tmp_path: Path):
     (tmp_path / "wf.yaml").write_text(text)
     done = run_awf("run", "wf.yaml", "--storage", str(tmp_path / "s"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+PARALLEL = """
+name: branches
+states:
+  initial: checks
+  checks: {type: parallel, parallel: [one, two], on_success: done}
+  one: {type: command, command: "echo one"}
+  two: {type: command, command: "echo two"}
+  done: {type: terminal, message: "all done"}
+"""
+
+
+def test_parallel_branches_pause_one_at_a_time(tmp_path: Path):
+    storage = tmp_path / "storage"
+    (tmp_path / "wf.yaml").write_text(PARALLEL)
+    child = spawn(
+        tmp_path, storage, "run", "wf.yaml", "--break-before", "one", "--break-before", "two"
+    )
+    try:
+        first = child.expect_exact(["paused before step one", "paused before step two"])
+        child.expect_exact(CHOICES)
+        child.sendline("k")
+        child.expect_exact("output of the skipped step > ")
+        child.sendline("given")
+        # Only now is the other branch's pause shown.
+        child.expect_exact("paused before step " + ("two" if first == 0 else "one"))
+        child.expect_exact(CHOICES)
+        child.sendline("c")
+        child.expect_exact("all done")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, transcript(child)
+    screen = transcript(child)
+    assert screen.count(CHOICES) == 2, screen
+    outputs = {k: v["output"] for k, v in _state(storage, only_run_id(storage))["steps"].items()}
+    skipped = "one" if first == 0 else "two"
+    assert outputs[skipped] == "given"
