@@ -29,6 +29,7 @@ __all__ = [
     "InputError",
     "Pause",
     "PauseAnswer",
+    "PauseStream",
     "ProviderError",
     "RunResult",
     "SimulatedUser",
@@ -51,7 +52,7 @@ _ERRORS = (
 
 if TYPE_CHECKING:
     from awf_nb.api import RunResult, SimulatedUser, afork, arun, fork, load, run
-    from awf_nb.engine.breakpoints import Pause, PauseAnswer
+    from awf_nb.engine.breakpoints import Pause, PauseAnswer, PauseStream
     from awf_nb.errors import (
         AwfError,
         AwfSystemError,
@@ -70,7 +71,7 @@ def __getattr__(name: str) -> Any:
         from awf_nb import api
 
         return getattr(api, name)
-    if name in ("Pause", "PauseAnswer"):  # what a breakpoint's on_pause sees and returns
+    if name in ("Pause", "PauseAnswer", "PauseStream"):  # what a breakpoint's on_pause sees and returns
         from awf_nb.engine import breakpoints
 
         return getattr(breakpoints, name)

@@ -23,6 +23,7 @@ PUBLIC = [
     "InputError",
     "Pause",
     "PauseAnswer",
+    "PauseStream",
     "ProviderError",
     "RunResult",
     "SimulatedUser",

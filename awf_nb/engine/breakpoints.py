@@ -31,6 +31,7 @@ __all__ = [
     "OnPause",
     "Pause",
     "PauseAnswer",
+    "PauseStream",
     "When",
 ]
 
@@ -195,6 +196,62 @@ class CallbackDebugger:
         if inspect.isawaitable(answer):
             answer = await answer
         return PauseAnswer.of(answer)  # type: ignore[arg-type]
+
+
+class PauseStream:
+    """A `Debugger` that is an async iterator of the run's pauses:
+
+        pauses = PauseStream()
+        run = asyncio.create_task(awf_nb.arun(wf, break_before=["*"], on_pause=pauses))
+        pauses.watch(run)                # the iteration ends when the run does
+        async for pause in pauses:
+            pauses.answer("continue")    # or a PauseAnswer, "step", "skip", "abort"
+        result = await run
+
+    Each pause must be answered before the next one is asked for."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self._pauses: asyncio.Queue[Pause | None] = asyncio.Queue()
+        self._waiting: asyncio.Future[PauseAnswer | str | None] | None = None
+        self._closed = False
+
+    async def pause(self, pause: Pause) -> PauseAnswer:
+        import asyncio
+
+        waiting = asyncio.get_running_loop().create_future()
+        self._waiting = waiting
+        self._pauses.put_nowait(pause)
+        return PauseAnswer.of(await waiting)
+
+    def answer(self, answer: PauseAnswer | str | None) -> None:
+        """Answer the pause the iteration gave last (None: continue)."""
+        waiting = self._waiting
+        if waiting is None or waiting.done():
+            raise UserError("no pause is waiting for an answer")
+        waiting.set_result(PauseAnswer.of(answer))
+
+    def watch(self, task: Any) -> None:
+        """End the iteration when `task` (the run) ends."""
+        task.add_done_callback(lambda _task: self.close())
+
+    def close(self) -> None:
+        """End the iteration (after the pauses already given)."""
+        if not self._closed:
+            self._closed = True
+            self._pauses.put_nowait(None)
+
+    def __aiter__(self) -> PauseStream:
+        return self
+
+    async def __anext__(self) -> Pause:
+        if self._waiting is not None and not self._waiting.done():
+            raise UserError("answer the last pause (pauses.answer(...)) before the next one")
+        item = await self._pauses.get()
+        if item is None:
+            raise StopAsyncIteration
+        return item
 
 
 class Pauses:

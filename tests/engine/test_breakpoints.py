@@ -209,3 +209,24 @@ states:
     assert log.read_text().split() == ["edited", "edited", "template"]
     assert [p.step for p in seen] == ["count"] * 3  # edit shown again, then the 2nd visit
     assert result.status == "completed"
+
+
+async def test_pauses_as_an_async_iterator(wf: Path, store: Store):
+    import asyncio
+
+    from awf_nb import PauseStream
+
+    pauses = PauseStream()
+    run = asyncio.create_task(
+        arun(wf, storage=store, break_before=["make", "show"], on_pause=pauses)
+    )
+    pauses.watch(run)
+    seen = []
+    async for pause in pauses:
+        seen.append(pause.step)
+        pauses.answer(PauseAnswer("skip", "mocked") if pause.step == "show" else None)
+    result = await run
+    assert seen == ["make", "show"]
+    assert result.status == "completed" and result.outputs["show"] == "mocked"
+    with pytest.raises(UserError, match="no pause is waiting"):
+        pauses.answer("continue")
