@@ -71,7 +71,7 @@ def __getattr__(name: str) -> Any:
         from awf_nb import api
 
         return getattr(api, name)
-    if name in ("Pause", "PauseAnswer", "PauseStream"):  # what a breakpoint's on_pause sees and returns
+    if name in ("Pause", "PauseAnswer", "PauseStream"):  # breakpoints: on_pause
         from awf_nb.engine import breakpoints
 
         return getattr(breakpoints, name)
