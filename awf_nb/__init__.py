@@ -27,6 +27,9 @@ __all__ = [
     "EvalResult",
     "ExecutionError",
     "InputError",
+    "Pause",
+    "PauseAnswer",
+    "PauseStream",
     "ProviderError",
     "RunResult",
     "SimulatedUser",
@@ -49,6 +52,7 @@ _ERRORS = (
 
 if TYPE_CHECKING:
     from awf_nb.api import RunResult, SimulatedUser, afork, arun, fork, load, run
+    from awf_nb.engine.breakpoints import Pause, PauseAnswer, PauseStream
     from awf_nb.errors import (
         AwfError,
         AwfSystemError,
@@ -67,6 +71,10 @@ def __getattr__(name: str) -> Any:
         from awf_nb import api
 
         return getattr(api, name)
+    if name in ("Pause", "PauseAnswer", "PauseStream"):  # breakpoints: on_pause
+        from awf_nb.engine import breakpoints
+
+        return getattr(breakpoints, name)
     if name in ("evaluate", "aevaluate"):
         from awf_nb import eval_api
 

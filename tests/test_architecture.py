@@ -531,6 +531,8 @@ def test_the_check_sees_a_function_level_import_of_the_run_loop() -> None:
 # docstring of engine/process.py says the same).
 PROCESS_STARTERS = {
     "awf_nb.engine.process": "the supervisor itself",
+    "awf_nb.frontends.terminal_debugger": "the person's $EDITOR at a breakpoint needs the "
+    "terminal, in awf's own foreground process group",
     "awf_nb.diagram": "Graphviz's dot, drawn outside any run by a package that has no engine",
     "awf_nb.tools.mcp_client": "the MCP SDK starts the server it speaks to",
     "awf_nb.providers.local_process": "the model process serves every run and event loop "

@@ -61,7 +61,10 @@ async def _execute_agent(
     ctx, name = run.ctx, step.name
     provider_name = ctx.render(step.provider, step=name, what="provider", loop=loop).strip()
     provider = run.provider(provider_name)
-    if step.prompt_file:
+    edited = run.edited_input(name)  # the prompt as edited at a breakpoint
+    if edited is not None:
+        prompt = edited
+    elif step.prompt_file:
         _, prompt = ctx.render_file(step.prompt_file, step=name, what="prompt_file", loop=loop)
     else:
         prompt = ctx.render(step.prompt or "", step=name, what="prompt", loop=loop)

@@ -30,6 +30,7 @@ from awf_nb.engine.ports import (
 from awf_nb.secrets import Masker
 
 if TYPE_CHECKING:
+    from awf_nb.engine.breakpoints import Breakpoints, Debugger
     from awf_nb.engine.events import RunEvent
     from awf_nb.engine.limits import CostLimit
     from awf_nb.engine.partner import SimulatedUser
@@ -111,3 +112,7 @@ class RunConfig:
     # Asked when the top-level run ends, before its summary: warnings to show (a replay
     # that left part of its cassette unused).
     end_warnings: tuple[Callable[[RunState], list[str]], ...] = ()
+    # Where the run pauses, and who answers its pauses (engine/breakpoints.py); None: it
+    # never pauses (a pause kept by a killed run is then passed with a warning).
+    breakpoints: Breakpoints | None = None
+    debugger: Debugger | None = None

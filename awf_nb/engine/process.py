@@ -1,8 +1,10 @@
 """The one process supervisor: every child a run starts runs in a process group it owns.
 
 Command steps, hooks, operations (the github ones' `git`), Bash and command tools and the
-agent-CLI providers all start their children through `ProcessGroup`. Three programs start
-elsewhere: an MCP server, which the MCP SDK that speaks to it starts (tools/mcp_client.py);
+agent-CLI providers all start their children through `ProcessGroup`. Four programs start
+elsewhere: the person's `$EDITOR` at a breakpoint (frontends/terminal_debugger.py: it needs
+the terminal, so it runs in awf's own foreground group, bounded by a timeout); an MCP
+server, which the MCP SDK that speaks to it starts (tools/mcp_client.py);
 Graphviz's `dot` when a diagram is drawn as an image (diagram/, which draws outside any
 run and does not depend on the engine: one program, no children, bounded by a timeout);
 and the `local` provider's model process (providers/local_process.py), which serves every

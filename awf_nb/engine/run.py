@@ -9,6 +9,10 @@ Routing (spec §4): on success, the first true `transitions` entry, else `on_suc
 failure, `transitions` for command steps, then `continue_on_error` → `on_success`, else
 `on_failure` (a step name, or an inline `{message, status}` that fails the run), else the
 run fails with `step X: <error>`. Only a terminal step ends a run.
+
+Why one module: `Runner` is one object — the loop, a step's execution with its retries and
+the checkpoints between them share the run's state; what can live apart already does
+(steps, hooks, limits, pauses at breakpoints in `breakpoints.py`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from awf_nb.engine import events as ev
+from awf_nb.engine.breakpoints import PauseAborted, Pauses
 from awf_nb.engine.config import ProviderSet, RunConfig
 from awf_nb.engine.context import LoopFrame, RunContext
 from awf_nb.engine.hooks import run_error_hooks, run_hooks
@@ -113,6 +118,8 @@ class Runner:
         self._sink_failures = 0
         self._mask_event = EventMasker(self.masker)
         self._visits: dict[str, StepState] = {}  # each step's state from its previous visit
+        self.pauses = Pauses.for_run(self)  # breakpoints: the one owner of pausing
+        self.edited_input = self.pauses.edited_input  # StepRun: a command / prompt edited
 
     # --- public control ---------------------------------------------------------------------
 
@@ -179,15 +186,19 @@ class Runner:
                 raise RunEnds(self.limits.timeout_message(), reason="limit") from None
             if state.status == "completed":
                 await run_hooks(self, self.workflow.hooks.workflow_end, step="")
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, PauseAborted) as exc:
+            aborted = isinstance(exc, PauseAborted)
             state.status = "cancelled"
             state.completion_reason = "cancelled"
-            state.error = "run cancelled"
+            state.error = "run aborted at a breakpoint" if aborted else "run cancelled"
             state.exit_code = 130
             self._finish()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.shield(run_hooks(self, self.workflow.hooks.workflow_cancel, step=""))
-            raise
+            # An abort is the person's answer, not a cancellation of the caller's task: the
+            # top-level run returns its state; a called workflow passes it on to its parent.
+            if not aborted or self.config.depth > 0:
+                raise
         except (RunEnds, AwfError) as exc:
             state.status = "failed"
             state.error = self.masker.mask(exc.message if isinstance(exc, RunEnds) else str(exc))
@@ -322,6 +333,9 @@ class Runner:
         state.current_step = step.name
         previous = state.steps.get(step.name)
         restoring = step.name == self._restore_step
+        if restoring and previous is not None and await self.pauses.resumed_after(step, previous):
+            self._restore_step = None  # killed while paused after it: not run again
+            return StepOutcome(previous, None)
         if not restoring and (capped := self._visit_cap(step, previous)) is not None:
             return capped
         if previous is not None:
@@ -349,6 +363,8 @@ class Runner:
         state.steps[step.name] = st
         state.executed.append(step.name)
         self.checkpoint()
+        if await self.pauses.before(step, st, loop):  # skipped: the output was given
+            return StepOutcome(st, None)
         await run_hooks(self, step.hooks.pre, step=step.name, loop=loop)
         jump: str | None = None
         attempts = (
@@ -414,6 +430,7 @@ class Runner:
             await asyncio.sleep(delay)
         await run_hooks(self, step.hooks.post, step=step.name, loop=loop)
         self.checkpoint()
+        await self.pauses.after(step, st)
         return StepOutcome(st, jump)
 
     def _visit_cap(self, step: AnyStep, previous: StepState | None) -> StepOutcome | None:

@@ -351,6 +351,11 @@ class RunState(_State):
     parent_run_id: str = ""  # set for call_workflow children
     # Set for a run made by `awf fork`: {"run": id, "step": name, "turn": n or None}.
     forked_from: dict[str, Any] | None = None
+    # Where the run pauses (engine/breakpoints.py), kept so `awf resume` pauses at the same
+    # steps; and the pauses it is waiting at ({step: "before" | "after"}): written before
+    # the person is asked, so a run killed at a breakpoint pauses there again on resume.
+    breakpoints: dict[str, Any] | None = None
+    paused: dict[str, str] = Field(default_factory=dict)
     pid: int = 0  # the process running it, so `awf resume` can refuse a run still alive
     host: str = ""
     pid_started: str = ""  # that process's start time, so a reused pid is not taken for it

@@ -88,7 +88,9 @@ async def execute_command(
     if step.script_file:
         argv, script_path = _script_argv(run, step, loop)
     else:
-        command = ctx.render(step.command or "", step=step.name, what="command", loop=loop)
+        command = run.edited_input(step.name)
+        if command is None:
+            command = ctx.render(step.command or "", step=step.name, what="command", loop=loop)
         argv = [default_shell(), "-c", command]
     stdout_masker = run.masker.stream()
     stderr_masker = run.masker.stream()

@@ -92,13 +92,31 @@ class FrontendChoice:
             # Replayed messages were typed by nobody at this terminal: shown like --reply.
             echo = request.replayed or not typed_on_tty
             sink = TerminalSink(self.output, echo_input=echo)
-            return FrontendIO(reader, sink, view=sink, asks=asks)
+            debugger = _debugger(reader) if request.interactive else None
+            return FrontendIO(reader, sink, view=sink, asks=asks, debugger=debugger)
         from awf_nb.frontends.notebook.panel import RunPanel
         from awf_nb.frontends.notebook.reader import WidgetReader
 
         workflow = request.workflow
+        from awf_nb.frontends.notebook.panel_pause import PanelDebugger
+
         panel = RunPanel(workflow.name, interactive=asks, workflow=workflow)
-        return FrontendIO(WidgetReader() if asks else None, panel, view=panel, asks=asks)
+        reader = WidgetReader() if asks else None
+        # A person watches the panel (not a headless run): its buttons answer breakpoints.
+        debugger = PanelDebugger(panel) if request.interactive else None
+        return FrontendIO(reader, panel, view=panel, asks=asks, debugger=debugger)
+
+
+def _debugger(reader: Any) -> Any:
+    """The terminal's answer to breakpoints, when a person types at this terminal."""
+    from awf_nb.frontends.terminal import TerminalReader
+    from awf_nb.frontends.terminal_debugger import TerminalDebugger
+
+    if reader is None:
+        if not _isatty(sys.stdin):
+            return None
+        reader = TerminalReader()
+    return TerminalDebugger(reader) if reader.is_tty else None
 
 
 def _isatty(stream: Any) -> bool:

@@ -624,6 +624,11 @@ class TerminalReader:
             return None
         return answer.strip().lower() in ("y", "yes")
 
+    async def answer(self, prompt: str) -> str | None:
+        """A line typed after `prompt` is shown (a breakpoint's choice, an edited value),
+        not a message typed ahead; None at end of input."""
+        return await self._ask(prompt, confirming=True)
+
     async def _ask(self, prompt: str, *, confirming: bool) -> str | None:
         loop = asyncio.get_running_loop()
         if self._turn is None or self._turn[0] is not loop:

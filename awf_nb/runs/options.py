@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 from awf_nb.errors import UserError
 
 if TYPE_CHECKING:
+    from awf_nb.engine.breakpoints import Debugger, OnPause
     from awf_nb.engine.inputs import AskFunction
     from awf_nb.engine.limits import CostLimit
     from awf_nb.engine.partner import SimulatedUser
@@ -78,6 +79,13 @@ class RunOptions:
       False: no trace file next to the transcript (default: $AWF_TRACE_FILE, else yes);
       `trace_tags` — attributes of the run's span (an eval's id, case, epoch, variant);
       `trace_cost` — how the run is priced on its spans (`traces.TraceCost`: an eval's).
+
+    Breakpoints (docs/debugging.md): `break_before` / `break_after` — steps to pause
+      before / after (`*`: every step); `breakpoints` — honour the steps' own
+      `breakpoint:` (default: when the frontend can ask the person); `on_pause` — answers
+      each pause: a function (or coroutine function) given a `Pause` that returns a
+      `PauseAnswer`, an action's name (`"continue"`, `"step"`, `"skip"`, `"abort"`) or
+      None (continue); without it the frontend asks (the terminal's prompt).
     """
 
     inputs: Mapping[str, Any] = field(default_factory=dict)
@@ -106,6 +114,10 @@ class RunOptions:
     trace_cost: TraceCost | None = None
     # The most the run may cost in USD (`engine.limits.CostLimit`: an evaluation's).
     cost_limit: CostLimit | None = None
+    break_before: Sequence[str] = ()
+    break_after: Sequence[str] = ()
+    breakpoints: bool | None = None
+    on_pause: OnPause | Debugger | None = None
 
     def __post_init__(self) -> None:
         # Frozen: what the caller passed is copied, so changing their list later changes
@@ -115,6 +127,11 @@ class RunOptions:
                 raise UserError("replies must be a list of messages, not one string")
             object.__setattr__(self, "replies", tuple(self.replies))
         object.__setattr__(self, "inputs", dict(self.inputs or {}))
+        for name in ("break_before", "break_after"):
+            steps = getattr(self, name)
+            if isinstance(steps, str):
+                raise UserError(f"{name} must be a list of step names, not one string")
+            object.__setattr__(self, name, tuple(steps or ()))
         given = [
             name
             for name in ("record", "replay", "record_missing")
@@ -158,6 +175,10 @@ class RunKeywords(TypedDict, total=False):
     trace_tags: Mapping[str, Any]
     trace_cost: TraceCost | None
     cost_limit: CostLimit | None
+    break_before: Sequence[str]
+    break_after: Sequence[str]
+    breakpoints: bool | None
+    on_pause: OnPause | Debugger | None
 
 
 def _limits(value: Limits | Mapping[str, Any]) -> Limits:
@@ -188,6 +209,9 @@ class FrontendRequest:
     store: Store | None
     asks: bool  # the person may be asked: no replies or reader of the caller's answer
     replayed: bool  # a cassette's recorded messages answer first
+    # A person may answer at all (`interactive`; False: a headless notebook run, nbclient):
+    # breakpoints are answered only then, so an unattended run never waits at one.
+    interactive: bool = True
 
 
 @dataclass(frozen=True)
@@ -200,6 +224,7 @@ class FrontendIO:
     sink: EventSink | None = None
     view: Any = None
     asks: bool = False  # the person is asked through this frontend
+    debugger: Debugger | None = None  # answers pauses at breakpoints (a person is there)
 
 
 class Frontend(Protocol):

@@ -171,6 +171,7 @@ def prepare_run(
         cost_limit=options.cost_limit,
         # A replay that leaves part of its cassette unused says so when the run ends.
         end_warnings=(cassette.end_warnings,) if replays else (),
+        **_breakpoints(options, io, wf, paused=state is not None and bool(state.paused)),
     )
     runner = Runner(wf, values, config, state=state, start_step=start_step, warnings=warnings)
     if isinstance(config.sink, Tracer) and options.trace_cost is not None:
@@ -178,6 +179,32 @@ def prepare_run(
     if state is None:
         runner.state.defaulted_inputs = [name for name in values if name not in options.inputs]
     return PreparedRun(runner, io)
+
+
+def _breakpoints(
+    options: RunOptions, io: FrontendIO, workflow: Workflow, *, paused: bool
+) -> dict[str, Any]:
+    """The run's breakpoints and who answers its pauses: `on_pause`, else the frontend's
+    debugger (a person at the terminal, the notebook panel). Breakpoints asked for with
+    nobody to answer them are a `UserError`; a workflow's own `breakpoint:` lines count
+    when someone can answer (or `breakpoints=True`), so the file still runs in CI."""
+    from awf_nb.engine.breakpoints import Breakpoints, CallbackDebugger, Debugger
+
+    debugger: Debugger | None = io.debugger
+    if options.on_pause is not None:
+        given = options.on_pause
+        debugger = given if isinstance(given, Debugger) else CallbackDebugger(given)
+    from_file = options.breakpoints if options.breakpoints is not None else debugger is not None
+    points = Breakpoints.of(options.break_before, options.break_after, from_file=from_file)
+    points.check(workflow.steps)
+    if debugger is None and (points.before or points.after or options.breakpoints):
+        raise UserError(
+            "breakpoints need someone to answer the pause: run in a terminal (awf run), "
+            "in a notebook (%%awf), or pass on_pause= (Python)"
+        )
+    if not points and not paused:
+        return {}
+    return {"breakpoints": points, "debugger": debugger}
 
 
 def _traced(
@@ -229,7 +256,8 @@ def _answers(
     io = FrontendIO()
     if options.frontend is not None:
         asks = options.interactive and own is None
-        io = options.frontend.open(FrontendRequest(workflow, store, asks, replayed))
+        request = FrontendRequest(workflow, store, asks, replayed, options.interactive)
+        io = options.frontend.open(request)
     return io, _first(own, io.reader)
 
 

@@ -229,6 +229,8 @@ class _StepBase(_Model):
     continue_on_error: bool = False
     hooks: StepHooks = Field(default_factory=StepHooks)
     retry: RetryPolicy | None = None
+    # Pause here when the run is interactive or given --breakpoints (docs/debugging.md).
+    breakpoint: Literal["before", "after"] | None = None
 
     @field_validator("type", mode="before", check_fields=False)
     @classmethod

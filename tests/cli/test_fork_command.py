@@ -51,3 +51,33 @@ def test_runs_diff_marks_the_first_difference(awf, chat, storage):
     }
     same = awf("runs-diff", original, original)
     assert "are the same" in same.stdout
+
+
+def test_history_tree_shows_forks_under_their_run(awf, chat, storage):
+    assert awf("run", str(chat), "--reply", "more", "--reply", "").returncode == 0
+    original = only_run_id(storage)
+    assert awf("fork", original, "--at", "chat#3", "--edit", "x", "--reply", "").returncode == 0
+    first = next(p.name for p in (storage / "runs").iterdir() if p.name != original)
+    assert awf("fork", first, "--at", "chat", "--reply", "").returncode == 0
+    second = next(p.name for p in (storage / "runs").iterdir() if p.name not in (original, first))
+    result = awf("history", "--tree")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("RUN ID") and lines[0].endswith("FORKED AT")
+    column = lines[0].index("WORKFLOW")
+    assert [line[:column].rstrip() for line in lines[1:]] == [
+        original,
+        f"└─ {first}",
+        f"   └─ {second}",
+    ]
+    assert lines[2].endswith("chat#3") and lines[3].endswith("chat")
+    # Only the fork listed: it says which run it came from.
+    alone = awf("history", "--tree", "-n", "1").stdout.splitlines()
+    assert alone[1].startswith(second) and alone[1].endswith(f"chat of {first}")
+    data = json.loads(awf("history", "--tree", "--json").stdout)
+    by_id = {row["run_id"]: row["forked_from"] for row in data}
+    assert by_id == {
+        original: None,
+        first: {"run": original, "at": "chat#3"},
+        second: {"run": first, "at": "chat"},
+    }

@@ -138,6 +138,22 @@ def test_a_frontend_may_ask_only_when_the_workflow_needs_it(tmp_path: Path) -> N
     assert FrontendChoice("notebook").open(request).asks
 
 
+def test_only_a_run_someone_may_answer_pauses_at_breakpoints(tmp_path: Path) -> None:
+    """The notebook panel answers breakpoints, but not in a headless run (nbclient, CI):
+    there a workflow's own `breakpoint:` is ignored and a --break-before is refused."""
+    from awf_nb.errors import UserError
+    from awf_nb.frontends.notebook.panel_pause import PanelDebugger
+
+    prepared = _prepared(tmp_path, "notebook")
+    assert isinstance(prepared.runner.config.debugger, PanelDebugger)
+    assert prepared.runner.pauses.breakpoints.from_file
+    prepared = _prepared(tmp_path, "notebook", interactive=False)
+    assert prepared.runner.config.debugger is None
+    assert not prepared.runner.pauses.may_pause()
+    with pytest.raises(UserError, match="breakpoints need someone to answer the pause"):
+        _prepared(tmp_path, "notebook", interactive=False, break_before=["*"])
+
+
 # --- awf_nb.run(show=…) ---------------------------------------------------------------------
 
 

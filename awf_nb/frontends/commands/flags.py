@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from awf_nb.engine.partner import SimulatedUser
 
 __all__ = [
+    "breakpoint_flags",
+    "configure_breakpoints",
     "configure_cassette",
     "configure_dry_run",
     "configure_run_io",
@@ -78,9 +80,66 @@ def configure_run_io(parser: argparse.ArgumentParser) -> None:
         "(default: $AWF_MODEL)",
     )
     parser.add_argument("--json", action="store_true", help="print the final run state as JSON")
+    configure_breakpoints(parser)
     configure_traces(parser)
     configure_storage(parser)
     configure_cassette(parser)
+
+
+def configure_breakpoints(parser: argparse.ArgumentParser) -> None:
+    """--break-before / --break-after / --breakpoints, and AWF's --interactive
+    [--breakpoint STEPS] (docs/debugging.md)."""
+    parser.add_argument(
+        "--break-before",
+        action="append",
+        metavar="STEP",
+        help="pause before this step (repeatable; * for every step)",
+    )
+    parser.add_argument(
+        "--break-after",
+        action="append",
+        metavar="STEP",
+        help="pause after this step (repeatable; * for every step)",
+    )
+    parser.add_argument(
+        "--breakpoints",
+        action="store_true",
+        help="pause at the steps whose `breakpoint:` says so (the default when a person "
+        "can answer)",
+    )
+    parser.add_argument(
+        "--interactive",
+        action="store_true",
+        help="AWF's step-by-step mode: pause before every step (or only the --breakpoint ones)",
+    )
+    parser.add_argument(
+        "--breakpoint",
+        action="append",
+        metavar="STEP[,STEP]",
+        help="with --interactive: pause before these steps only (AWF's spelling)",
+    )
+
+
+def breakpoint_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The `RunOptions` fields the breakpoint flags set."""
+    before = list(getattr(args, "break_before", None) or [])
+    named = [
+        name.strip()
+        for value in getattr(args, "breakpoint", None) or []
+        for name in value.split(",")
+        if name.strip()
+    ]
+    if named and not getattr(args, "interactive", False):
+        raise UserError(
+            "--breakpoint needs --interactive (AWF's step-by-step mode); or use --break-before STEP"
+        )
+    if getattr(args, "interactive", False):
+        before += named or ["*"]
+    return {
+        "break_before": tuple(before),
+        "break_after": tuple(getattr(args, "break_after", None) or []),
+        "breakpoints": True if getattr(args, "breakpoints", False) else None,
+    }
 
 
 def configure_traces(parser: argparse.ArgumentParser) -> None:
@@ -165,6 +224,7 @@ def run_flags(args: argparse.Namespace) -> dict[str, Any]:
         "otlp": args.otlp,
         "trace_content": args.trace_content,
         "trace_file": False if args.no_trace_file else None,
+        **breakpoint_flags(args),
     }
 
 

@@ -215,29 +215,67 @@ def _configure_history(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-s", "--status", metavar="STATUS", help="only runs with this status")
     parser.add_argument("-n", type=int, default=20, metavar="N", help="how many (default 20)")
     parser.add_argument("--json", action="store_true", help="print the runs as JSON")
+    parser.add_argument(
+        "--tree", action="store_true", help="show each fork under the run it was forked from"
+    )
     configure_storage(parser)
 
 
 @command("history", "list recent runs", _configure_history)
 def cmd_history(args: argparse.Namespace) -> int:
     from awf_nb.engine.summary import format_duration
+    from awf_nb.frontends.run_tree import fork_tree
     from awf_nb.store import Store
 
-    entries = Store(args.storage).history(workflow=args.workflow, status=args.status, limit=args.n)
+    store = Store(args.storage)
+    entries = store.history(workflow=args.workflow, status=args.status, limit=args.n)
+    origins = _fork_origins(store, entries) if args.tree else {}
     if args.json:
-        print(json.dumps([e.as_dict() for e in entries], indent=2))
+        rows = [e.as_dict() for e in entries]
+        if args.tree:
+            for row in rows:
+                parent, at = origins.get(row["run_id"], ("", ""))
+                row["forked_from"] = {"run": parent, "at": at} if parent else None
+        print(json.dumps(rows, indent=2))
         return 0
     if not entries:
         print("no runs yet", file=sys.stderr)
         return 0
+    tree = fork_tree(entries, origins) if args.tree else None
+    width = max([23, *(len(r.prefix) + len(r.entry.run_id) for r in tree or [])])
     print(
-        f"{'RUN ID':<23}  {'WORKFLOW':<20}  {'STATUS':<9}  {'STARTED (UTC)':<19}  "
-        f"{'TIME':>10}  {'TOKENS':>6}"
+        f"{'RUN ID':<{width}}  {'WORKFLOW':<20}  {'STATUS':<9}  {'STARTED (UTC)':<19}  "
+        f"{'TIME':>10}  {'TOKENS':>6}" + ("  FORKED AT" if tree else "")
     )
-    for entry in entries:
+    shown = tree or [None for _ in entries]
+    for row, plain in zip(shown, entries, strict=True):
+        entry = row.entry if row is not None else plain
+        first = f"{row.prefix}{entry.run_id}" if row is not None else entry.run_id
         started = entry.started_at.strftime("%Y-%m-%d %H:%M:%S")
-        print(
-            f"{entry.run_id:<23}  {one_line(entry.workflow, 20):<20}  {entry.status:<9}  "
+        line = (
+            f"{first:<{width}}  {one_line(entry.workflow, 20):<20}  {entry.status:<9}  "
             f"{started:<19}  {format_duration(entry.duration):>10}  {entry.tokens:>6}"
         )
+        if row is not None and row.forked_at:
+            origin = "" if row.depth else f" of {row.forked_from}"  # its original not listed
+            line += f"  {row.forked_at}{origin}"
+        print(line.rstrip())
     return 0
+
+
+def _fork_origins(store: Any, entries: Any) -> dict[str, tuple[str, str]]:
+    """run id -> (the run it was forked from, `STEP[#TURN]`) for the forks among `entries`
+    (read from their states: as many as the history lists)."""
+    from awf_nb.errors import AwfError
+    from awf_nb.frontends.run_tree import forked_from
+
+    origins: dict[str, tuple[str, str]] = {}
+    for entry in entries:
+        try:
+            state = store.load_state(entry.run_id)
+        except (AwfError, OSError, ValueError):  # a damaged or removed run: shown as a root
+            continue
+        parent, at = forked_from(state)
+        if parent:
+            origins[entry.run_id] = (parent, at)
+    return origins

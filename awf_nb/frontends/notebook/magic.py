@@ -245,7 +245,7 @@ class AwfMagics(Magics):
             ) from None
         shown = prepared.frontend
         mode = choose_run_mode(
-            needs_input=shown.asks,
+            needs_input=shown.asks or prepared.runner.pauses.may_pause(),
             kernel_version=kernel_version(self.shell),
             wait=options.wait,
         )
