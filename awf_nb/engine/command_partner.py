@@ -30,6 +30,7 @@ from awf_nb.engine.agent import Reply
 from awf_nb.engine.context import command_env
 from awf_nb.engine.process import default_shell, run_process
 from awf_nb.engine.summary import format_duration
+from awf_nb.engine.tool_slots import tool_process_slot
 from awf_nb.errors import ExecutionError
 
 if TYPE_CHECKING:
@@ -73,15 +74,16 @@ class CommandPartner:
         started = time.monotonic()
         with run.interruptible() as cut:
             try:
-                result = await run_process(
-                    [default_shell(), "-c", command],
-                    cwd=run.config.cwd,
-                    env=env,
-                    timeout=timeout,
-                    stdin=self._document(reply, answered).encode(),
-                    output_limit=partner.max_output_bytes,
-                    contain=True,  # its background jobs end with the call, as a Bash call's
-                )
+                async with tool_process_slot():  # an eval's bound on tool processes
+                    result = await run_process(
+                        [default_shell(), "-c", command],
+                        cwd=run.config.cwd,
+                        env=env,
+                        timeout=timeout,
+                        stdin=self._document(reply, answered).encode(),
+                        output_limit=partner.max_output_bytes,
+                        contain=True,  # its background jobs end with the call, as a Bash call's
+                    )
             except OSError as exc:
                 raise ExecutionError(
                     f"step {step.name}: {what}: cannot start: {exc}", step=step.name
