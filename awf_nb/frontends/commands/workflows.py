@@ -89,8 +89,14 @@ def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     try:
         loaded = load_workflow(workflow)
         result.path = _relative(loaded.source_path) if loaded.source_path else None
-        found = [*loaded.warnings, *provider_problems(loaded), *agent_file_problems(loaded)]
-        problems = sorted(found, key=lambda p: (p.line, p.column))
+        # The loader's problems name the file as given; the later checks' (providers,
+        # roles and skills) name it by its absolute path: shown the same way.
+        shown = workflow if os.path.isfile(workflow) else result.path
+        later = [
+            replace(p, file=shown) if shown and p.file == str(loaded.source_path) else p
+            for p in [*provider_problems(loaded), *agent_file_problems(loaded)]
+        ]
+        problems = sorted([*loaded.warnings, *later], key=lambda p: (p.line, p.column))
     except DefinitionError as err:
         problems = err.problems
         result.path = problems[0].file if problems else None
