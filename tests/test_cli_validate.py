@@ -120,6 +120,16 @@ def test_role_and_skill_problems_name_the_file_as_given(
     assert lines[2] == "sub/roles.yaml: invalid (2 errors)"
 
 
+def test_a_broken_reference_does_not_hide_the_role_and_skill_problems(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(work, "roles.yaml", MISSING_AGENT_FILES.replace("on_success: done", "on_success: gone"))
+    code, out, _err = run(capsys, "validate", "roles.yaml")
+    assert code == 2
+    errors = [line.split(": error: ")[1][:20] for line in out.splitlines() if ": error: " in line]
+    assert errors == ["states.a.role: resol", "states.a.skills[0]: ", "states.a.on_success:"]
+
+
 def test_cross_step_problems_have_positions(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(work, "broken.yaml", BROKEN)
     code, out, _ = run(capsys, "validate", "broken.yaml")
