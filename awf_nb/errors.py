@@ -9,7 +9,7 @@ never a traceback (unless asked with `--debug`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 EXIT_OK = 0
 EXIT_USER = 1
@@ -98,6 +98,9 @@ class DefinitionError(AwfError):
         if isinstance(problems, str):
             problems = [Problem(problems)]
         self.problems = list(problems)
+        # The workflow, when it was built but failed its checks: `awf validate` still runs
+        # its later checks (providers, roles, skills) on it, so every problem shows at once.
+        self.partial: Any = None
         shown = sorted(self.problems, key=lambda p: (p.file, p.line, p.column))
         super().__init__("\n".join(str(p) for p in shown), hint=hint)
 

@@ -361,6 +361,9 @@ def test_a_provider_re_exported_through_runs_is_caught(tmp_path: Path) -> None:
 NETWORK_USERS = {
     # is the Ray cluster's address reachable, before an eval is created for it
     "awf_nb/evals/ray_connect.py",
+    # a private Unix socket (0700 folder): an mcp_proxy step's environment handed to the
+    # `awf mcp-serve` its agent CLI starts, so no secret is written to disk
+    "awf_nb/tools/env_channel.py",
 }
 _NETWORK_MODULES = ("urllib.request", "http.client", "ftplib", "smtplib", "telnetlib")
 _CONNECTS = ("create_connection", "socket", "open_connection", "create_server", "urlopen")

@@ -92,6 +92,44 @@ def test_invalid_workflow_prints_every_problem_and_exits_2(
     assert err == ""
 
 
+MISSING_AGENT_FILES = """\
+name: roles
+states:
+  initial: a
+  a:
+    type: agent
+    provider: scripted
+    prompt: hi
+    role: no-such-role
+    skills: [no-such-skill]
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+def test_role_and_skill_problems_name_the_file_as_given(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (work / "sub").mkdir()
+    write(work, "sub/roles.yaml", MISSING_AGENT_FILES)
+    code, out, _err = run(capsys, "validate", "sub/roles.yaml")
+    assert code == 2
+    lines = out.splitlines()
+    assert lines[0].startswith('sub/roles.yaml:8:5: error: states.a.role: resolve role "no-such')
+    assert lines[1].startswith('sub/roles.yaml:9:14: error: states.a.skills[0]: skill "no-such')
+    assert lines[2] == "sub/roles.yaml: invalid (2 errors)"
+
+
+def test_a_broken_reference_does_not_hide_the_role_and_skill_problems(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(work, "roles.yaml", MISSING_AGENT_FILES.replace("on_success: done", "on_success: gone"))
+    code, out, _err = run(capsys, "validate", "roles.yaml")
+    assert code == 2
+    errors = [line.split(": error: ")[1][:20] for line in out.splitlines() if ": error: " in line]
+    assert errors == ["states.a.role: resol", "states.a.skills[0]: ", "states.a.on_success:"]
+
+
 def test_cross_step_problems_have_positions(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(work, "broken.yaml", BROKEN)
     code, out, _ = run(capsys, "validate", "broken.yaml")

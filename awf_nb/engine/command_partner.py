@@ -4,13 +4,15 @@ Each time the step's agent replies, the command runs (`$SHELL -c`, in the run's 
 directory, through the one process supervisor: its own process group, killed on timeout,
 Ctrl-C or cancel) with a JSON document on stdin:
 
-    {"step": "draft", "turn": 2, "reply": "<the agent's latest reply>",
+    {"step": "draft", "turn": 1, "reply": "<the agent's latest reply>",
      "messages": [{"role": "user", "speaker": "", "content": "…"},
                   {"role": "assistant", "speaker": "", "content": "…"}, …]}
 
 (`messages`: the conversation so far, the system prompt and tool lines left out; the
 environment is the run's, with the inputs as variables and AWF_RUN_ID, AWF_STEP,
-AWF_TURN). What it prints on stdout, less the trailing newline, is the next message to
+AWF_TURN). `turn` and AWF_TURN are the number of the reply it answers, counted as
+`until`'s `turn` and a partner's `{{.turn}}` count it (this visit's replies, from 1). What
+it prints on stdout, less the trailing newline, is the next message to
 the agent; an empty stdout ends the exchange (`stopped_by: user_exit`); an exit status
 other than 0 fails the step with the last line of its stderr. Its output is bounded
 (`max_output_bytes`, 1 MiB by default, stdout and stderr together) and masked like a
@@ -28,6 +30,7 @@ from awf_nb.engine.agent import Reply
 from awf_nb.engine.context import command_env
 from awf_nb.engine.process import default_shell, run_process
 from awf_nb.engine.summary import format_duration
+from awf_nb.engine.tool_slots import tool_process_slot
 from awf_nb.errors import ExecutionError
 
 if TYPE_CHECKING:
@@ -58,25 +61,29 @@ class CommandPartner:
         from awf_nb.engine.partner import PartnerInterrupted
 
         run, step, partner = self.run, self.step, self.partner
+        # `turn` is the reply the message will ask for; the command is told the one it
+        # answers, numbered as `until` and `{{.turn}}` number it
+        answered = turn - 1 - self.conv.visit_start
         what = "conversation.with.command"
         command = run.ctx.render(partner.command or "", step=step.name, what=what, loop=self.loop)
         env = command_env(
             run.config.env, run.ctx.inputs,
-            AWF_RUN_ID=run.run_id, AWF_STEP=step.name, AWF_TURN=str(turn),
+            AWF_RUN_ID=run.run_id, AWF_STEP=step.name, AWF_TURN=str(answered),
         )  # fmt: skip
         timeout = partner.timeout if partner.timeout is not None else step.timeout
         started = time.monotonic()
         with run.interruptible() as cut:
             try:
-                result = await run_process(
-                    [default_shell(), "-c", command],
-                    cwd=run.config.cwd,
-                    env=env,
-                    timeout=timeout,
-                    stdin=self._document(reply, turn).encode(),
-                    output_limit=partner.max_output_bytes,
-                    contain=True,  # its background jobs end with the call, as a Bash call's
-                )
+                async with tool_process_slot():  # an eval's bound on tool processes
+                    result = await run_process(
+                        [default_shell(), "-c", command],
+                        cwd=run.config.cwd,
+                        env=env,
+                        timeout=timeout,
+                        stdin=self._document(reply, answered).encode(),
+                        output_limit=partner.max_output_bytes,
+                        contain=True,  # its background jobs end with the call, as a Bash call's
+                    )
             except OSError as exc:
                 raise ExecutionError(
                     f"step {step.name}: {what}: cannot start: {exc}", step=step.name

@@ -40,6 +40,8 @@ command leaves running (`server &`) may keep running for later steps.
 the current context (an asyncio task and the tasks it creates) and of its end: the agent
 step records them in its state this way, for `awf resume` (`kill_leftover_group`).
 
+**How many at once.** An eval bounds its tool processes (`engine/tool_slots.py`).
+
 The leader's exit is an event (the event loop's child watcher); only the rest of the group,
 which has no exit events, is polled, and only while it is being stopped.
 

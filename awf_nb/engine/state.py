@@ -371,6 +371,10 @@ class RunState(_State):
     # Why the run ended (set when it does): `terminal` (a success terminal), `failure_terminal`,
     # `step_failed` (a failure nothing routed), `limit` (one of `limits:`), `cancelled`.
     completion_reason: str = ""
+    # What the run was started with that `awf resume` needs again and its workflow text
+    # does not hold: the limits in force (an eval's on top of the workflow's) and the
+    # simulated user. Written and read by `awf_nb.runs.options` (`kept_options`), masked.
+    run_options: dict[str, Any] = Field(default_factory=dict)
     storage_version: int = 1
 
     def __repr_args__(self) -> Iterator[tuple[str, Any]]:

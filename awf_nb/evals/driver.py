@@ -227,6 +227,7 @@ class EvalRun:
             trace_content=self.trace_content,
             pricing=dict(self.spec.file.pricing),
             max_cost=self.spec.file.limits.max_cost,
+            max_tool_processes=self.spec.file.limits.max_tool_processes,
             on_row=self.account,
         )
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from awf_nb.engine.tool_slots import ToolProcessBound, bounding, default_tool_processes
 from awf_nb.errors import AwfError
 from awf_nb.evals.datasets import Case
 from awf_nb.evals.model import ScorerSpec
@@ -85,6 +86,9 @@ class EvalPlan:
     # Cost: the eval's `pricing:` and `limits.max_cost` (USD per run).
     pricing: Mapping[str, Any] = field(default_factory=dict)
     max_cost: float | None = None
+    # The most tool processes alive at once across the eval's runs in one process (None:
+    # `engine.tool_slots.default_tool_processes()`); each executor process has its own bound.
+    max_tool_processes: int | None = None
     # Told of each finished row as soon as it is scored, before the next item is taken
     # (the eval's `budget` stops handing out items on it); not pickled to other machines.
     on_row: Callable[[EvalRow], None] | None = None
@@ -204,10 +208,12 @@ class LocalExecutor:
         events: asyncio.Queue[RunStarted | RunOutcome | None] = asyncio.Queue()
         items: Iterator[WorkItem] = iter(plan.items)
         store = EvalRunStore(self.store.root) if self.store is not None else None
+        bound = tool_process_bound(plan)  # one for all the runs of this process
 
         async def worker() -> None:
             for item in items:  # shared: each worker takes the next item left
-                outcome = await run_item(plan, item, store, events.put_nowait)
+                with bounding(bound):
+                    outcome = await run_item(plan, item, store, events.put_nowait)
                 if plan.on_row is not None:
                     plan.on_row(outcome.row)
                 events.put_nowait(outcome)
@@ -237,6 +243,13 @@ class LocalExecutor:
             if store is not None:
                 # what the cancelled runs saved last is written before the eval says so
                 await asyncio.shield(asyncio.to_thread(store.close))
+
+
+def tool_process_bound(plan: EvalPlan) -> ToolProcessBound:
+    """The bound on tool processes the runs of `plan` share in one process."""
+    if plan.max_tool_processes is not None:
+        return ToolProcessBound(plan.max_tool_processes)
+    return ToolProcessBound(default_tool_processes())
 
 
 async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started: Any) -> RunOutcome:

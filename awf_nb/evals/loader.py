@@ -124,6 +124,12 @@ def load_eval_text(
     _unknown_keys(root, EvalFile, "", doc)
     model = _validate(EvalFile, root, "", doc)
     if model is None:
+        # The workflow and the dataset are still checked when they can be read: their
+        # problems show with the file's own, not after these are fixed.
+        partial = _readable_parts(root)
+        if partial is not None:
+            _workflow(partial, base, doc)
+            _cases(partial, base, doc)
         raise DefinitionError(_sorted(doc.problems))
     _check_model(model, doc)
     workflow = _workflow(model, base, doc)
@@ -303,6 +309,19 @@ def _check_model(model: EvalFile, doc: Any) -> None:
             doc.error("command is empty", f"{where}.command")
 
 
+def _readable_parts(root: dict[str, Any]) -> EvalFile | None:
+    """An eval file of just `workflow:` and `dataset:` when those two are valid (the rest
+    of the file is not), to check them anyway; None when they are not."""
+    from pydantic import ValidationError
+
+    try:
+        return EvalFile.model_validate(
+            {key: root[key] for key in ("workflow", "dataset") if key in root}
+        )
+    except ValidationError:
+        return None  # their own problems are reported already
+
+
 def _workflow(model: EvalFile, base: Path, doc: Any) -> Workflow | None:
     from awf_nb.evals.run_setup import workflow_provider_problems
     from awf_nb.workflow.loader import load_workflow
@@ -320,7 +339,8 @@ def _workflow(model: EvalFile, base: Path, doc: Any) -> Workflow | None:
     if problems:
         doc.error(f"workflow {model.workflow} is invalid (its problems follow)", "workflow")
         doc.problems.extend(problems)
-        return None
+    # with unknown providers still checked against the inputs and cases: the error above
+    # fails the file, and nothing else hides behind it
     doc.problems.extend(p for p in workflow.warnings if p.severity == "warning")
     return workflow
 

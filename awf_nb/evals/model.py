@@ -352,9 +352,13 @@ class PairwiseSpec(_Model):
 
 class EvalLimits(Limits):
     """The eval's `limits:` per run: the workflow's own (the smaller wins) and
-    `max_cost`, the most a run may cost in USD (priced with `pricing:`)."""
+    `max_cost`, the most a run may cost in USD (priced with `pricing:`); and one across
+    the eval's runs in one process: `max_tool_processes`, the most tool processes (Bash
+    and command tool calls, command partners, command scorers) alive at once (default:
+    twice the CPUs, at least 4 — `engine.tool_slots.default_tool_processes`)."""
 
     max_cost: float | None = Field(default=None, gt=0)
+    max_tool_processes: int | None = Field(default=None, ge=1, le=100_000)
 
 
 class EvalFile(_Model):

@@ -73,6 +73,7 @@ from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine.summary import format_duration
 from awf_nb.errors import UserError
+from awf_nb.evals import executor
 from awf_nb.evals.executor import EvalPlan, RunArtifacts, RunOutcome, RunStarted, WorkItem
 from awf_nb.evals.ray_connect import _first_line
 from awf_nb.evals.results import EvalRow
@@ -215,6 +216,8 @@ class CaseWorker:
         )
         self.masker = Masker(value for name, value in env.items() if is_secret_name(name))
         self.slots = asyncio.Semaphore(plan.concurrency)
+        # the eval's bound on tool processes, for this worker's runs together
+        self.tool_processes = executor.tool_process_bound(plan)
 
     def pid(self) -> int:
         """The worker's process id (a restarted worker has a new one)."""
@@ -232,6 +235,7 @@ class CaseWorker:
 
     async def run(self, remote: RemoteItem) -> AsyncIterator[RunStarted | RemoteOutcome]:
         """Streams the item's `RunStarted` (when it has a run), then its outcome."""
+        from awf_nb.engine.tool_slots import bounding
         from awf_nb.evals.executor import collect_artifacts, run_item
         from awf_nb.secrets import Masker
 
@@ -249,7 +253,8 @@ class CaseWorker:
                     local.write_bytes(remote.replay_bytes)
                 item = replace(item, cassette=CassetteUse(cassette.mode, local))
             events: asyncio.Queue[RunStarted] = asyncio.Queue()
-            task = asyncio.create_task(run_item(self.plan, item, self.store, events.put_nowait))
+            with bounding(self.tool_processes):  # the task takes the context as it is here
+                task = asyncio.create_task(run_item(self.plan, item, self.store, events.put_nowait))
             try:
                 getter = asyncio.ensure_future(events.get())
                 await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)

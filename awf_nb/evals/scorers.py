@@ -375,6 +375,15 @@ def _finite(text: str) -> tuple[float | None, str]:
 
 
 async def _command(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> ScoreValue:
+    from awf_nb.engine.tool_slots import tool_process_slot
+
+    # One of the eval's tool processes: it waits for a slot of their bound (its timeout
+    # counts from its start).
+    async with tool_process_slot():
+        return await _run_command(spec, run, ctx)
+
+
+async def _run_command(spec: ScorerSpec, run: FinishedRun, ctx: ScoringContext) -> ScoreValue:
     from awf_nb.engine.process import ProcessGroup, default_shell
 
     assert spec.command is not None

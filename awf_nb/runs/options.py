@@ -12,6 +12,7 @@ made, so nothing is connected to a run afterwards. This package imports no front
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,16 @@ if TYPE_CHECKING:
 
 PathLike = str | os.PathLike[str]
 
-__all__ = ["Frontend", "FrontendIO", "FrontendRequest", "Resume", "RunKeywords", "RunOptions"]
+__all__ = [
+    "Frontend",
+    "FrontendIO",
+    "FrontendRequest",
+    "Resume",
+    "RunKeywords",
+    "RunOptions",
+    "kept_options",
+    "resumed_options",
+]
 
 
 @dataclass(frozen=True)
@@ -196,6 +206,43 @@ def _limits(value: Limits | Mapping[str, Any]) -> Limits:
             for error in exc.errors()
         )
         raise UserError(f"limits: {problems}") from None
+
+
+# --- what a run keeps of its options for `awf resume` --------------------------------------------
+
+
+def kept_options(limits: Limits, user: SimulatedUser | None) -> dict[str, Any]:
+    """What of a run's options `awf resume` applies again, as the run's state keeps it
+    (`RunState.run_options`): the limits in force (the workflow's own with the caller's on
+    top, an eval's among them) and the simulated user. The workflow text is kept already;
+    these are not in it."""
+    kept: dict[str, Any] = {}
+    limits_set = limits.model_dump(mode="json", exclude_defaults=True)
+    if limits_set:
+        kept["limits"] = limits_set
+    if user is not None:
+        kept["user"] = dataclasses.asdict(user)
+    return kept
+
+
+def resumed_options(options: RunOptions, kept: Mapping[str, Any]) -> RunOptions:
+    """The options of `awf resume` with what the run was started with (`kept_options`):
+    its limits, with any given now on top (the stricter of each), and its simulated user
+    unless someone else answers now (replies, a reader, another simulated user)."""
+    from awf_nb.engine.limits import stricter
+    from awf_nb.engine.partner import SimulatedUser
+
+    changes: dict[str, Any] = {}
+    if kept.get("limits"):
+        saved = _limits(kept["limits"])
+        changes["limits"] = stricter(saved, options.limits)  # type: ignore[arg-type]
+    saved_user = kept.get("user")
+    if saved_user and options.user is None and options.replies is None and options.reader is None:
+        try:
+            changes["user"] = SimulatedUser(**saved_user)
+        except TypeError as exc:  # a state file from another version, or edited
+            raise UserError(f"the run's stored simulated user cannot be read: {exc}") from None
+    return dataclasses.replace(options, **changes) if changes else options
 
 
 # --- the frontend seam -------------------------------------------------------------------------

@@ -43,7 +43,15 @@ from awf_nb.engine.ports import (
 from awf_nb.engine.run import Runner
 from awf_nb.errors import DefinitionError, UserError
 from awf_nb.runs.checks import provider_problems
-from awf_nb.runs.options import FrontendIO, FrontendRequest, PathLike, Resume, RunOptions
+from awf_nb.runs.options import (
+    FrontendIO,
+    FrontendRequest,
+    PathLike,
+    Resume,
+    RunOptions,
+    kept_options,
+    resumed_options,
+)
 from awf_nb.runs.results import RunResult
 from awf_nb.secrets import MASK, Masker
 from awf_nb.store import Store
@@ -131,6 +139,8 @@ def prepare_run(
         if store is None:
             raise UserError("a run can only be resumed from its storage (storage=False)")
         state, wf, values, start_step = _resumed(workflow, options, store, env, warnings)
+        # the limits and simulated user it was started with (an eval's) apply again
+        options = resumed_options(options, state.run_options)
     else:
         wf = load(workflow, cwd=cwd)
         _check_env(wf, env)
@@ -178,6 +188,8 @@ def prepare_run(
         config.sink.follow(lambda: runner.state)  # the run's cost, priced when it ends
     if state is None:
         runner.state.defaulted_inputs = [name for name in values if name not in options.inputs]
+        kept = kept_options(runner.limits.limits, options.user)
+        runner.state.run_options = masker.mask_data(kept)
     return PreparedRun(runner, io)
 
 

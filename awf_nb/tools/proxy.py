@@ -9,13 +9,15 @@ line that finds this checkout: see `_run_awf`). `McpProxy` is the run's
 step's tools, the working directory, the command environment — and returns the server
 for the CLI providers to pass with their own MCP flags.
 
-FILE may hold secrets (the environment), so it never goes in an argv: it is written
-owner-only (0600) in a private directory (0700) — `mcp-proxy/` in the run's own folder of
-the store, so a crash leaves it there, private like the run's state, never in a shared
-temporary folder — which is removed when the factory is garbage-collected (with the run
-that owns it) or, at the latest, when the process exits. A run killed before that leaves
-the folder; its resume empties it when it starts serving again, and removes it at its end.
-A run without a store uses a private temporary folder instead.
+FILE holds no secret: the command environment is not in it but served by this process
+over a private Unix socket (`EnvChannel`, tools/env_channel.py), which FILE names with a
+random token; `awf mcp-serve` fetches it when it starts. FILE is still written owner-only
+(0600) in a private directory (0700) — `mcp-proxy/` in the run's own folder of the store,
+never in a shared temporary folder — which is removed when the factory is garbage-collected
+(with the run that owns it) or, at the latest, when the process exits. A run killed before
+that leaves the folder (with nothing secret in it); its resume empties it when it starts
+serving again, and removes it at its end. A run without a store uses a private temporary
+folder instead.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 
 from awf_nb.engine.ports import McpServerSpec
 from awf_nb.errors import AwfError, ExecutionError
+from awf_nb.tools.env_channel import EnvChannel
 from awf_nb.workflow.tools_model import BUILTIN_TOOLS, SIZE_LIMITS, McpProxyConfig, ToolsConfig
 
 SERVER_NAME = "awf"
@@ -73,9 +76,10 @@ def serve_config(
             "mcp_proxy: no tools to serve (intercept_builtins is off and the step's "
             "`tools:` block has no builtin, commands or mcp)"
         )
-    # Every variable of the command environment goes in: agent CLIs start their MCP
-    # servers with an environment of their own choosing (codex clears it).
-    return {**config, "root_dir": str(cwd), "env": dict(env)}
+    # Every variable of the command environment is served: agent CLIs start their MCP
+    # servers with an environment of their own choosing (codex clears it). Not in the
+    # file: `McpProxy` serves it over its channel (the caller adds `env_channel`).
+    return {**config, "root_dir": str(cwd)}
 
 
 class McpProxy:
@@ -83,6 +87,7 @@ class McpProxy:
 
     def __init__(self) -> None:
         self._dir: Path | None = None
+        self._channel: EnvChannel | None = None
 
     def __call__(
         self,
@@ -94,6 +99,11 @@ class McpProxy:
         run_dir: Path | None = None,
     ) -> McpServerSpec:
         config = serve_config(tools, proxy, cwd, env)
+        if self._channel is None:
+            self._channel = EnvChannel()
+            weakref.finalize(self, self._channel.close)
+        token = self._channel.offer(env)
+        config["env_channel"] = {"socket": str(self._channel.path), "token": token}
         path = self._write(config, run_dir)
         _check(path)
         serve = ("mcp-serve", "--config", str(path), *(("--yes",) if yes else ()))
@@ -109,6 +119,9 @@ class McpProxy:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
     def _write(self, config: dict[str, Any], run_dir: Path | None) -> Path:
         if self._dir is None or not self._dir.is_dir():
@@ -144,7 +157,7 @@ def _check(path: Path) -> None:
     from awf_nb.tools.serve import load_serve_config
 
     try:
-        load_serve_config(str(path))
+        load_serve_config(str(path), fetch_env=False)
     except AwfError as exc:
         raise ExecutionError(f"mcp_proxy: {exc.message}", hint=exc.hint) from None
 

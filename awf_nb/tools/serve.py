@@ -52,7 +52,9 @@ from awf_nb.tools import StepToolSet, build_toolset
 from awf_nb.workflow.checks import did_you_mean
 from awf_nb.workflow.tools_model import BUILTIN_TOOLS, ServeLimits, ToolsConfig
 
-_SERVE_KEYS = ("root_dir", "env", "intercept_builtins", "plugin_tools")
+# `env_channel`: {socket, token} — the environment served by the awf run that wrote the
+# file (tools/env_channel.py), so no secret is written into it.
+_SERVE_KEYS = ("root_dir", "env", "env_channel", "intercept_builtins", "plugin_tools")
 # The defaults of --max-request-bytes (one JSON-RPC line from the client) and
 # --max-waiting-calls (calls waiting for one of the max_parallel places).
 MAX_REQUEST_BYTES = ServeLimits().max_request_bytes
@@ -81,10 +83,12 @@ def load_serve_config(
     builtin: str | None = None,
     root_dir: str | None = None,
     limits: Mapping[str, Any] | None = None,
+    fetch_env: bool = True,
 ) -> ServeConfig:
     """The JSON file at `path` (if any) with the command line's `--builtin` and `--dir`,
     and the limits its flags set (`max_waiting_calls`, `max_request_bytes`; None: the
-    default)."""
+    default). `fetch_env`: ask the awf run named by `env_channel` for the environment
+    (False: only check the file)."""
     serve_limits = _serve_limits(limits or {})
     data = _read_json(path) if path else {}
     unknown = [key for key in data if key not in (*_SERVE_KEYS, *_TOOLS_KEYS)]
@@ -119,7 +123,18 @@ def load_serve_config(
     env = data.get("env") or {}
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise UserError(f"{path}: env must map names to strings")
-    return ServeConfig(config, root, {str(k): v for k, v in env.items()}, serve_limits)
+    env = {str(k): v for k, v in env.items()}
+    channel = data.get("env_channel")
+    if channel is not None:
+        if not isinstance(channel, dict) or not all(
+            isinstance(channel.get(key), str) for key in ("socket", "token")
+        ):
+            raise UserError(f"{path}: env_channel must have a socket and a token")
+        if fetch_env:
+            from awf_nb.tools.env_channel import fetch_env as fetch
+
+            env = {**fetch(channel["socket"], channel["token"]), **env}
+    return ServeConfig(config, root, env, serve_limits)
 
 
 def _serve_limits(values: Mapping[str, Any]) -> ServeLimits:

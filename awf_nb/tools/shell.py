@@ -18,6 +18,7 @@ from pathlib import Path
 from awf_nb.engine.ports import ToolResult
 from awf_nb.engine.process import ProcessResult, run_process
 from awf_nb.engine.summary import format_duration
+from awf_nb.engine.tool_slots import tool_process_slot
 from awf_nb.secrets import Masker
 from awf_nb.tools.output import MAX_OUTPUT_CHARS, finish
 
@@ -60,27 +61,30 @@ async def run_command(
 
         return on_chunk
 
-    runner = asyncio.create_task(
-        run_process(
-            argv,
-            cwd=cwd,
-            env=env,
-            timeout=timeout,
-            on_stdout=collect(out),
-            on_stderr=collect(err),
-            contain=contain,
+    # Within an eval's bound on tool processes at once; waiting for a slot is not part of
+    # the call's own timeout (engine/tool_slots.py).
+    async with tool_process_slot():
+        runner = asyncio.create_task(
+            run_process(
+                argv,
+                cwd=cwd,
+                env=env,
+                timeout=timeout,
+                on_stdout=collect(out),
+                on_stderr=collect(err),
+                contain=contain,
+            )
         )
-    )
-    try:
-        result: ProcessResult | None = await runner
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        # Our own stop for too much output is not a cancellation of the call.
-        if not overflowed or (current is not None and current.cancelling()):
-            raise
-        result = None
-    except OSError as exc:
-        return ToolResult(f"cannot start the command: {exc}", is_error=True)
+        try:
+            result: ProcessResult | None = await runner
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            # Our own stop for too much output is not a cancellation of the call.
+            if not overflowed or (current is not None and current.cancelling()):
+                raise
+            result = None
+        except OSError as exc:
+            return ToolResult(f"cannot start the command: {exc}", is_error=True)
     stdout, stderr = "".join(out), "".join(err)
     text = stdout
     if stderr:

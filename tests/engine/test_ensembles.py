@@ -250,7 +250,7 @@ async def test_a_command_partner_answers_from_stdin_json(run_yaml, workdir: Path
     ]
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(c["turn"], c["env_turn"], c["reply"]) for c in calls] == [
-        (2, "2", "draft 1"), (3, "3", "draft 2"), (4, "4", "draft 3"),
+        (1, "1", "draft 1"), (2, "2", "draft 2"), (3, "3", "draft 3"),
     ]  # fmt: skip
     assert calls[1]["messages"] == [
         {"role": "user", "speaker": "", "content": "a haiku about snow"},
@@ -260,6 +260,48 @@ async def test_a_command_partner_answers_from_stdin_json(run_yaml, workdir: Path
     ]
     assert calls[0]["topic"] == "snow" and calls[0]["step"] == "draft"
     assert [e.speaker for e in sink.of(UserMessage) if e.speaker] == ["judge"] * 3
+
+
+COMPARED = """
+name: compared
+states:
+  initial: judged
+  judged:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: write
+    options: {replies: [draft 1, draft 2, draft 3]}
+    conversation:
+      with: {name: judge, command: 'echo "reply $AWF_TURN"'}
+      max_turns: 3
+    on_success: reviewed
+  reviewed:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: write
+    options: {replies: [draft 1, draft 2, draft 3]}
+    conversation:
+      with:
+        name: reviewer
+        provider: scripted
+        prompt: "reply {{.turn}}"
+        options: {replies: [ok, ok, ok]}
+      max_turns: 3
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+async def test_a_command_partner_numbers_a_reply_as_turn_templates_and_until_do(run_yaml):
+    result = await run_yaml(COMPARED)
+    assert result.ok, result.error
+    judged = result.steps["judged"].conversation.turns
+    reviewed = result.steps["reviewed"].conversation.turns
+    by_command = [t.content for t in judged if t.speaker == "judge"]
+    by_template = [t.sent for t in reviewed if t.speaker == "reviewer"]
+    assert by_command == by_template == ["reply 1", "reply 2"]
 
 
 async def test_a_failing_command_fails_the_step_with_its_stderr(run_yaml):
@@ -335,7 +377,8 @@ async def test_the_exchange_in_order_with_speakers_turns_tokens_and_times(run_ya
         ("draft", 2, "agent", "draft 2"),
         ("draft", 3, "judge", "revise draft 2"),
         ("draft", 3, "agent", "draft 3"),
-        ("draft", 4, "judge", "APPROVED"),
+        # never sent (`until` stopped on it): the reply it answered, no "turn 4" of three
+        ("draft", 3, "judge", "APPROVED"),
     ]
     replies = [e for e in exchange if e.speaker == "agent"]
     assert all(e.tokens > 0 and e.started_at is not None for e in replies)

@@ -38,5 +38,5 @@ async def test_the_judge_rejects_a_one_line_draft_and_approves_three_lines(tmp_p
     assert judged == ["That has 1 lines; a haiku has exactly three. Rewrite it.", "APPROVED"]
     assert result.message.startswith("Haiku (condition after 2 drafts):\nWhite hush")
     assert [(e.speaker, e.turn) for e in result.exchange] == [
-        ("system", 0), ("user", 1), ("agent", 1), ("judge", 2), ("agent", 2), ("judge", 3),
+        ("system", 0), ("user", 1), ("agent", 1), ("judge", 2), ("agent", 2), ("judge", 2),
     ]  # fmt: skip

@@ -184,6 +184,35 @@ def test_an_invalid_workflow_shows_its_own_located_problems(project: Project) ->
     assert any(p.startswith("bad.yaml:") for p in found), found
 
 
+def test_the_files_own_errors_do_not_hide_the_workflow_and_dataset_problems(
+    project: Project,
+) -> None:
+    project.write("bad.yaml", "name: bad\nstates:\n  initial: nowhere\n")
+    found = problems(project, "workflow: bad.yaml\ndataset: missing.jsonl\nepochs: 0\n")
+    assert any(": error: epochs:" in p for p in found), found
+    assert any("workflow bad.yaml is invalid" in p for p in found), found
+    assert any(p.startswith("bad.yaml:") for p in found), found
+    assert any("missing.jsonl" in p for p in found), found
+
+
+def test_an_unknown_provider_does_not_hide_the_input_checks(project: Project) -> None:
+    project.write("wf3.yaml", CHAT_WITH_UNKNOWN_PROVIDER)
+    project.rows("cases.jsonl", [{"topic": "bread"}])
+    found = problems(project, "workflow: wf3.yaml\ndataset: cases.jsonl\n")
+    assert any("no-such-provider" in p for p in found), found
+    assert any("topic" in p for p in found), found  # the required input nobody gives
+
+
+CHAT_WITH_UNKNOWN_PROVIDER = """\
+name: chatty3
+inputs: [{name: topic, required: true}]
+states:
+  initial: chat
+  chat: {type: agent, provider: no-such-provider, prompt: hi, on_success: done}
+  done: {type: terminal}
+"""
+
+
 def test_a_missing_eval_file_is_a_user_error(project: Project) -> None:
     with pytest.raises(UserError, match=r"eval file nowhere\.eval\.yaml not found"):
         load_eval("nowhere.eval.yaml", cwd=project.root)

@@ -126,3 +126,61 @@ def test_ctrl_c_cancels_the_runs_in_flight_and_says_how_to_resume(project: Proje
         assert state["status"] == "cancelled"
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "cancelled"
+
+
+# A conversation the eval's simulated user answers, behind a gate (a file named after the case).
+GATED_CHAT = """\
+name: gated-chat
+states:
+  initial: wait
+  wait:
+    type: step
+    command: 'touch "at-$AWF_EVAL_CASE"; until [ -f "gate-$AWF_EVAL_CASE" ]; do sleep 0.02; done'
+    timeout: 120
+    on_success: chat
+  chat:
+    type: agent
+    provider: scripted
+    mode: conversation
+    prompt: "Let us talk"
+    options: {replies: ["answer one", "answer two", "answer three", "answer four"]}
+    on_success: done
+  done: {type: terminal}
+"""
+
+
+def test_awf_resume_of_an_eval_run_keeps_the_eval_limits_and_simulated_user(
+    project: Project,
+) -> None:
+    project.write("gated-chat.yaml", GATED_CHAT)
+    project.rows("cases.jsonl", [{"id": "c1"}])
+    project.write_eval(
+        "workflow: gated-chat.yaml\ndataset: cases.jsonl\n"
+        "user: {provider: scripted, options: {replies: [more please, still more, and more]},"
+        " persona: a curious person}\n"
+        "limits: {max_agent_turns: 2, max_visits: {chat: 1}}\n"
+    )
+    first = awf(project, "eval", "t.eval.yaml", "--json")
+    evals = project.store.root / "evals"
+    wait_until(lambda: evals.is_dir() and any(evals.iterdir()), "the eval's folder")
+    runs = next(evals.iterdir()) / "runs.jsonl"
+    wait_until(lambda: (project.root / "at-c1").exists(), "the run waiting at its gate")
+    wait_until(lambda: len(lines(runs)) == 1, "the run in the eval's list")
+    run_id = str(lines(runs)[0]["run_id"])
+    os.kill(first.pid, signal.SIGKILL)
+    first.communicate(timeout=30)
+
+    (project.root / "gate-c1").touch()
+    resumed = run_awf(
+        "resume", run_id, "--storage", str(project.store.root),
+        cwd=project.root, env={"AWF_EVAL_CASE": "c1"},
+    )  # fmt: skip
+    state = project.store.load_state(run_id)
+    # the eval's simulated user still answers the conversation...
+    said = [t.content for t in state.steps["chat"].conversation.turns if t.by_partner]
+    assert said[:1] == ["more please"], resumed.stderr
+    # ...and the eval's max_agent_turns still stops it, after two replies
+    assert state.status == "failed", resumed.stderr
+    assert "limits.max_agent_turns (2) reached" in state.error
+    assert state.agent_turns == 2
+    assert state.run_options["limits"]["max_visits"] == {"chat": 1}

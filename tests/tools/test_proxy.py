@@ -5,7 +5,9 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from awf_nb.engine.ports import McpServerSpec
-from awf_nb.errors import ExecutionError
+from awf_nb.errors import ExecutionError, UserError
+from awf_nb.tools.env_channel import fetch_env
 from awf_nb.tools.proxy import McpProxy, serve_config
 from awf_nb.workflow.tools_model import BUILTIN_TOOLS, McpProxyConfig, ToolsConfig
 
@@ -49,9 +52,66 @@ def test_the_step_tools_and_all_builtins_are_served_from_a_private_file(work: Pa
     assert config["builtin"] == list(BUILTIN_TOOLS)  # intercept_builtins (the default)
     assert [tool["name"] for tool in config["commands"]] == ["stamp"]
     assert config["root_dir"] == str(work)
-    assert config["env"] == env
+    # the environment is served by this process, never written: the file names a socket
+    assert "env" not in config and "secret-value" not in path.read_text()
+    channel = config["env_channel"]
+    assert fetch_env(channel["socket"], channel["token"]) == env
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    proxy.close()
+    with pytest.raises(UserError, match="cannot get the command environment"):
+        fetch_env(channel["socket"], channel["token"])
+
+
+def test_a_wrong_token_gets_no_environment(work: Path) -> None:
+    proxy = McpProxy()
+    spec = proxy(None, McpProxyConfig(enable=True), work, {"API_TOKEN": "secret-value"}, False)
+    channel = _config_of(spec)[1]["env_channel"]
+    with pytest.raises(UserError, match="the token is not known"):
+        fetch_env(channel["socket"], "0" * 48)
+    proxy.close()
+
+
+KILLED = """
+import sys
+from pathlib import Path
+from awf_nb.tools.proxy import McpProxy
+from awf_nb.workflow.tools_model import McpProxyConfig
+proxy = McpProxy()
+spec = proxy(None, McpProxyConfig(enable=True), Path.cwd(), {"API_TOKEN": sys.argv[2]}, False,
+             Path(sys.argv[1]))
+print(spec.args[spec.args.index("--config") + 1], flush=True)
+sys.stdin.read()  # held until killed
+"""
+
+
+def test_after_kill_9_no_secret_of_the_environment_is_on_disk(tmp_path: Path) -> None:
+    secret = "sk-proxy-secret-4242"
+    run_dir = tmp_path / "runs" / "20260101-000000-abcdef"
+    run_dir.mkdir(parents=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(run_dir), secret],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )  # fmt: skip
+    assert process.stdout is not None
+    path = Path(process.stdout.readline().strip())
+    config = json.loads(path.read_text())
+    socket_dir = Path(config["env_channel"]["socket"]).parent
+    # while the process lives, a server it names gets the secret from it
+    assert fetch_env(**_channel(config)) == {"API_TOKEN": secret}
+    process.kill()
+    process.wait(timeout=30)
+    left = [p for p in [*run_dir.rglob("*"), *socket_dir.rglob("*")] if p.is_file()]
+    assert path in left  # the crash left the config file behind...
+    assert not any(secret.encode() in p.read_bytes() for p in left)  # ...with no secret
+    with pytest.raises(UserError, match="cannot get the command environment"):
+        fetch_env(**_channel(config))
+    shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+def _channel(config: dict[str, Any]) -> dict[str, str]:
+    return {"path": config["env_channel"]["socket"], "token": config["env_channel"]["token"]}
 
 
 def test_yes_lets_the_server_run_confirmable_tools() -> None:
@@ -78,7 +138,7 @@ def test_intercept_builtins_serves_all_six_only_without_a_builtin_list(
 def test_unknown_keys_of_the_tools_block_are_left_out(work: Path) -> None:
     tools = _tools(commands=[STAMP], colour="blue", max_rounds=3)
     config = serve_config(tools, McpProxyConfig(), work, {})
-    assert set(config) == {"builtin", "commands", "root_dir", "env"}
+    assert set(config) == {"builtin", "commands", "root_dir"}
 
 
 def test_plugin_tools_are_a_clear_error(work: Path) -> None:

@@ -46,7 +46,8 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
     The built-ins (Read, Write, Edit, Bash, Glob, Grep) work inside the working directory
     only. --config FILE is a JSON object with the keys of a step's `tools:` block —
     builtin, commands, mcp (servers to proxy; their tools are named <server>_<tool>),
-    confirm — plus root_dir (working directory) and env (extra variables for commands):
+    confirm — plus root_dir (working directory), env (extra variables for commands) and
+    env_channel (where a running awf step serves its environment; awf writes it):
 
       {"root_dir": "/work/project", "builtin": ["Read", "Grep"],
        "commands": [{"name": "run_tests", "description": "Run the tests",

@@ -76,9 +76,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     from awf_nb.errors import DefinitionError
-    from awf_nb.runs.checks import provider_problems
     from awf_nb.workflow.loader import load_workflow
-    from awf_nb.workflow.roles_skills import agent_file_problems
 
     result = _Validation(workflow)
     from awf_nb.frontends.eval_commands import validate_eval_file
@@ -89,11 +87,14 @@ def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     try:
         loaded = load_workflow(workflow)
         result.path = _relative(loaded.source_path) if loaded.source_path else None
-        found = [*loaded.warnings, *provider_problems(loaded), *agent_file_problems(loaded)]
-        problems = sorted(found, key=lambda p: (p.line, p.column))
+        later = _later_problems(loaded, workflow if os.path.isfile(workflow) else result.path)
+        problems = sorted([*loaded.warnings, *later], key=lambda p: (p.line, p.column))
     except DefinitionError as err:
         problems = err.problems
         result.path = problems[0].file if problems else None
+        if err.partial is not None:  # built, failed its checks: the later checks run too
+            later = _later_problems(err.partial, result.path)
+            problems = sorted([*problems, *later], key=lambda p: (p.line, p.column))
     except UserError as err:
         result.problems = [Problem(err.message, file=workflow, hint=err.hint)]
         result.exit_code = err.exit_code
@@ -104,6 +105,17 @@ def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     if any(p.severity == "error" for p in problems):
         result.exit_code = DefinitionError.exit_code
     return result
+
+
+def _later_problems(loaded: Any, shown: str | None) -> list[Problem]:
+    """The checks after loading (providers, roles and skills), the file named as `shown`
+    (as given, like the loader's problems; they name it by its absolute path)."""
+    from awf_nb.runs.checks import provider_problems
+    from awf_nb.workflow.roles_skills import agent_file_problems
+
+    found = [*provider_problems(loaded), *agent_file_problems(loaded)]
+    source = str(loaded.source_path)
+    return [replace(p, file=shown) if shown and p.file == source else p for p in found]
 
 
 def _relative(path: os.PathLike[str]) -> str:

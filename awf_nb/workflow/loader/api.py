@@ -60,7 +60,9 @@ def load_text(
     # would act on the terminal showing it.
     problems = sorted((_shown(p) for p in doc.problems), key=lambda p: (p.line, p.column))
     if workflow is None or any(p.severity == "error" for p in problems):
-        raise DefinitionError(problems or [doc.problem("invalid workflow", "")])
+        error = DefinitionError(problems or [doc.problem("invalid workflow", "")])
+        error.partial = workflow  # built, but its checks failed (None: not even built)
+        raise error
     workflow.warnings = problems
     return workflow
 
