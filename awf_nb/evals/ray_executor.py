@@ -82,7 +82,6 @@ from awf_nb.evals.run_setup import CassetteUse
 if TYPE_CHECKING:
     from awf_nb.secrets import Masker
     from awf_nb.store import Store
-    from awf_nb.workflow.model import Workflow
 
 log = logging.getLogger(__name__)
 
@@ -169,24 +168,6 @@ def _strings(obj: Any) -> list[str]:
     return []
 
 
-def relocate(path: Path | None, old: Path, new: Path) -> Path | None:
-    """`path` under the driver's working directory `old`, as the same file under the
-    worker's `new`; a path elsewhere stays as it is (shared file systems)."""
-    if path is None:
-        return None
-    try:
-        return new / Path(path).relative_to(old)
-    except ValueError:
-        return path
-
-
-def relocated(workflow: Workflow, old: Path, new: Path) -> Workflow:
-    """`workflow` with its file and folder moved from the driver's `old` to `new`."""
-    update = {"source_path": relocate(workflow.source_path, old, new),
-              "source_dir": relocate(workflow.source_dir, old, new)}  # fmt: skip
-    return workflow.model_copy(update=update)
-
-
 class CaseWorker:
     """A Ray actor: runs work items, `concurrency` at a time, in its own store."""
 
@@ -195,6 +176,7 @@ class CaseWorker:
     ) -> None:
         from awf_nb.evals import workdir as workdirs
         from awf_nb.evals.run_store import EvalRunStore
+        from awf_nb.evals.workdir import relocate, relocated
         from awf_nb.secrets import Masker, is_secret_name
 
         workdirs.sweep()  # what killed workers left (this one's predecessor, say)

@@ -8,6 +8,9 @@ and files whose names look secret (`SECRET_FILE_PATTERNS`: `.env*`, `*.pem`, `*.
 working directory, separated by `:` or `,`). Symbolic links are left out: one could point
 at any file of the driver's machine. The zip is bounded by `MAX_WORKDIR_BYTES`.
 
+`relocate` / `relocated` move a path (a workflow's file and folder) from under the driver's
+working directory to the same place under the worker's.
+
 `unpack` writes it under a worker's own folder (made 0700 by `tempfile.mkdtemp`), files
 0600 (0700 when executable on the driver). The folder is named after the worker's process
 (`awf-ray-worker-PID-…`), so `sweep` can remove those a killed worker left behind.
@@ -24,8 +27,12 @@ import tempfile
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from awf_nb.errors import UserError
+
+if TYPE_CHECKING:
+    from awf_nb.workflow.model import Workflow
 
 # Ray's own limit on a job's working directory; a larger one is an error naming it.
 MAX_WORKDIR_BYTES = 500 * 1024 * 1024
@@ -157,3 +164,21 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def relocate(path: Path | None, old: Path, new: Path) -> Path | None:
+    """`path` under the driver's working directory `old`, as the same file under the
+    worker's `new`; a path elsewhere stays as it is (shared file systems)."""
+    if path is None:
+        return None
+    try:
+        return new / Path(path).relative_to(old)
+    except ValueError:
+        return path
+
+
+def relocated(workflow: Workflow, old: Path, new: Path) -> Workflow:
+    """`workflow` with its file and folder moved from the driver's `old` to `new`."""
+    update = {"source_path": relocate(workflow.source_path, old, new),
+              "source_dir": relocate(workflow.source_dir, old, new)}  # fmt: skip
+    return workflow.model_copy(update=update)

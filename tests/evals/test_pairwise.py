@@ -152,7 +152,8 @@ def test_resume_judges_only_the_pairs_left_and_cassettes_replay_them(
     manifest["status"] = "cancelled"
     (folder / "manifest.json").write_text(json.dumps(manifest))
     asked = len(server.requests)
-    code, out, _ = run(capsys, "eval", "--resume", recorded["eval_id"], "--json", *storage)
+    code, out, err = run(capsys, "eval", "--resume", recorded["eval_id"], "--json", *storage)
+    assert code == 0, err
     assert len(server.requests) - asked == 8  # 4 pairs, both orders
     resumed = json.loads(out)
     assert resumed["comparisons"] == recorded["comparisons"]
