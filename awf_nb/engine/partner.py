@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession, Reply, TurnTimeout
-from awf_nb.engine.ports import Message
+from awf_nb.engine.ports import Message, Provider, ToolSpec
 from awf_nb.engine.state import ConversationState
 from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ExecutionError, ProviderError
@@ -235,6 +235,14 @@ def simulated_user_prompt(persona: str, desired_turns: int | None = None) -> str
     return prompt
 
 
+# The structured end signal of a simulated user: a tool it is offered (where its provider
+# takes tools) and calls when its goal is reached, instead of writing `exit`.
+END_CONVERSATION = ToolSpec(
+    "end_conversation",
+    "End the conversation: call this when your goal is reached or you want to stop talking.",
+    {"type": "object", "properties": {}},
+)
+
 DEFAULT_USER_RETRIES = 2
 DEFAULT_USER_MAX_CHARS = 4000
 # What a simulated user's message must not look like: the assistant's part (a role label
@@ -264,6 +272,10 @@ class SimulatedUser:
     retries: int = DEFAULT_USER_RETRIES
     desired_turns: int | None = None
     max_chars: int = DEFAULT_USER_MAX_CHARS
+    # `end_conversation`, the structured end signal: "auto" offers the tool where the
+    # provider takes tools (history-based providers) but `local` (the bundled model and its
+    # recorded evals keep `exit`); True or False to say so.
+    end_tool: bool | str = "auto"
 
 
 class SimulatorError(ExecutionError):
@@ -302,6 +314,10 @@ class SimulatedUserPartner(AgentPartner):
         for attempt in range(user.retries + 1):
             result = await self._ask(reply)
             text = result.text
+            if result.ended:  # the end signal: whatever it wrote besides is kept
+                self.conv.partner_turns += 1
+                self.owner.record_partner_message(result, self.name, "", ended=True)
+                return None
             problem = simulator_defect(text, user.max_chars) or ""
             if not problem:
                 self.conv.partner_turns += 1
@@ -434,9 +450,13 @@ def _agent_partner(
     assert conv is not None
     run.masker.add_option_secrets(options)
     own = partner_conversation(provider, conv)
+    instance = run.provider(provider)
+    end = None
+    if user is not None and offers_end_tool(user, instance):
+        end = END_CONVERSATION
     agent = AgentSession(
-        run, session.step, session.st, provider, run.provider(provider), system, options, own,
-        speaker=label,
+        run, session.step, session.st, provider, instance, system, options, own,
+        speaker=label, end_tool=end,
     )  # fmt: skip
     partner = (
         SimulatedUserPartner(agent, session, user)
@@ -445,3 +465,10 @@ def _agent_partner(
     )
     agent.continue_history(*AgentPartner.rebuild_history(conv))
     return partner
+
+
+def offers_end_tool(user: SimulatedUser, provider: Provider) -> bool:
+    """Whether the simulated user is offered `end_conversation` (see `SimulatedUser`)."""
+    if isinstance(user.end_tool, bool):
+        return user.end_tool
+    return provider.session_kind == "history" and provider.name != "local"
