@@ -256,8 +256,10 @@ class SimulatedUser:
     """An agent playing the person in every conversation the person would answer.
 
     `persona` is its system prompt (who it is, what it wants, when it says `exit`). Its
-    conversation ends when a message is exactly `exit` (or `quit`): "exit" inside a
-    sentence does not end it, and `max_turns` caps it (`desired_turns`, a goal it is
+    conversation ends when it calls the `end_conversation` tool it is offered (`end_tool`:
+    "auto" offers it where the provider takes tools, but to the bundled `local` model), or
+    when a message is exactly `exit` (or `quit`): "exit" inside a sentence does not end
+    it, and `max_turns` caps it (`desired_turns`, a goal it is
     told, does not). `opener` (when given) is its first message, sent verbatim. A
     defective message — empty, written as the assistant (opening with a role label such
     as `Assistant:`), holding reasoning tags, longer than `max_chars` — is generated again,
