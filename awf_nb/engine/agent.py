@@ -40,6 +40,7 @@ from awf_nb.engine.ports import (
     TextDelta,
     ToolCall,
     ToolSet,
+    ToolSpec,
     ToolUse,
     TurnRequest,
     Usage,
@@ -106,6 +107,8 @@ class Reply:
     tokens: int = 0  # what the reply cost: input + output tokens (see `_finish_turn`)
     duration: float = 0.0
     tokens_estimated: bool = False
+    # the agent called the `end_tool` it was offered (a simulated user ending the talk)
+    ended: bool = False
 
 
 class AgentSession:
@@ -126,8 +129,12 @@ class AgentSession:
         speaker: str = "",
         tools: ToolSet | None = None,
         mcp_servers: list[McpServerSpec] | None = None,
+        end_tool: ToolSpec | None = None,
     ) -> None:
         self.run = run
+        # A tool offered only as a signal (a simulated user's `end_conversation`): a call
+        # of it is never run, it ends the reply with `Reply.ended` set.
+        self.end_tool = end_tool
         self.mcp_servers = mcp_servers or []  # agent CLIs: the step's tools, served (mcp_proxy)
         self.tools = tools  # chat mode: the tools the model may call (None: it only talks)
         self.max_rounds = step.tools.max_rounds if step.tools is not None else 0
@@ -279,7 +286,10 @@ class AgentSession:
             run_id=run.run_id,
             turn_number=self.replies + (0 if continues else 1),
             speaker=self.speaker,
-            tools=self.tools.list() if self.tools is not None else [],
+            tools=[
+                *(self.tools.list() if self.tools is not None else []),
+                *([self.end_tool] if self.end_tool is not None else []),
+            ],
             continues=continues,
             mcp_servers=self.mcp_servers,
             max_reply_bytes=self.max_reply_bytes,
@@ -422,6 +432,17 @@ class AgentSession:
                         request, partial, True, number, started, first=not rounds
                     )
                 raise
+            end = self.end_tool
+            if (
+                end is not None
+                and not interrupted
+                and any(call.name == end.name for call in progress.tool_calls)
+            ):
+                reply = self._finish_turn(request, progress, False, number, started,
+                                          first=not rounds)  # fmt: skip
+                reply.ended = True
+                said.append(Message("assistant", reply.text))
+                return reply
             calls = progress.tool_calls if self.tools is not None and not interrupted else []
             reply = self._finish_turn(
                 request, progress, interrupted, number, started, first=not rounds, calls=calls
@@ -518,7 +539,9 @@ class AgentSession:
                     f"the arguments of a call to {event.name!r} are nested deeper than "
                     f"{MAX_JSON_DEPTH} levels",
                 )
-            if self.tools is not None:
+            if self.tools is not None or (
+                self.end_tool is not None and event.name == self.end_tool.name
+            ):
                 progress.tool_calls.append(event)
             else:
                 run.warn_once(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession, Reply, TurnTimeout
-from awf_nb.engine.ports import Message
+from awf_nb.engine.ports import Message, Provider, ToolSpec
 from awf_nb.engine.state import ConversationState
 from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ExecutionError, ProviderError
@@ -235,6 +235,14 @@ def simulated_user_prompt(persona: str, desired_turns: int | None = None) -> str
     return prompt
 
 
+# The structured end signal of a simulated user: a tool it is offered (where its provider
+# takes tools) and calls when its goal is reached, instead of writing `exit`.
+END_CONVERSATION = ToolSpec(
+    "end_conversation",
+    "End the conversation: call this when your goal is reached or you want to stop talking.",
+    {"type": "object", "properties": {}},
+)
+
 DEFAULT_USER_RETRIES = 2
 DEFAULT_USER_MAX_CHARS = 4000
 # What a simulated user's message must not look like: the assistant's part (a role label
@@ -248,8 +256,10 @@ class SimulatedUser:
     """An agent playing the person in every conversation the person would answer.
 
     `persona` is its system prompt (who it is, what it wants, when it says `exit`). Its
-    conversation ends when a message is exactly `exit` (or `quit`): "exit" inside a
-    sentence does not end it, and `max_turns` caps it (`desired_turns`, a goal it is
+    conversation ends when it calls the `end_conversation` tool it is offered (`end_tool`:
+    "auto" offers it where the provider takes tools, but to the bundled `local` model), or
+    when a message is exactly `exit` (or `quit`): "exit" inside a sentence does not end
+    it, and `max_turns` caps it (`desired_turns`, a goal it is
     told, does not). `opener` (when given) is its first message, sent verbatim. A
     defective message — empty, written as the assistant (opening with a role label such
     as `Assistant:`), holding reasoning tags, longer than `max_chars` — is generated again,
@@ -264,6 +274,10 @@ class SimulatedUser:
     retries: int = DEFAULT_USER_RETRIES
     desired_turns: int | None = None
     max_chars: int = DEFAULT_USER_MAX_CHARS
+    # `end_conversation`, the structured end signal: "auto" offers the tool where the
+    # provider takes tools (history-based providers) but `local` (the bundled model and its
+    # recorded evals keep `exit`); True or False to say so.
+    end_tool: bool | str = "auto"
 
 
 class SimulatorError(ExecutionError):
@@ -302,6 +316,10 @@ class SimulatedUserPartner(AgentPartner):
         for attempt in range(user.retries + 1):
             result = await self._ask(reply)
             text = result.text
+            if result.ended:  # the end signal: whatever it wrote besides is kept
+                self.conv.partner_turns += 1
+                self.owner.record_partner_message(result, self.name, "", ended=True)
+                return None
             problem = simulator_defect(text, user.max_chars) or ""
             if not problem:
                 self.conv.partner_turns += 1
@@ -434,9 +452,13 @@ def _agent_partner(
     assert conv is not None
     run.masker.add_option_secrets(options)
     own = partner_conversation(provider, conv)
+    instance = run.provider(provider)
+    end = None
+    if user is not None and offers_end_tool(user, instance):
+        end = END_CONVERSATION
     agent = AgentSession(
-        run, session.step, session.st, provider, run.provider(provider), system, options, own,
-        speaker=label,
+        run, session.step, session.st, provider, instance, system, options, own,
+        speaker=label, end_tool=end,
     )  # fmt: skip
     partner = (
         SimulatedUserPartner(agent, session, user)
@@ -445,3 +467,10 @@ def _agent_partner(
     )
     agent.continue_history(*AgentPartner.rebuild_history(conv))
     return partner
+
+
+def offers_end_tool(user: SimulatedUser, provider: Provider) -> bool:
+    """Whether the simulated user is offered `end_conversation` (see `SimulatedUser`)."""
+    if isinstance(user.end_tool, bool):
+        return user.end_tool
+    return provider.session_kind == "history" and provider.name != "local"

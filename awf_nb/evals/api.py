@@ -120,6 +120,7 @@ def _user(user: Any) -> Any:
         "retries": user.retries,
         "desired_turns": user.desired_turns,
         "max_chars": user.max_chars,
+        "end_tool": user.end_tool,
     }
 
 

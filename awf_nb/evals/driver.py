@@ -271,6 +271,7 @@ class EvalRun:
                     retries=spec.retries,
                     desired_turns=spec.desired_turns,
                     max_chars=spec.max_chars,
+                    end_tool=spec.end_tool,
                 )
         except AwfError as exc:
             return WorkItem(case, epoch, seed=seed, setup_error=exc.message, variant=variant)

@@ -13,7 +13,7 @@ import math
 import operator
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -133,6 +133,9 @@ class UserSpec(_Model):
     retries: int = Field(2, ge=0, le=10)
     desired_turns: int | None = Field(None, ge=1, le=1000)  # a goal it is told, not a cap
     max_chars: int = Field(4000, ge=1, le=1_000_000)  # longer is defective
+    # The `end_conversation` tool, its structured end signal: "auto" (where the provider
+    # takes tools, but the bundled `local` model), true or false.
+    end_tool: bool | Literal["auto"] = "auto"
 
     @model_validator(mode="after")
     def _goal_within_cap(self) -> UserSpec:

@@ -111,3 +111,44 @@ def test_desired_turns_beyond_max_turns_is_refused(project: Project) -> None:
 )
 def test_what_makes_a_message_defective(text: str, defect: str | None) -> None:
     assert simulator_defect(text, 1000) == defect
+
+
+def test_the_simulated_user_ends_with_a_structured_signal(
+    project: Project, user_model: OpenAIServer
+) -> None:
+    # "exit" inside a sentence ends nothing; the end_conversation call does
+    user_model.script(
+        Reply.text("I would exit the shop with rye bread."),
+        Reply.calls({"name": "end_conversation", "arguments": "{}"}, text="Thanks, bye."),
+    )
+    project.write_eval(user_eval())
+    result = awf_nb.evaluate("t.eval.yaml", storage=project.store, show=False)
+    (row,) = result.rows
+    assert row.passed is True and row.stopped_by == "user_exit" and row.turns == 2
+    offered = [t["function"]["name"] for t in user_model.requests[0].body.get("tools", [])]
+    assert offered == ["end_conversation"]
+    assert user_messages(result)[1:] == ["I would exit the shop with rye bread.", "Thanks, bye."]
+    last = result.run("a").steps["chat"].conversation.turns[-1]
+    assert last.ended and last.content == "Thanks, bye."
+
+
+def test_end_tool_false_offers_no_tool_and_exit_still_ends(
+    project: Project, user_model: OpenAIServer
+) -> None:
+    project.write_eval(user_eval("  end_tool: false\n"))
+    result = awf_nb.evaluate("t.eval.yaml", storage=project.store, show=False)
+    assert result.rows[0].stopped_by == "user_exit"
+    assert all("tools" not in r.body for r in user_model.requests)
+
+
+def test_the_bundled_model_and_agent_clis_are_not_offered_the_tool() -> None:
+    from types import SimpleNamespace
+
+    from awf_nb.engine.partner import SimulatedUser, offers_end_tool
+
+    user = SimulatedUser("p")
+    assert offers_end_tool(user, SimpleNamespace(name="openai_compatible", session_kind="history"))
+    assert not offers_end_tool(user, SimpleNamespace(name="local", session_kind="history"))
+    assert not offers_end_tool(user, SimpleNamespace(name="claude", session_kind="session_id"))
+    forced = SimulatedUser("p", end_tool=True)
+    assert offers_end_tool(forced, SimpleNamespace(name="local", session_kind="history"))
