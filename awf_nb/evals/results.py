@@ -542,6 +542,15 @@ class EvalResult:
         return results_html(self)
 
 
+def summary_text(result: EvalResult) -> str:
+    """The summary as text: in an eval with variants, one block per variant, each named."""
+    if not result.variants:
+        return result.summary.to_text()
+    return "\n\n".join(
+        f"variant {name}\n{result.variant(name).summary.to_text()}" for name in result.variants
+    )
+
+
 def ordered_rows(rows: Iterable[EvalRow]) -> list[EvalRow]:
     """Failed and errored rows first, then by case and epoch (the order tables show)."""
     rank = {"error": 0, "fail": 1, "pass": 2}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,7 @@ import ipywidgets as widgets
 import traitlets
 
 from awf_nb.engine.summary import format_elapsed
-from awf_nb.evals.results import row_cells, table_header
+from awf_nb.evals.results import row_cells, summary_text, table_header
 from awf_nb.frontends.notebook.panel_items import PanelBox
 from awf_nb.safe_text import mark_bidi
 
@@ -238,7 +239,16 @@ class EvalTable:
         if self._compare is not None:
             self._compare.cancel()
             self._compare = None
-        self._show_comparison(result.comparisons() if len(result.variants) > 1 else [])
+        shown = self._show_comparison(result.comparisons() if len(result.variants) > 1 else [])
+        if result.variants:
+            # one summary per variant above the comparison (the saved copy keeps them)
+            summaries = summary_text(result)
+            block = widgets.HTML(f"<pre>{escape(summaries)}</pre>",
+                                 _dom_classes=("awf-eval-summaries",))  # fmt: skip
+            self.comparison.children = (block, *self.comparison.children)
+            plain = "\n\n".join([summaries, *shown])
+        else:
+            plain = result.summary.to_text()
         if result.status == "cancelled":
             for key, row in self._rows.items():
                 if row["outcome"] == "running":
@@ -255,7 +265,7 @@ class EvalTable:
 
             self._save_conversations()
             self.detail.children = ()  # each row keeps its conversation in the copy
-            bundle = {"text/html": static_html(self.widget), "text/plain": result.summary.to_text()}
+            bundle = {"text/html": static_html(self.widget), "text/plain": plain}
             replace_live_output(self.display_handle, bundle, in_place=self.in_background)
 
     def _save_conversations(self) -> None:
@@ -347,16 +357,16 @@ class EvalTable:
                             1, variants=self._variant_names)  # fmt: skip
         self._show_comparison(compare_variants(so_far, resamples=LIVE_RESAMPLES), live=True)
 
-    def _show_comparison(self, comparisons: list[Any], *, live: bool = False) -> None:
-        from html import escape
-
+    def _show_comparison(self, comparisons: list[Any], *, live: bool = False) -> list[str]:
+        """Show `comparisons` under the table; their text as shown (one per comparison)."""
         children: list[Any] = []
+        texts: list[str] = []
         for comparison in comparisons:
             lines = comparison.lines()
             scorers = 1 + len(comparison.scorers)  # the title and a line per scorer
             note = " (so far)" if live else ""
-            text = escape("\n".join(lines[:scorers]))
-            children.append(widgets.HTML(f"<pre>{text}{note}</pre>",
+            texts.append("\n".join(lines[:scorers]))
+            children.append(widgets.HTML(f"<pre>{escape(texts[-1])}{note}</pre>",
                                          _dom_classes=("awf-eval-compared",)))  # fmt: skip
             buttons = []
             for flip in comparison.flips[:SHOWN_FLIPS]:
@@ -371,6 +381,7 @@ class EvalTable:
             if buttons:
                 children.append(widgets.HBox(buttons, layout=widgets.Layout(flex_flow="row wrap")))
         self.comparison.children = tuple(children)
+        return texts
 
     def _side_by_side(self, comparison: Any, flip: Any) -> None:
         """The flipped case's first run in each variant, next to each other."""

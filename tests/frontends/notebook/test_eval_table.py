@@ -162,5 +162,6 @@ async def test_variants_are_compared_live_and_a_flip_opens_both_conversations(
     ]  # fmt: skip
     table.eval_finished(EvalResult("e1", "w", rows, [("ok", "condition")], 1, total=24,
                                    variants=["a", "b"]))  # fmt: skip
-    final = table.comparison.children[0].value
+    summaries, final = (c.value for c in table.comparison.children[:2])
+    assert "variant a\n" in summaries and "variant b\n" in summaries  # one summary each
     assert "(so far)" not in final and "7 better, 0 worse" in final
