@@ -348,7 +348,13 @@ class ModelProcess:
         request_id = next(self._ids)
         future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
         with child.lock:
-            child.requests[request_id] = future
+            # A process that died as it started may be gone already: its reader failed the
+            # requests it had, and a request added now would wait for nobody.
+            dead = child.dead
+            if not dead:
+                child.requests[request_id] = future
+        if dead:
+            raise child.death_error(child.process.wait(), "starting")
         child.send({"op": op, "id": request_id})
         try:
             return future.result(timeout)

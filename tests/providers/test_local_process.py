@@ -259,3 +259,21 @@ def test_the_model_process_environment_drops_secret_names(monkeypatch) -> None:
     import awf_nb
 
     assert str(Path(awf_nb.__file__).resolve().parents[1]) in env["PYTHONPATH"].split(os.pathsep)
+
+
+def test_a_request_to_a_process_that_died_as_it_started_fails_at_once() -> None:
+    """The race `awf doctor` met: the process looked alive when picked, then died (and its
+    reader failed every request it had) before the request was added: it must fail at once
+    with the crash, not wait for an answer nobody will send."""
+    import sys
+
+    crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    process = ModelProcess([sys.executable, "-c", crash])
+    try:
+        child = process._current()
+        wait_until(lambda: child.dead, "the reader to see the death")
+        process._current = lambda: child  # type: ignore[method-assign]
+        with pytest.raises(ProviderError, match=r"died: signal 11 .*while starting"):
+            process.request("info", timeout=60)
+    finally:
+        process.close()
