@@ -245,3 +245,17 @@ def test_rescore_and_reports_keep_the_variants(
     assert "| strict | passed | 60% |" in out
     code, out, _ = run(capsys, "eval-show", eval_id, *storage)
     assert code == 0 and "variant strict" in out and "loose → strict" in out
+
+
+def test_python_checks_the_gates_as_awf_eval_does(project: Project, storage: list[str]) -> None:
+    import awf_nb
+
+    project.write_eval(EVAL + "gate:\n  - passed >= 50%\n  - 'no_regression: loose'\n")
+    result = awf_nb.evaluate("t.eval.yaml", storage=storage[1], variants=["loose", "strict"])
+    checked = result.gates(extra=["passed >= 20%"])
+    assert [(g.gate.text, g.holds) for g in checked] == [
+        ("passed >= 50%", False),
+        ("no_regression: loose", True),
+        ("passed >= 20%", True),
+    ]
+    assert checked[0].detail == "loose: passed is 25%; strict: passed is 60%"

@@ -240,6 +240,7 @@ class EvalTable:
             self._compare.cancel()
             self._compare = None
         shown = self._show_comparison(result.comparisons() if len(result.variants) > 1 else [])
+        gates = self._show_gates(result)
         if result.variants:
             # one summary per variant above the comparison (the saved copy keeps them)
             summaries = summary_text(result)
@@ -249,6 +250,8 @@ class EvalTable:
             plain = "\n\n".join([summaries, *shown])
         else:
             plain = result.summary.to_text()
+        if gates:
+            plain += "\n\n" + gates
         if result.status == "cancelled":
             for key, row in self._rows.items():
                 if row["outcome"] == "running":
@@ -356,6 +359,22 @@ class EvalTable:
         so_far = EvalResult(self.eval_id, "", list(self._finished_rows.values()), self._scorers,
                             1, variants=self._variant_names)  # fmt: skip
         self._show_comparison(compare_variants(so_far, resamples=LIVE_RESAMPLES), live=True)
+
+    def _show_gates(self, result: EvalResult) -> str:
+        """The eval file's gates, checked, under the comparison (their text; "" if none)."""
+        from awf_nb.errors import AwfError
+
+        try:
+            checked = result.gates()
+        except AwfError as exc:  # a folder that cannot be read: said, not raised
+            checked, text = [], f"gates: {exc.message}"
+        else:
+            marks = {True: "gate holds ", False: "GATE FAILS ", None: "GATE UNDECIDED "}
+            text = "\n".join(f"{marks[g.holds]} {g.gate.text}: {g.detail}" for g in checked)
+        if text:
+            block = widgets.HTML(f"<pre>{escape(text)}</pre>", _dom_classes=("awf-eval-gates",))
+            self.comparison.children = (*self.comparison.children, block)
+        return text
 
     def _show_comparison(self, comparisons: list[Any], *, live: bool = False) -> list[str]:
         """Show `comparisons` under the table; their text as shown (one per comparison)."""

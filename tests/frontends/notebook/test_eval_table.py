@@ -165,3 +165,21 @@ async def test_variants_are_compared_live_and_a_flip_opens_both_conversations(
     summaries, final = (c.value for c in table.comparison.children[:2])
     assert "variant a\n" in summaries and "variant b\n" in summaries  # one summary each
     assert "(so far)" not in final and "7 better, 0 worse" in final
+
+
+async def test_the_gates_of_the_eval_file_are_shown_when_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from awf_nb.evals.gates import Gate, GateResult
+
+    checked = [GateResult(Gate.parse("passed >= 80%"), False, "passed is 50%")]
+    monkeypatch.setattr(EvalResult, "gates", lambda self, extra=(): checked)
+    table = EvalTable()
+    run = SimpleNamespace(
+        folder=SimpleNamespace(store=None), eval_id="e1", scorers=[], total=1, done=[],
+        manifest=SimpleNamespace(variants=[]),
+    )  # fmt: skip
+    table.eval_started(run)  # type: ignore[arg-type]
+    table.eval_finished(EvalResult("e1", "w", [], [], 1, total=1))
+    (block,) = table.comparison.children
+    assert "GATE FAILS  passed &gt;= 80%: passed is 50%" in block.value
