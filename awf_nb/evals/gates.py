@@ -154,3 +154,28 @@ def parse_gates(values: Sequence[Any], where: str = "--gate") -> list[Gate]:
         except ValueError as exc:
             raise UserError(f"{where}: {exc}") from None
     return gates
+
+
+def gates_of(result: Any, extra: Sequence[str] = ()) -> list[GateResult]:
+    """The gates of an eval's result (`EvalResult.gates`): its eval file's `gate:` rules
+    (read from the eval's folder) and `extra` ones ("passed >= 80%"), each checked; in an
+    eval with variants, `no_regression: NAME` against variant NAME."""
+    rules = [*parse_gates(_stored_gates(result), "gate"), *parse_gates(list(extra))]
+    comparisons: dict[str, list[Any]] = {}
+    if len(result.variants) > 1:
+        comparisons[result.variants[0]] = result.comparisons()
+        for rule in rules:
+            if rule.no_regression in result.variants and rule.no_regression not in comparisons:
+                comparisons[rule.no_regression] = result.comparisons(rule.no_regression)
+    return check_result_gates(rules, result, comparisons)
+
+
+def _stored_gates(result: Any) -> list[Any]:
+    """The `gate:` of the eval file the eval ran ([] when it is not in a store)."""
+    from awf_nb.evals.storage import EvalFolder
+    from awf_nb.store import Store
+
+    if not result.storage or not result.eval_id:
+        return []
+    gates = EvalFolder(Store(result.storage), result.eval_id).resolved().get("gate") or []
+    return list(gates) if isinstance(gates, list) else []

@@ -463,29 +463,11 @@ class EvalResult:
         return compare_results(baseline, self, seed=seed)
 
     def gates(self, extra: Sequence[str] = ()) -> list[Any]:
-        """The eval file's `gate:` rules and `extra` ones ("passed >= 80%"), each checked
-        against this result (`gates.GateResult`: `holds` True, False or None when it cannot
-        be decided, and why), as `awf eval` checks them for its exit code."""
-        from awf_nb.evals.gates import check_result_gates, parse_gates
+        """The eval file's `gate:` rules and `extra` ones, checked as `awf eval` checks
+        them (`gates.GateResult`s: see `gates.gates_of`)."""
+        from awf_nb.evals.gates import gates_of
 
-        rules = [*parse_gates(self._stored_gates(), "gate"), *parse_gates(list(extra))]
-        comparisons: dict[str, list[Any]] = {}
-        if len(self.variants) > 1:
-            comparisons[self.variants[0]] = self.comparisons()
-            for rule in rules:
-                if rule.no_regression in self.variants and rule.no_regression not in comparisons:
-                    comparisons[rule.no_regression] = self.comparisons(rule.no_regression)
-        return check_result_gates(rules, self, comparisons)
-
-    def _stored_gates(self) -> list[Any]:
-        """The `gate:` of the eval file this eval ran ([] when it is not in a store)."""
-        from awf_nb.evals.storage import EvalFolder
-        from awf_nb.store import Store
-
-        if not self.storage or not self.eval_id:
-            return []
-        gates = EvalFolder(Store(self.storage), self.eval_id).resolved().get("gate") or []
-        return list(gates) if isinstance(gates, list) else []
+        return gates_of(self, extra)
 
     def comparisons(self, baseline: str = "", *, seed: int = 0) -> list[Any]:
         """Every other variant against `baseline` (default: the first variant), Holm-
