@@ -11,8 +11,8 @@
   `__import__`; only in `DYNAMIC_IMPORTS`) or through `sys.modules` (only in
   `SYS_MODULES_READERS`); strings naming a module of a higher layer (a registry's
   "module:Class"); names laundered through another package (a provider re-exported by
-  `runs/` to a frontend); network clients outside the providers (`urllib.request`,
-  `http.client`, sockets); and which modules `import awf_nb.engine` really loads (a fresh
+  `runs/` to a frontend); private names (`_name`) imported from another package; network
+  clients outside the providers (`urllib.request`, `http.client`, sockets); and which modules `import awf_nb.engine` really loads (a fresh
   interpreter: no provider, frontend, IPython or httpx).
 """
 
@@ -353,6 +353,52 @@ def test_a_provider_re_exported_through_runs_is_caught(tmp_path: Path) -> None:
         "awf_nb.frontends.terminal:1: provider_factory from awf_nb.runs.setup is "
         + home_of("awf_nb.runs.setup", "provider_factory")
     ]
+
+
+# --- private names across packages ---------------------------------------------------------
+
+
+def _package_of(module: str) -> str:
+    """The package a module belongs to for this check: `awf_nb.evals.report.load` ->
+    `awf_nb.evals`; a top-level module (`awf_nb.errors`) is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def private_imports(module: str, source: str, is_package: bool = False) -> list[str]:
+    """`from awf_nb.x import _name` where `awf_nb.x` is in another package than `module`:
+    a private name is free to change with its module, so another package must not use it
+    (give the name a public spelling in its package instead)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        origin = _absolute(node, module, is_package)
+        if not origin.startswith("awf_nb") or _package_of(origin) == _package_of(module):
+            continue
+        for alias in node.names:
+            if alias.name.startswith("_") and not alias.name.startswith("__"):
+                found.append(f"{module}:{node.lineno}: {alias.name} from {origin}")
+    return found
+
+
+def test_no_package_imports_another_package_s_private_names() -> None:
+    found: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found += private_imports(module_name(path), path.read_text(), path.name == "__init__.py")
+    assert found == [], "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f():\n    from awf_nb.workflow.loader.document import _plain\n",
+        "from awf_nb.workflow.loader.model_errors import (\n    M,\n    _report,\n)\n",
+    ],
+)
+def test_a_private_name_imported_across_packages_is_caught(source: str) -> None:
+    assert private_imports("awf_nb.evals.loader", source) != []
+    # within its own package, the same import is the package's own business
+    assert private_imports("awf_nb.workflow.loader.api", source) == []
 
 
 # --- network access outside providers ---------------------------------------------------------

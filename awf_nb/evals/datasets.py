@@ -27,7 +27,7 @@ from typing import Any
 from awf_nb.errors import DefinitionError, Problem, UserError
 from awf_nb.evals.model import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS
 from awf_nb.workflow.files import open_regular
-from awf_nb.workflow.loader.yaml_source import MAX_DEPTH
+from awf_nb.workflow.yaml_locations import MAX_DEPTH
 
 DATASET_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".json", ".yaml", ".yml")
 MAX_ID_CHARS = 200
@@ -303,11 +303,10 @@ def _json(text: str, rows: _Rows) -> None:
 
 
 def _yaml(text: str, rows: _Rows) -> None:
-    from awf_nb.workflow.loader.document import _Document
-    from awf_nb.workflow.loader.yaml_source import _parse_yaml
+    from awf_nb.workflow.yaml_locations import YamlDocument, parse_yaml
 
-    doc = _Document(file=rows.label)
-    parsed, data = _parse_yaml(text, doc)
+    doc = YamlDocument(file=rows.label)
+    parsed, data = parse_yaml(text, doc)
     if doc.problems and not parsed:
         rows.problems.extend(doc.problems)
         return

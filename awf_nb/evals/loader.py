@@ -109,20 +109,19 @@ def load_eval_text(
 ) -> EvalSpec:
     """Load and check an eval given as YAML text (a notebook cell); paths in it resolve
     against `base_dir` (default: the working directory)."""
-    from awf_nb.workflow.loader.document import _at_mark, _Document
-    from awf_nb.workflow.loader.model_errors import _validate
-    from awf_nb.workflow.loader.yaml_source import _parse_yaml
+    from awf_nb.workflow.loader import validate_model
+    from awf_nb.workflow.yaml_locations import YamlDocument, parse_yaml, problem_at
 
     base = Path(base_dir) if base_dir is not None else Path.cwd()
-    doc = _Document(file=file)
-    parsed, root = _parse_yaml(text, doc)
+    doc = YamlDocument(file=file)
+    parsed, root = parse_yaml(text, doc)
     if not parsed:
         raise DefinitionError(doc.problems or [doc.problem("invalid eval file", "")])
     if not isinstance(root, dict):
-        doc.problems.append(_at_mark(doc, None, "an eval file must be a map of keys"))
+        doc.problems.append(problem_at(doc, None, "an eval file must be a map of keys"))
         raise DefinitionError(doc.problems)
     _unknown_keys(root, EvalFile, "", doc)
-    model = _validate(EvalFile, root, "", doc)
+    model = validate_model(EvalFile, root, "", doc)
     if model is None:
         # The workflow and the dataset are still checked when they can be read: their
         # problems show with the file's own, not after these are fixed.
@@ -163,9 +162,9 @@ def load_eval_text(
 def check_spec(spec: EvalSpec) -> None:
     """The checks of an eval built in Python (no YAML): located by their path only."""
     from awf_nb.evals.run_setup import workflow_provider_problems
-    from awf_nb.workflow.loader.document import _Document
+    from awf_nb.workflow.yaml_locations import YamlDocument
 
-    doc = _Document(file=spec.label)
+    doc = YamlDocument(file=spec.label)
     doc.problems.extend(workflow_provider_problems(spec.workflow))
     _check_model(spec.file, doc)
     _check_inputs(spec.file.inputs, spec.workflow, doc)

@@ -28,30 +28,29 @@ def load_scorers(source: str | os.PathLike[str], *, cwd: Path | None = None) -> 
     """The scorers of a YAML file: `scorers: [...]` (as in an eval file) or the list
     alone; checked as an eval file's are (located errors)."""
     from awf_nb.evals.loader import _check_model, _unknown_keys, read_capped
-    from awf_nb.workflow.loader.document import _at_mark, _Document
-    from awf_nb.workflow.loader.model_errors import _validate
-    from awf_nb.workflow.loader.yaml_source import _parse_yaml
+    from awf_nb.workflow.loader import validate_model
+    from awf_nb.workflow.yaml_locations import YamlDocument, parse_yaml, problem_at
 
     given = Path(os.fspath(source))
     path = given if given.is_absolute() else (cwd or Path.cwd()) / given
     label = os.fspath(given)
     data = read_capped(path, label, "scorers file", MAX_SCORERS_FILE_BYTES)
-    doc = _Document(file=label)
-    parsed, root = _parse_yaml(data.decode("utf-8", "replace"), doc)
+    doc = YamlDocument(file=label)
+    parsed, root = parse_yaml(data.decode("utf-8", "replace"), doc)
     if not parsed:
         raise DefinitionError(doc.problems or [doc.problem("invalid scorers file", "")])
     if isinstance(root, list):
         root = {"scorers": root}
     if not isinstance(root, dict) or set(root) != {"scorers"}:
         doc.problems.append(
-            _at_mark(doc, None, "a scorers file holds `scorers:` (a list), as an eval file does")
+            problem_at(doc, None, "a scorers file holds `scorers:` (a list), as an eval file does")
         )
         raise DefinitionError(doc.problems)
     # validated as an eval file's scorers (a stand-in workflow and dataset: only the
     # scorers are looked at)
     root = {"workflow": "-", "dataset": "-", **root}
     _unknown_keys(root, EvalFile, "", doc)
-    model = _validate(EvalFile, root, "", doc)
+    model = validate_model(EvalFile, root, "", doc)
     if model is None:
         raise DefinitionError(doc.problems)
     _check_model(model, doc)

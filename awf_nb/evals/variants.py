@@ -98,13 +98,12 @@ def set_values(data: Any, values: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def variant_text(base_text: str, values: Mapping[str, Any], label: str) -> str:
     """The workflow text `base_text` with `values` set (see the module docstring)."""
-    from awf_nb.workflow.loader.document import _Document
-    from awf_nb.workflow.loader.yaml_source import _parse_yaml
+    from awf_nb.workflow.yaml_locations import YamlDocument, parse_yaml
 
     if not values:
         return base_text
-    doc = _Document(file=label)
-    parsed, data = _parse_yaml(base_text, doc)
+    doc = YamlDocument(file=label)
+    parsed, data = parse_yaml(base_text, doc)
     if not parsed or doc.problems:
         raise DefinitionError(doc.problems or [doc.problem("invalid workflow", "")])
     problems = set_values(data, values)

@@ -17,7 +17,6 @@ given step); split apart, each part would recompute them or receive them all.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -48,6 +47,7 @@ from awf_nb.workflow.model import (
     Workflow,
 )
 from awf_nb.workflow.suggest import did_you_mean
+from awf_nb.workflow.yaml_locations import join_path, locate, parent_path
 
 __all__ = [
     "check_workflow",
@@ -71,35 +71,6 @@ _WORKFLOW_PROPERTIES = ("ID", "Name", "CurrentState", "StartedAt", "Duration")
 _CONTEXT_PROPERTIES = ("WorkingDir", "User", "Hostname")
 _ERROR_PROPERTIES = ("Message", "State", "ExitCode", "Type")
 _LOOP_PROPERTIES = ("Item", "Index", "Index1", "First", "Last", "Length", "Parent")
-
-
-# --- YAML paths and positions (shared with the loader) ---------------------------------------
-
-
-def join_path(base: str, part: str | int) -> str:
-    """`states` + `review` -> `states.review`; `inputs` + 0 -> `inputs[0]`."""
-    if isinstance(part, int):
-        return f"{base}[{part}]"
-    return f"{base}.{part}" if base else part
-
-
-_LAST_PART = re.compile(r"(\.[^.\[]*|\[\d+\])$")
-
-
-def parent_path(path: str) -> str:
-    """`states.review.prompt` -> `states.review`; `inputs[0]` -> `inputs`."""
-    match = _LAST_PART.search(path)
-    return path[: match.start()] if match else ""
-
-
-def locate(locations: dict[str, tuple[int, int]], path: str) -> tuple[int, int]:
-    """Line and column of `path`, or of its nearest ancestor present in the file."""
-    while True:
-        if path in locations:
-            return locations[path]
-        if not path:
-            return (1, 1)
-        path = parent_path(path)
 
 
 # --- the checks ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import yaml
 
 from awf_nb.errors import DefinitionError, Problem, UserError
 from awf_nb.safe_text import BIDI_CONTROLS
+from awf_nb.workflow import yaml_locations
 from awf_nb.workflow.loader import (
     MAX_DEPTH,
     MAX_NODES,
@@ -20,7 +21,6 @@ from awf_nb.workflow.loader import (
     load_text,
     load_workflow,
     search_path,
-    yaml_source,
 )
 from awf_nb.workflow.model import AgentStep, CommandStep, TerminalStep
 from tests.support.problems import only, problems_of, yml
@@ -472,7 +472,7 @@ def test_the_yaml_parser_s_own_nesting_limit_gives_the_project_s_message() -> No
         raise error
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(yaml_source.yaml, "parse", refusing_parse)
+        patch.setattr(yaml_locations.yaml, "parse", refusing_parse)
         [problem] = problems_of("name: demo\nx: " + "[" * 200 + "]" * 200 + "\n")
     assert problem.message == f"nesting deeper than {MAX_DEPTH} levels"
     assert problem.line == 2

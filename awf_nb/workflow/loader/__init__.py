@@ -16,7 +16,8 @@ fields removed in AWF v0.7 are errors that say how to migrate. Errors raise
 `DefinitionError` with every problem found; a workflow with warnings only is returned with
 its `warnings` filled. Finding workflows by name (the search path of spec §1) lives here too.
 
-Modules: `yaml_source` (steps 1-2), `convert`, `keys` and `model_errors` (step 3),
+Modules: `awf_nb.workflow.yaml_locations` (steps 1-2, shared with eval files), `convert`,
+`keys` and `model_errors` (step 3; `validate_model` is public: eval files use it too),
 `document` (positions and problems), `search` (the search path), `api` (`load_text`,
 `load_workflow`, `list_workflows`) and `schema` (`json_schema`).
 """
@@ -25,11 +26,12 @@ from __future__ import annotations
 
 from awf_nb.workflow.loader.api import WorkflowInfo, list_workflows, load_text, load_workflow
 from awf_nb.workflow.loader.convert import REMOVED_FIELDS
+from awf_nb.workflow.loader.model_errors import validate_model
 from awf_nb.workflow.loader.schema import json_schema
 from awf_nb.workflow.loader.search import WORKFLOW_SUFFIXES as WORKFLOW_SUFFIXES
 from awf_nb.workflow.loader.search import find_workflow, search_path
-from awf_nb.workflow.loader.yaml_source import MAX_DEPTH as MAX_DEPTH
-from awf_nb.workflow.loader.yaml_source import MAX_NODES as MAX_NODES
+from awf_nb.workflow.yaml_locations import MAX_DEPTH as MAX_DEPTH
+from awf_nb.workflow.yaml_locations import MAX_NODES as MAX_NODES
 
 __all__ = [
     "REMOVED_FIELDS",
@@ -40,4 +42,5 @@ __all__ = [
     "load_text",
     "load_workflow",
     "search_path",
+    "validate_model",
 ]

@@ -14,10 +14,16 @@ from awf_nb.errors import DefinitionError, Problem, UserError
 from awf_nb.safe_text import terminal_safe
 from awf_nb.workflow import checks
 from awf_nb.workflow.loader.convert import _WorkflowBuilder
-from awf_nb.workflow.loader.document import _Document, _located
+from awf_nb.workflow.loader.document import _located
 from awf_nb.workflow.loader.search import WORKFLOW_SUFFIXES, _display, find_workflow, search_path
-from awf_nb.workflow.loader.yaml_source import _check_nesting, _Loader, _NestingTooDeep, _parse_yaml
 from awf_nb.workflow.model import Workflow
+from awf_nb.workflow.yaml_locations import (
+    SAFE_LOADER,
+    NestingTooDeep,
+    YamlDocument,
+    check_nesting,
+    parse_yaml,
+)
 
 
 def load_workflow(source: str | os.PathLike[str], *, cwd: Path | None = None) -> Workflow:
@@ -47,8 +53,8 @@ def load_text(
     `file` names the text in messages; `base_dir` is where relative paths (`script_file`,
     `prompt_file`, `call_workflow`) resolve; `path` is the file it was read from, if any.
     """
-    doc = _Document(file=file)
-    parsed, root = _parse_yaml(text, doc)
+    doc = YamlDocument(file=file)
+    parsed, root = parse_yaml(text, doc)
     workflow = _WorkflowBuilder(doc).build(root) if parsed else None
     if workflow is not None:
         workflow.source_text = text
@@ -155,9 +161,9 @@ def _describe(path: Path, cwd: Path | None) -> WorkflowInfo:
 def _peek_description(path: Path) -> str:
     """Best-effort description of a file that does not load, for `awf list`."""
     try:
-        _check_nesting(text := path.read_text(encoding="utf-8"))
-        data = yaml.load(text, Loader=_Loader)
-    except (OSError, UnicodeError, yaml.YAMLError, RecursionError, _NestingTooDeep):
+        check_nesting(text := path.read_text(encoding="utf-8"))
+        data = yaml.load(text, Loader=SAFE_LOADER)
+    except (OSError, UnicodeError, yaml.YAMLError, RecursionError, NestingTooDeep):
         return ""
     description = data.get("description") if isinstance(data, dict) else None
     return description if isinstance(description, str) else ""

@@ -16,10 +16,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from awf_nb.workflow.checks import join_path
-from awf_nb.workflow.loader.document import _at_mark, _Document, _plain, go_type
+from awf_nb.workflow.loader.document import _plain, go_type
 from awf_nb.workflow.loader.keys import _UnknownKeys
-from awf_nb.workflow.loader.model_errors import _validate
+from awf_nb.workflow.loader.model_errors import validate_model
 from awf_nb.workflow.model import STEP_CLASSES, Workflow, canonical_kind
+from awf_nb.workflow.yaml_locations import YamlDocument, problem_at
 
 # Removed in AWF v0.7 (F083): using one is an error that says what to do instead.
 REMOVED_FIELDS: dict[str, str] = {
@@ -37,7 +38,7 @@ REMOVED_FIELDS: dict[str, str] = {
 class _WorkflowBuilder:
     """Validates the plain data piece by piece so every mistake is reported where it is."""
 
-    def __init__(self, doc: _Document) -> None:
+    def __init__(self, doc: YamlDocument) -> None:
         self.doc = doc
         # False once a part had to be left out (a step that is not a map, inputs that are
         # not a list): the cross-step checks would then only report echoes of that problem.
@@ -46,7 +47,7 @@ class _WorkflowBuilder:
     def build(self, root: Any) -> Workflow | None:
         doc = self.doc
         if root is None:  # `---` alone, or only `~`
-            doc.problems.append(_at_mark(doc, None, "the workflow file is empty"))
+            doc.problems.append(problem_at(doc, None, "the workflow file is empty"))
             return None
         if not isinstance(root, dict):
             doc.error(f"a workflow must be a map, got {go_type(root)}", "")
@@ -66,7 +67,7 @@ class _WorkflowBuilder:
         states = self._states(root.get("states"))
         data["initial"] = self._initial(states)
         data["steps"] = self._steps(states)
-        workflow = _validate(Workflow, data, "", doc, renames={"initial": "states.initial"})
+        workflow = validate_model(Workflow, data, "", doc, renames={"initial": "states.initial"})
         return workflow if self.complete else None
 
     def _states(self, states: Any) -> dict[str, Any]:
@@ -125,10 +126,10 @@ class _WorkflowBuilder:
         unknown.awf_only(data, path, "step")
         unknown.check(data, step_class, path, ignore=("name",))
         data["name"] = name
-        return _validate(step_class, data, path, doc)
+        return validate_model(step_class, data, path, doc)
 
 
-def _name_problems(doc: _Document, root: dict[str, Any]) -> None:
+def _name_problems(doc: YamlDocument, root: dict[str, Any]) -> None:
     """Report every name that holds a character a terminal or a browser would act on."""
     named: list[tuple[str, Any, str]] = [("workflow name", root.get("name"), "name")]
     inputs = root.get("inputs")
@@ -178,7 +179,7 @@ def _escaped(name: str) -> str:
     return '"' + shown + '"'
 
 
-def _removed_fields(step: dict[str, Any], path: str, doc: _Document) -> None:
+def _removed_fields(step: dict[str, Any], path: str, doc: YamlDocument) -> None:
     """Report (and drop) the conversation fields AWF v0.7 removed, anywhere in an agent step."""
     for key_path, container, key in _walk_keys(step, path):
         if key == "initial_prompt":

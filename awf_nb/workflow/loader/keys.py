@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from awf_nb.workflow.checks import did_you_mean, join_path
-from awf_nb.workflow.loader.document import _Document
 from awf_nb.workflow.model import Input, Limits, WorkflowHooks
+from awf_nb.workflow.yaml_locations import YamlDocument
 
 # AWF features awf-nb does not implement, by where the key sits: what the feature is.
 AWF_UNSUPPORTED: dict[str, dict[str, str]] = {
@@ -50,7 +50,7 @@ _TOP_LEVEL_KEYS = (
 class _UnknownKeys:
     """Warn about (and drop) keys the models do not know, with a did-you-mean suggestion."""
 
-    def __init__(self, doc: _Document) -> None:
+    def __init__(self, doc: YamlDocument) -> None:
         self.doc = doc
 
     def check_top_level(self, data: dict[str, Any]) -> None:

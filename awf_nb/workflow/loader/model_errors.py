@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from awf_nb.workflow.checks import join_path, parent_path
-from awf_nb.workflow.loader.document import _Document, _plain, go_type
+from awf_nb.workflow.loader.document import _plain, go_type
+from awf_nb.workflow.yaml_locations import YamlDocument
 
 _TYPE_WORDS = {
     "string_type": "string",
@@ -34,11 +35,11 @@ _MAX_FIX_ROUNDS = 3
 M = typing.TypeVar("M", bound=BaseModel)
 
 
-def _validate(
+def validate_model(
     model: type[M],
     data: dict[str, Any],
     path: str,
-    doc: _Document,
+    doc: YamlDocument,
     renames: dict[str, str] | None = None,
 ) -> M | None:
     """Validate `data` as `model`; record each error at its YAML path.
@@ -61,7 +62,7 @@ def _validate(
 
 
 def _report_model_rules(
-    model: type[BaseModel], errors: list[Any], data: dict[str, Any], path: str, doc: _Document
+    model: type[BaseModel], errors: list[Any], data: dict[str, Any], path: str, doc: YamlDocument
 ) -> None:
     """Also report the model's own rules (`command and script_file are mutually exclusive`).
 
@@ -83,7 +84,7 @@ def _apply_go_decoding(
     errors: list[Any],
     data: dict[str, Any],
     path: str,
-    doc: _Document,
+    doc: YamlDocument,
     renames: dict[str, str] | None,
 ) -> bool:
     fixed = False
@@ -130,7 +131,7 @@ def _report(
     errors: list[Any],
     data: dict[str, Any],
     path: str,
-    doc: _Document,
+    doc: YamlDocument,
     renames: dict[str, str] | None,
 ) -> None:
     already = {p.path for p in doc.problems if p.severity == "error"}

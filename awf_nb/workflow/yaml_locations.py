@@ -1,24 +1,56 @@
-"""YAML text -> plain Python data, with the position of every YAML path.
+"""YAML with locations: YAML text -> plain Python data, with the line and column of every
+YAML path, and problems located in the file.
 
-The text is composed (`yaml.compose`, safe) into a node graph so every node keeps its
-position, then turned into dicts, lists and scalars. What PyYAML would silently accept
-(duplicate keys) is reported, and what could hang or crash it (runaway nesting, alias bombs,
-recursive aliases) is refused before it can.
+This is how awf reads every YAML file a person writes (workflows, eval files, datasets,
+scorer files), so their mistakes all read alike: `file:line:col: error: path: message`.
+
+    doc = YamlDocument(file="review.yaml")
+    parsed, data = parse_yaml(text, doc)   # data: dicts, lists, scalars
+    doc.where("states.review.prompt")      # (line, column), or its nearest ancestor's
+    doc.error("prompt is empty", "states.review.prompt")
+    doc.problems                           # every problem found, located
+
+The text is composed (`yaml.compose`, safe, on LibYAML when it is installed) into a node
+graph so every node keeps its position, then turned into dicts, lists and scalars. What
+PyYAML would silently accept (duplicate keys) is reported, and what could hang or crash it
+(runaway nesting beyond `MAX_DEPTH`, more than `MAX_NODES` values, aliases expanding past
+`MAX_TEXT_CHARS`, recursive aliases) is refused before it can. A scalar YAML resolves to
+something other than a string (`1.10`, `yes`) keeps its text as written in
+`YamlDocument.scalar_text`, for fields that want a string.
+
+YAML paths are written `states.review.prompt` and `inputs[0]` (`join_path`, `parent_path`).
+This module imports only PyYAML and awf's errors: reading a file does not build the
+workflow models.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from awf_nb.errors import Problem
-from awf_nb.workflow.checks import join_path
-from awf_nb.workflow.loader.document import _at_mark, _Document
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "MAX_TEXT_CHARS",
+    "SAFE_LOADER",
+    "NestingTooDeep",
+    "YamlDocument",
+    "check_nesting",
+    "join_path",
+    "locate",
+    "parent_path",
+    "parse_yaml",
+    "problem_at",
+]
 
 # The C parser is ~10x faster; the pure-Python one is the fallback when libyaml is missing.
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 # A real workflow nests a handful of levels; these limits only stop hostile or broken input
@@ -30,26 +62,103 @@ MAX_NODES = 200_000
 MAX_TEXT_CHARS = 16 << 20
 
 
+# --- YAML paths ------------------------------------------------------------------------------
+
+
+def join_path(base: str, part: str | int) -> str:
+    """`states` + `review` -> `states.review`; `inputs` + 0 -> `inputs[0]`."""
+    if isinstance(part, int):
+        return f"{base}[{part}]"
+    return f"{base}.{part}" if base else part
+
+
+_LAST_PART = re.compile(r"(\.[^.\[]*|\[\d+\])$")
+
+
+def parent_path(path: str) -> str:
+    """`states.review.prompt` -> `states.review`; `inputs[0]` -> `inputs`."""
+    match = _LAST_PART.search(path)
+    return path[: match.start()] if match else ""
+
+
+def locate(locations: dict[str, tuple[int, int]], path: str) -> tuple[int, int]:
+    """Line and column of `path`, or of its nearest ancestor present in the file."""
+    while True:
+        if path in locations:
+            return locations[path]
+        if not path:
+            return (1, 1)
+        path = parent_path(path)
+
+
+# --- one YAML text ---------------------------------------------------------------------------
+
+
+@dataclass
+class YamlDocument:
+    """What is learnt about one YAML text: positions, original scalar texts, problems."""
+
+    file: str  # how messages name the text
+    locations: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Source text of scalars that YAML resolved to something other than a string (`1.10`,
+    # `yes`): Go's YAML decoder gives a string field the text as written, so we do too.
+    scalar_text: dict[str, str] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def where(self, path: str) -> tuple[int, int]:
+        """Position of `path`, or of its nearest ancestor that exists in the file."""
+        return locate(self.locations, path)
+
+    def problem(
+        self, message: str, path: str, *, severity: str = "error", hint: str | None = None
+    ) -> Problem:
+        """A problem about the value at `path`, located where it is in the file."""
+        line, column = self.where(path)
+        return Problem(
+            message,
+            path=path,
+            file=self.file,
+            line=line,
+            column=column,
+            severity="warning" if severity == "warning" else "error",
+            hint=hint,
+        )
+
+    def error(self, message: str, path: str, hint: str | None = None) -> None:
+        """Record an error about the value at `path`."""
+        self.problems.append(self.problem(message, path, hint=hint))
+
+    def warn(self, message: str, path: str, hint: str | None = None) -> None:
+        """Record a warning about the value at `path`."""
+        self.problems.append(self.problem(message, path, severity="warning", hint=hint))
+
+
+def problem_at(doc: YamlDocument, mark: Any, message: str, hint: str | None = None) -> Problem:
+    """An error about the text itself (not a path) at a PyYAML mark; None: the file's start."""
+    line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+    return Problem(message, file=doc.file, line=line, column=column, hint=hint)
+
+
 class _Abort(Exception):
     """Stop reading the YAML: the problem is already recorded."""
 
 
-def _parse_yaml(text: str, doc: _Document) -> tuple[bool, Any]:
-    """YAML text -> (whether there is data, the data); problems go to `doc`.
+def parse_yaml(text: str, doc: YamlDocument) -> tuple[bool, Any]:
+    """YAML text -> (whether there is data, the data); problems and positions go to `doc`.
 
     Problems that still leave data (a duplicate key) do not stop the loading, so the rest
     of the file is checked too.
     """
     try:
-        _check_nesting(text)
-        node = yaml.compose(text, Loader=_Loader)
-    except _NestingTooDeep as exc:
-        doc.problems.append(_at_mark(doc, exc.mark, f"nesting deeper than {MAX_DEPTH} levels"))
+        check_nesting(text)
+        node = yaml.compose(text, Loader=SAFE_LOADER)
+    except NestingTooDeep as exc:
+        doc.problems.append(problem_at(doc, exc.mark, f"nesting deeper than {MAX_DEPTH} levels"))
         return False, None
     except yaml.MarkedYAMLError as exc:
         if _is_parser_depth_limit(exc):
             doc.problems.append(
-                _at_mark(doc, exc.problem_mark, f"nesting deeper than {MAX_DEPTH} levels")
+                problem_at(doc, exc.problem_mark, f"nesting deeper than {MAX_DEPTH} levels")
             )
         else:
             doc.problems.append(_yaml_error_problem(exc, doc))
@@ -68,7 +177,7 @@ def _parse_yaml(text: str, doc: _Document) -> tuple[bool, Any]:
         doc.error(f"nesting deeper than {MAX_DEPTH} levels", "")
         return False, None
     if node is None:
-        doc.problems.append(_at_mark(doc, None, "the workflow file is empty"))
+        doc.problems.append(problem_at(doc, None, "the workflow file is empty"))
         return False, None
     try:
         return True, _DataBuilder(doc).build(node, "", 0)
@@ -76,12 +185,14 @@ def _parse_yaml(text: str, doc: _Document) -> tuple[bool, Any]:
         return False, None
 
 
-class _NestingTooDeep(Exception):
+class NestingTooDeep(Exception):
+    """Nesting deeper than `MAX_DEPTH`, at `mark` (a PyYAML mark)."""
+
     def __init__(self, mark: Any) -> None:
         self.mark = mark
 
 
-def _check_nesting(text: str) -> None:
+def check_nesting(text: str) -> None:
     """Refuse runaway nesting before the (recursive) composer sees it.
 
     Each level of nesting needs one indicator character, so counting them bounds the depth
@@ -92,16 +203,16 @@ def _check_nesting(text: str) -> None:
         return
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in yaml.parse(text, Loader=SAFE_LOADER):
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise _NestingTooDeep(event.start_mark)
+                    raise NestingTooDeep(event.start_mark)
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.MarkedYAMLError as exc:
         if _is_parser_depth_limit(exc):
-            raise _NestingTooDeep(exc.problem_mark) from None
+            raise NestingTooDeep(exc.problem_mark) from None
         raise
 
 
@@ -116,7 +227,7 @@ def _is_parser_depth_limit(exc: yaml.MarkedYAMLError) -> bool:
     return _PARSER_DEPTH_LIMIT in (exc.problem or "")
 
 
-def _yaml_error_problem(exc: yaml.MarkedYAMLError, doc: _Document) -> Problem:
+def _yaml_error_problem(exc: yaml.MarkedYAMLError, doc: YamlDocument) -> Problem:
     mark = exc.problem_mark or exc.context_mark
     message = exc.problem or exc.context or "invalid YAML"
     hint = None
@@ -124,10 +235,10 @@ def _yaml_error_problem(exc: yaml.MarkedYAMLError, doc: _Document) -> Problem:
         hint = exc.context
         if exc.context_mark is not None and exc.context_mark is not exc.problem_mark:
             hint += f" at line {exc.context_mark.line + 1}, column {exc.context_mark.column + 1}"
-    return _at_mark(doc, mark, f"invalid YAML: {message}", hint)
+    return problem_at(doc, mark, f"invalid YAML: {message}", hint)
 
 
-def _reader_error_problem(exc: yaml.YAMLError, text: str, doc: _Document) -> Problem:
+def _reader_error_problem(exc: yaml.YAMLError, text: str, doc: YamlDocument) -> Problem:
     reason = getattr(exc, "reason", None) or str(exc)
     character = getattr(exc, "character", None)  # the C reader gives a code point
     if isinstance(character, str) and len(character) == 1:
@@ -135,12 +246,12 @@ def _reader_error_problem(exc: yaml.YAMLError, text: str, doc: _Document) -> Pro
     if isinstance(character, int):
         reason = f"character #x{character:04x}: {reason}"
     position = getattr(exc, "position", 0) or 0
-    if _Loader is not yaml.SafeLoader:  # libyaml counts bytes of the UTF-8 text
+    if SAFE_LOADER is not yaml.SafeLoader:  # libyaml counts bytes of the UTF-8 text
         position = len(text.encode("utf-8", "surrogatepass")[:position].decode("utf-8", "ignore"))
     return _position_problem(doc, text, position, reason)
 
 
-def _position_problem(doc: _Document, text: str, position: int, reason: str) -> Problem:
+def _position_problem(doc: YamlDocument, text: str, position: int, reason: str) -> Problem:
     """A problem at a character offset of the text (errors raised before there are marks)."""
     line = text.count("\n", 0, position) + 1
     column = position - (text.rfind("\n", 0, position) + 1) + 1
@@ -160,7 +271,7 @@ _SCALARS: dict[str, Callable[[yaml.ScalarNode], Any]] = {
 class _DataBuilder:
     """Node graph -> plain dicts/lists/scalars, recording the position of every path."""
 
-    def __init__(self, doc: _Document) -> None:
+    def __init__(self, doc: YamlDocument) -> None:
         self.doc = doc
         self.nodes = 0
         self.chars = 0
@@ -170,12 +281,12 @@ class _DataBuilder:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             self.doc.problems.append(
-                _at_mark(self.doc, node.start_mark, f"more than {MAX_NODES} YAML values")
+                problem_at(self.doc, node.start_mark, f"more than {MAX_NODES} YAML values")
             )
             raise _Abort
         if depth > MAX_DEPTH:
             self.doc.problems.append(
-                _at_mark(self.doc, node.start_mark, f"nesting deeper than {MAX_DEPTH} levels")
+                problem_at(self.doc, node.start_mark, f"nesting deeper than {MAX_DEPTH} levels")
             )
             raise _Abort
         self.doc.locations.setdefault(path, _position(node))
@@ -186,12 +297,12 @@ class _DataBuilder:
                     f"the workflow's text, with its aliases expanded, is larger than "
                     f"{MAX_TEXT_CHARS >> 20} MiB"
                 )
-                self.doc.problems.append(_at_mark(self.doc, node.start_mark, message))
+                self.doc.problems.append(problem_at(self.doc, node.start_mark, message))
                 raise _Abort
             return self._scalar(node, path)
         if id(node) in self.open:
             self.doc.problems.append(
-                _at_mark(self.doc, node.start_mark, "a YAML alias must not refer to itself")
+                problem_at(self.doc, node.start_mark, "a YAML alias must not refer to itself")
             )
             raise _Abort
         self.open.add(id(node))
@@ -231,7 +342,7 @@ class _DataBuilder:
             if key in first_seen:
                 line = first_seen[key].start_mark.line + 1
                 self.doc.problems.append(
-                    _at_mark(
+                    problem_at(
                         self.doc,
                         key_node.start_mark,
                         f'duplicate key "{key}" (first defined at line {line})',
@@ -254,7 +365,7 @@ class _DataBuilder:
             for source in sources:
                 if not isinstance(source, yaml.MappingNode):
                     self.doc.problems.append(
-                        _at_mark(self.doc, source.start_mark, "a merge key (<<) needs a map")
+                        problem_at(self.doc, source.start_mark, "a merge key (<<) needs a map")
                     )
                     continue
                 for key, value in self.build(source, path, depth).items():
@@ -265,7 +376,7 @@ class _DataBuilder:
         if isinstance(node, yaml.ScalarNode):
             return node.value
         self.doc.problems.append(
-            _at_mark(self.doc, node.start_mark, "a key must be a plain value, not a list or map")
+            problem_at(self.doc, node.start_mark, "a key must be a plain value, not a list or map")
         )
         return None
 
