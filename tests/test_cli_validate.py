@@ -130,6 +130,30 @@ def test_a_broken_reference_does_not_hide_the_role_and_skill_problems(
     assert errors == ["states.a.role: resol", "states.a.skills[0]: ", "states.a.on_success:"]
 
 
+def test_a_field_that_cannot_be_read_does_not_hide_the_role_and_skill_problems(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # an empty skill name and a map without `path`: the step cannot be built, yet its role
+    # and its other skill are still looked for, each at its own index
+    (work / "sub").mkdir()
+    text = MISSING_AGENT_FILES.replace(
+        "skills: [no-such-skill]", 'skills: ["", no-such-skill, {name: x}]'
+    )
+    write(work, "sub/roles.yaml", text)
+    code, out, _err = run(capsys, "validate", "sub/roles.yaml")
+    assert code == 2
+    lines = out.splitlines()
+    assert lines[0].startswith('sub/roles.yaml:8:5: error: states.a.role: resolve role "no-such')
+    assert lines[1] == (
+        "sub/roles.yaml:9:5: error: states.a.skills: skill[0]: empty skill name; "
+        "skill[2]: map must have 'path' key"
+    )
+    assert lines[2].startswith(
+        'sub/roles.yaml:9:18: error: states.a.skills[1]: skill "no-such-skill" not found'
+    )
+    assert lines[-1] == "sub/roles.yaml: invalid (3 errors, 1 warning)"
+
+
 def test_cross_step_problems_have_positions(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(work, "broken.yaml", BROKEN)
     code, out, _ = run(capsys, "validate", "broken.yaml")

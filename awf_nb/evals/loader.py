@@ -123,12 +123,10 @@ def load_eval_text(
     _unknown_keys(root, EvalFile, "", doc)
     model = validate_model(EvalFile, root, "", doc)
     if model is None:
-        # The workflow and the dataset are still checked when they can be read: their
-        # problems show with the file's own, not after these are fixed.
-        partial = _readable_parts(root)
-        if partial is not None:
-            _workflow(partial, base, doc)
-            _cases(partial, base, doc)
+        # Everything that can be read is still checked (the workflow, the dataset, the
+        # scorers, the inputs): its problems show with the file's own, not after these
+        # are fixed.
+        _check_readable_parts(root, base, doc)
         raise DefinitionError(_sorted(doc.problems))
     _check_model(model, doc)
     workflow = _workflow(model, base, doc)
@@ -233,17 +231,20 @@ def _fields(model: type[BaseModel]) -> dict[str, tuple[type[BaseModel] | None, b
     return found
 
 
-def _check_model(model: EvalFile, doc: Any) -> None:
-    """What the model alone cannot check: names, conditions, templates, providers."""
+def _check_model(model: EvalFile, doc: Any, scorer_indices: list[int] | None = None) -> None:
+    """What the model alone cannot check: names, conditions, templates, providers.
+    `scorer_indices`: where each of `model.scorers` is in the file's list, when some of
+    that list could not be read (default: the list as it is)."""
     from awf_nb.evals.run_setup import provider_problem
     from awf_nb.evals.scorers import CONDITION_NAMES
     from awf_nb.workflow import expr, template
     from awf_nb.workflow.checks import join_path
     from awf_nb.workflow.condition_names import unknown_names
 
+    indices = scorer_indices or list(range(len(model.scorers)))
     for index, name in duplicate_scorer_names(model.scorers):
         doc.error(f'scorer name "{name}" is used twice: names are unique',
-                  f"scorers[{index}].name")  # fmt: skip
+                  f"scorers[{indices[index]}].name")  # fmt: skip
 
     def check_template(source: Any, where: str) -> None:
         if not isinstance(source, str) or "{{" not in source:
@@ -287,7 +288,7 @@ def _check_model(model: EvalFile, doc: Any) -> None:
         check_template(model.pairwise.provider, "pairwise.provider")
         check_provider(model.pairwise.provider, "pairwise.provider")
         check_templates(model.pairwise.options, "pairwise.options")
-    for index, scorer in enumerate(model.scorers):
+    for index, scorer in zip(indices, model.scorers, strict=True):
         where = f"scorers[{index}]"
         if scorer.condition is not None:
             try:
@@ -308,17 +309,55 @@ def _check_model(model: EvalFile, doc: Any) -> None:
             doc.error("command is empty", f"{where}.command")
 
 
-def _readable_parts(root: dict[str, Any]) -> EvalFile | None:
-    """An eval file of just `workflow:` and `dataset:` when those two are valid (the rest
-    of the file is not), to check them anyway; None when they are not."""
+# Stand-ins for a required key that cannot be read, so the rest of the file is checked.
+_STAND_INS: dict[str, Any] = {"workflow": "-", "dataset": {"path": "-"}}
+# Keys whose checks read another key: dropped with it (a pairwise judge needs the variants).
+_READS = {"variants": ("pairwise",)}
+
+
+def _check_readable_parts(root: dict[str, Any], base: Path, doc: Any) -> None:
+    """Check what can be read of an eval file that does not validate as a whole: the keys
+    that validate (the scorers that do, each at its own index), the workflow and the
+    dataset when they can be read, the inputs against the workflow when both can. The
+    problems of what cannot be read are reported already; nothing is said twice."""
     from pydantic import ValidationError
 
-    try:
-        return EvalFile.model_validate(
-            {key: root[key] for key in ("workflow", "dataset") if key in root}
-        )
-    except ValidationError:
-        return None  # their own problems are reported already
+    from awf_nb.evals.model import ScorerSpec
+
+    data = dict(root)
+    indices: list[int] = []
+    scorers = data.get("scorers")
+    if isinstance(scorers, list):
+        readable = []
+        for index, item in enumerate(scorers):
+            try:
+                ScorerSpec.model_validate(item)
+            except ValidationError:
+                continue
+            readable.append(item)
+            indices.append(index)
+        data["scorers"] = readable
+    unread: set[str] = set()
+    for _ in range(len(root) + 2):  # each round leaves out at least one key
+        try:
+            partial = EvalFile.model_validate(data)
+            break
+        except ValidationError as exc:
+            failed = {str(e["loc"][0]) for e in exc.errors() if e["loc"]} - unread
+            if not failed:  # a rule of the whole file, or nothing left to leave out
+                return
+            for key in failed:
+                unread |= {key, *_READS.get(key, ())}
+            data = {k: v for k, v in data.items() if k not in unread}
+            data.update({k: v for k, v in _STAND_INS.items() if k in unread})
+    else:
+        return
+    _check_model(partial, doc, indices)
+    workflow = _workflow(partial, base, doc) if "workflow" not in unread else None
+    if workflow is not None and "inputs" not in unread:
+        _check_inputs(partial.inputs, workflow, doc)
+    if "dataset" not in unread:
+        _cases(partial, base, doc)
 
 
 def _workflow(model: EvalFile, base: Path, doc: Any) -> Workflow | None:

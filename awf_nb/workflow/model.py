@@ -398,23 +398,33 @@ def _skill_refs(value: Any) -> Any:
     if not isinstance(value, list):
         raise ValueError("skills must be a list of skill names or {path: ...} maps")
     refs: list[Any] = []
+    mistakes: list[str] = []  # every bad entry at once, not the first alone
     for i, item in enumerate(value):
-        if isinstance(item, str):
-            if not item.strip():
-                raise ValueError(f"skill[{i}]: empty skill name")
-            refs.append(item)
-        elif isinstance(item, dict):
-            if "path" not in item:
-                raise ValueError(f"skill[{i}]: map must have 'path' key")
-            if not isinstance(item["path"], str) or not item["path"].strip():
-                raise ValueError(f"skill[{i}]: path must be a non-empty string")
-            if len(item) > 1:
-                others = ", ".join(sorted(str(k) for k in item if k != "path"))
-                raise ValueError(f"skill[{i}]: unknown key(s) {others}; a map takes only 'path'")
-            refs.append(SkillPath(path=item["path"]))
-        else:
-            raise ValueError(f"skill[{i}]: invalid type")
+        try:
+            refs.append(skill_ref(item))
+        except ValueError as exc:
+            mistakes.append(f"skill[{i}]: {exc}")
+    if mistakes:
+        raise ValueError("; ".join(mistakes))
     return refs
+
+
+def skill_ref(item: Any) -> str | SkillPath:
+    """One entry of a `skills:` list: a name, or a `{path: …}` map. Raises ValueError."""
+    if isinstance(item, str):
+        if not item.strip():
+            raise ValueError("empty skill name")
+        return item
+    if isinstance(item, dict):
+        if "path" not in item:
+            raise ValueError("map must have 'path' key")
+        if not isinstance(item["path"], str) or not item["path"].strip():
+            raise ValueError("path must be a non-empty string")
+        if len(item) > 1:
+            others = ", ".join(sorted(str(k) for k in item if k != "path"))
+            raise ValueError(f"unknown key(s) {others}; a map takes only 'path'")
+        return SkillPath(path=item["path"])
+    raise ValueError("invalid type")
 
 
 class AgentStep(_StepBase):
@@ -654,6 +664,10 @@ class Workflow(_Model):
     # ("states.review.prompt" -> (12, 5)) so run-time errors can point into the file.
     warnings: list[Problem] = Field(default_factory=list, exclude=True, repr=False)
     locations: dict[str, tuple[int, int]] = Field(default_factory=dict, exclude=True, repr=False)
+    # Only in a workflow that did not load (`DefinitionError.partial`): the agent steps some
+    # field of which could not be read, as written, so `awf validate` still checks the roles
+    # and skills they name (`roles_skills.agent_file_problems`).
+    unread_steps: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude=True, repr=False)
 
     @field_validator("version", mode="before")
     @classmethod

@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from awf_nb.errors import Problem
 from awf_nb.safe_text import escape_name
@@ -52,7 +52,7 @@ from awf_nb.workflow.files import (
 )
 
 if TYPE_CHECKING:
-    from awf_nb.workflow.model import SkillPath, Workflow
+    from awf_nb.workflow.model import AgentStep, SkillPath, Workflow
 
 # AWF's thresholds (warnings only, as in AWF).
 ROLE_SIZE_WARN_BYTES = 500 * 1024
@@ -452,17 +452,15 @@ def agent_file_problems(
             Problem(message, path=path, file=file, line=line, column=column, severity=severity)  # type: ignore[arg-type]
         )
 
-    for name, step in workflow.steps.items():
-        if not isinstance(step, AgentStep):
-            continue
-        base = join_path("states", name)
-        partner = step.conversation.partner if step.conversation else None
-        roles: list[tuple[str | None, str | None, str]] = [
-            (step.role, step.system_prompt, join_path(base, "role"))
-        ]
-        if partner is not None:
-            where = join_path(base, "conversation.with.role")
-            roles.append((partner.role, partner.system_prompt, where))
+    named = [
+        _named_by(join_path("states", name), step)
+        for name, step in workflow.steps.items()
+        if isinstance(step, AgentStep)
+    ]
+    named += [
+        _named_by_text(join_path("states", n), raw) for n, raw in workflow.unread_steps.items()
+    ]
+    for base, roles, skills in named:
         for ref, system_prompt, path in roles:
             if not ref or "{{" in ref:
                 continue
@@ -473,7 +471,7 @@ def agent_file_problems(
                 continue
             for warning in role_warnings(role, system_prompt):
                 report(warning, path, "warning")
-        for i, skill_ref in enumerate(step.skills or []):
+        for i, skill_ref in skills:
             path = join_path(join_path(base, "skills"), i)
             try:
                 skill = resolve_skill(skill_ref, lookup)
@@ -483,3 +481,47 @@ def agent_file_problems(
             for warning in skill_warnings(skill):
                 report(warning, path, "warning")
     return problems
+
+
+# (the step's YAML path, its roles: (reference, system prompt, YAML path), its skills by index)
+_Named = tuple[str, list[tuple[str | None, str | None, str]], list[tuple[int, "str | SkillPath"]]]
+
+
+def _named_by(base: str, step: AgentStep) -> _Named:
+    """The roles and skills an agent step names."""
+    from awf_nb.workflow.checks import join_path
+
+    partner = step.conversation.partner if step.conversation else None
+    roles: list[tuple[str | None, str | None, str]] = [
+        (step.role, step.system_prompt, join_path(base, "role"))
+    ]
+    if partner is not None:
+        where = join_path(base, "conversation.with.role")
+        roles.append((partner.role, partner.system_prompt, where))
+    return base, roles, list(enumerate(step.skills or []))
+
+
+def _named_by_text(base: str, raw: dict[str, Any]) -> _Named:
+    """The roles and skills an agent step names, read from the step as written, when some
+    of its fields could not be read (their problems are reported by the loader): what is
+    readable is checked, an unreadable entry skipped, each at its own index."""
+    from awf_nb.workflow.checks import join_path
+    from awf_nb.workflow.model import skill_ref
+
+    def text(value: Any) -> str | None:
+        return value if isinstance(value, str) else None
+
+    roles = [(text(raw.get("role")), text(raw.get("system_prompt")), join_path(base, "role"))]
+    conversation = raw.get("conversation")
+    partner = conversation.get("with") if isinstance(conversation, dict) else None
+    if isinstance(partner, dict):
+        where = join_path(base, "conversation.with.role")
+        roles.append((text(partner.get("role")), text(partner.get("system_prompt")), where))
+    skills: list[tuple[int, str | SkillPath]] = []
+    listed = raw.get("skills")
+    for index, item in enumerate(listed if isinstance(listed, list) else []):
+        try:
+            skills.append((index, skill_ref(item)))
+        except ValueError:
+            continue
+    return base, roles, skills

@@ -195,6 +195,53 @@ def test_the_files_own_errors_do_not_hide_the_workflow_and_dataset_problems(
     assert any("missing.jsonl" in p for p in found), found
 
 
+def test_the_files_own_errors_do_not_hide_its_scorer_and_input_checks(
+    project: Project,
+) -> None:
+    project.rows("cases.jsonl", [{"topic": "bread"}])
+    found = problems(
+        project,
+        """\
+        workflow: wf.yaml
+        dataset: cases.jsonl
+        epochs: 0
+        inputs: {topic: x, tone: y}
+        scorers:
+          - name: broken
+            timeout: forever
+          - name: ended
+            condition: 'stopped_by =='
+          - name: ended
+            condition: 'no_such_name == 1'
+        """,
+    )
+    assert any(": error: epochs:" in p for p in found), found
+    assert any(": error: scorers[0].timeout:" in p for p in found), found
+    # the scorers that can be read are checked, each named by its own index
+    assert any(": error: scorers[1].condition: condition:" in p for p in found), found
+    assert any(": error: scorers[2].condition:" in p and "no_such_name" in p for p in found)
+    assert any('scorers[2].name: scorer name "ended" is used twice' in p for p in found), found
+    # and the inputs against the workflow
+    assert any('inputs.tone: workflow chatty has no input "tone"' in p for p in found), found
+
+
+def test_a_required_key_that_cannot_be_read_does_not_hide_the_scorer_checks(
+    project: Project,
+) -> None:
+    found = problems(
+        project,
+        """\
+        workflow: wf.yaml
+        dataset: {path: cases.jsonl, max_rows: 0}
+        scorers:
+          - {name: a, condition: 'stopped_by =='}
+        """,
+    )
+    assert any(": error: dataset.max_rows:" in p for p in found), found
+    assert any(": error: scorers[0].condition: condition:" in p for p in found), found
+    assert not any("cases.jsonl" in p and "not found" in p for p in found), found
+
+
 def test_an_unknown_provider_does_not_hide_the_input_checks(project: Project) -> None:
     project.write("wf3.yaml", CHAT_WITH_UNKNOWN_PROVIDER)
     project.rows("cases.jsonl", [{"topic": "bread"}])

@@ -55,19 +55,23 @@ def load_text(
     """
     doc = YamlDocument(file=file)
     parsed, root = parse_yaml(text, doc)
-    workflow = _WorkflowBuilder(doc).build(root) if parsed else None
+    builder = _WorkflowBuilder(doc)
+    workflow = builder.build(root) if parsed else None
+    for built in (workflow, builder.partial):
+        if built is not None:
+            built.source_text = text
+            built.source_path = path
+            built.source_dir = Path(base_dir) if base_dir is not None else None
+            built.locations = doc.locations
     if workflow is not None:
-        workflow.source_text = text
-        workflow.source_path = path
-        workflow.source_dir = Path(base_dir) if base_dir is not None else None
-        workflow.locations = doc.locations
         doc.problems.extend(_located(p, doc) for p in checks.check_workflow(workflow))
     # A message may quote what the file holds (a name, a value): never a character that
     # would act on the terminal showing it.
     problems = sorted((_shown(p) for p in doc.problems), key=lambda p: (p.line, p.column))
     if workflow is None or any(p.severity == "error" for p in problems):
         error = DefinitionError(problems or [doc.problem("invalid workflow", "")])
-        error.partial = workflow  # built, but its checks failed (None: not even built)
+        # built, but its checks failed; or what could be read of it (None: nothing)
+        error.partial = workflow if workflow is not None else builder.partial
         raise error
     workflow.warnings = problems
     return workflow

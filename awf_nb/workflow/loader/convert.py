@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from awf_nb.workflow.checks import join_path
 from awf_nb.workflow.loader.document import _plain, go_type
@@ -43,6 +43,10 @@ class _WorkflowBuilder:
         # False once a part had to be left out (a step that is not a map, inputs that are
         # not a list): the cross-step checks would then only report echoes of that problem.
         self.complete = True
+        # When the workflow is not complete: what could be read of it, for the checks that
+        # need no whole workflow (roles, skills, providers); see `Workflow.unread_steps`.
+        self.partial: Workflow | None = None
+        self.unread_steps: dict[str, dict[str, Any]] = {}
 
     def build(self, root: Any) -> Workflow | None:
         doc = self.doc
@@ -68,7 +72,12 @@ class _WorkflowBuilder:
         data["initial"] = self._initial(states)
         data["steps"] = self._steps(states)
         workflow = validate_model(Workflow, data, "", doc, renames={"initial": "states.initial"})
-        return workflow if self.complete else None
+        if workflow is not None and self.complete:
+            return workflow
+        self.partial = workflow or _readable_part(data)
+        if self.partial is not None:
+            self.partial.unread_steps = self.unread_steps
+        return None
 
     def _states(self, states: Any) -> dict[str, Any]:
         if states is None:
@@ -126,7 +135,26 @@ class _WorkflowBuilder:
         unknown.awf_only(data, path, "step")
         unknown.check(data, step_class, path, ignore=("name",))
         data["name"] = name
-        return validate_model(step_class, data, path, doc)
+        step = validate_model(step_class, data, path, doc)
+        if step is None and kind == "agent":
+            self.unread_steps[name] = raw
+        return step
+
+
+def _readable_part(data: dict[str, Any]) -> Workflow | None:
+    """The steps that could be read, in a workflow whose own fields could not all be: its
+    problems are reported already, so nothing is said here."""
+    name, initial = data.get("name"), data.get("initial")
+    try:
+        return Workflow.model_validate(
+            {
+                "name": name if isinstance(name, str) else "",
+                "initial": initial if isinstance(initial, str) else "",
+                "steps": data.get("steps", {}),
+            }
+        )
+    except ValidationError:
+        return None
 
 
 def _name_problems(doc: YamlDocument, root: dict[str, Any]) -> None:
