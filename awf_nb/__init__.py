@@ -16,9 +16,11 @@ problems), `ExecutionError` (a step or a provider failed; `ProviderError`), and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from awf_nb._version import __version__
+
+# Not `typing.TYPE_CHECKING`: importing typing is a third of `awf --version`'s start-up.
+# Type checkers treat any name TYPE_CHECKING as true.
+TYPE_CHECKING = False
 
 __all__ = [
     "AwfError",
@@ -51,6 +53,8 @@ _ERRORS = (
 )  # fmt: skip
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from awf_nb.api import RunResult, SimulatedUser, afork, arun, fork, load, run
     from awf_nb.engine.breakpoints import Pause, PauseAnswer, PauseStream
     from awf_nb.errors import (

@@ -60,6 +60,16 @@ def test_pulls_in_nothing_heavy(code: str) -> None:
         print(f"\n{code}: {modules['awf_nb'] / 1000:.1f} ms cumulative")
 
 
+def test_awf_version_imports_neither_the_parser_nor_a_command() -> None:
+    modules = _imported(
+        "import sys; sys.argv = ['awf', '--version']; "
+        "from awf_nb.frontends.cli import entry; entry()"
+    )
+    ours = sorted(m for m in modules if m == "awf_nb" or m.startswith("awf_nb."))
+    assert ours == ["awf_nb", "awf_nb._version", "awf_nb.frontends", "awf_nb.frontends.cli"]
+    assert "argparse" not in modules
+
+
 def test_awf_run_without_tools_or_cassette_loads_neither(tmp_path: Path) -> None:
     workflow = tmp_path / "hello.yaml"
     workflow.write_text(

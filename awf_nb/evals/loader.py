@@ -17,15 +17,17 @@ import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from awf_nb.errors import DefinitionError, Problem, UserError
-from awf_nb.evals.datasets import Case, load_dataset
-from awf_nb.evals.model import EvalFile, duplicate_scorer_names
-from awf_nb.evals.variants import Variant, load_variants
-from awf_nb.workflow.model import Workflow
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from awf_nb.evals.datasets import Case
+    from awf_nb.evals.model import EvalFile
+    from awf_nb.evals.variants import Variant
+    from awf_nb.workflow.model import Workflow
 
 EVAL_SUFFIXES = (".eval.yaml", ".eval.yml")
 MAX_EVAL_FILE_BYTES = 1 << 20
@@ -109,6 +111,7 @@ def load_eval_text(
 ) -> EvalSpec:
     """Load and check an eval given as YAML text (a notebook cell); paths in it resolve
     against `base_dir` (default: the working directory)."""
+    from awf_nb.evals.model import EvalFile
     from awf_nb.workflow.loader import validate_model
     from awf_nb.workflow.yaml_locations import YamlDocument, parse_yaml, problem_at
 
@@ -211,6 +214,8 @@ def _unknown_keys(data: dict[str, Any], model: type[BaseModel], path: str, doc: 
 def _fields(model: type[BaseModel]) -> dict[str, tuple[type[BaseModel] | None, bool | str]]:
     """Each key of `model`: the model of its value (or None), and whether the value is a
     list of them (True) or a map of names to them ("map")."""
+    from pydantic import BaseModel
+
     from awf_nb.workflow.model import Limits
 
     found: dict[str, tuple[type[BaseModel] | None, bool | str]] = {}
@@ -235,6 +240,7 @@ def _check_model(model: EvalFile, doc: Any, scorer_indices: list[int] | None = N
     """What the model alone cannot check: names, conditions, templates, providers.
     `scorer_indices`: where each of `model.scorers` is in the file's list, when some of
     that list could not be read (default: the list as it is)."""
+    from awf_nb.evals.model import duplicate_scorer_names
     from awf_nb.evals.run_setup import provider_problem
     from awf_nb.evals.scorers import CONDITION_NAMES
     from awf_nb.workflow import expr, template
@@ -322,7 +328,7 @@ def _check_readable_parts(root: dict[str, Any], base: Path, doc: Any) -> None:
     problems of what cannot be read are reported already; nothing is said twice."""
     from pydantic import ValidationError
 
-    from awf_nb.evals.model import ScorerSpec
+    from awf_nb.evals.model import EvalFile, ScorerSpec
 
     data = dict(root)
     indices: list[int] = []
@@ -385,6 +391,8 @@ def _workflow(model: EvalFile, base: Path, doc: Any) -> Workflow | None:
 
 def _variants(model: EvalFile, workflow: Workflow, base: Path, doc: Any) -> dict[str, Variant]:
     """The eval's variants, loaded; their problems (and their inputs') into `doc`."""
+    from awf_nb.evals.variants import load_variants
+
     variants, problems = load_variants(model, workflow, base)
     for problem in problems:
         if problem.file:  # a problem of a variant's workflow file
@@ -462,6 +470,8 @@ def _check_someone_answers(
 
 
 def _cases(model: EvalFile, base: Path, doc: Any) -> list[Case]:
+    from awf_nb.evals.datasets import load_dataset
+
     spec = model.dataset
     path = Path(spec.path)
     target = path if path.is_absolute() else base / path

@@ -5,8 +5,9 @@ The commands themselves are in `frontends/commands` (shared with the notebook's 
 `main` turns every `AwfError` into its message and exit code (1 user error, 2 definition
 error, 3 execution error, 4 system error) and never shows a traceback unless `--debug` is
 given; `--verbose` / `--debug` (or `AWF_LOG`) show what awf logs on stderr. Heavy modules
-(pydantic, the loader) are imported inside the handlers so `awf --version` and
-`awf --help` stay instant.
+(pydantic, the loader) are imported inside the handlers so `awf --help` stays instant;
+`awf --version` is answered before even the parser (`parser.py`) and the command modules
+are imported.
 
 The console script `awf` runs `entry`; `python -m awf_nb.cli` does too (see
 `awf_nb/cli.py`).
@@ -14,78 +15,43 @@ The console script `awf` runs `entry`; `python -m awf_nb.cli` does too (see
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
 import sys
-import traceback
-from typing import NoReturn
 
 from awf_nb._version import __version__
-from awf_nb.errors import EXIT_CANCELLED, EXIT_SYSTEM, EXIT_USER, AwfError, UserError
-from awf_nb.frontends.commands import COMMANDS
-from awf_nb.frontends.commands.table import Handler
+
+# Not `typing.TYPE_CHECKING`: `awf --version` imports nothing it does not need (see
+# awf_nb/__init__.py); type checkers treat any name TYPE_CHECKING as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import NoReturn
+
+    from awf_nb.frontends.commands.table import Handler
 
 __all__ = ["build_parser", "entry", "main"]
 
 
-class _UsageError(Exception):
-    """A bad command line: argparse's message, shown with the usage of the command."""
-
-    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
-        super().__init__(message)
-        self.parser = parser
-
-
-class _Parser(argparse.ArgumentParser):
-    # argparse exits with status 2 on a bad command line, which in awf means "invalid
-    # workflow"; a bad command line is a user error (1), so raise and let main decide.
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(self, message)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The `awf` argument parser, with one sub-parser per registered command."""
-    parser = _Parser(
-        prog="awf",
-        description="Run AWF agent workflows: YAML state machines of shell and LLM steps.",
-    )
-    parser.add_argument("--version", action="version", version=f"awf-nb {__version__}")
-    parser.add_argument(
-        "--debug", action="store_true", help="show tracebacks of errors and debug messages"
-    )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="show what awf logs (a provider that failed to close, …)",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for cmd in COMMANDS.values():
-        sub_parser = sub.add_parser(
-            cmd.name,
-            help=cmd.help,
-            description=cmd.description,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        # Accept --debug / --verbose after the command too (`awf validate x --debug`);
-        # SUPPRESS keeps the sub-parser from resetting one given before the command.
-        for flags in (("--debug",), ("-v", "--verbose")):
-            sub_parser.add_argument(
-                *flags, action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
-            )
-        cmd.configure(sub_parser)
-        sub_parser.set_defaults(handler=cmd.handler)
-    return parser
+    from awf_nb.frontends.cli.parser import build_parser as build
+
+    return build()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run `awf` with `argv` (default: the process arguments); return the exit code."""
     _tolerant_streams()
+    if _version_only(sys.argv[1:] if argv is None else argv):
+        print(f"awf-nb {__version__}")
+        return 0
+    from awf_nb.errors import EXIT_USER, UserError
+    from awf_nb.frontends.cli.parser import UsageError
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except _UsageError as exc:
+    except UsageError as exc:
         exc.parser.print_usage(sys.stderr)
         print(f"{exc.parser.prog}: error: {exc}", file=sys.stderr)
         return EXIT_USER
@@ -101,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         print(str(err), file=sys.stderr)
         return err.exit_code
     return _run(handler, args)
+
+
+def _version_only(argv: list[str]) -> bool:
+    """`awf --version`: answered as argparse's own `--version` would, before argparse, the
+    commands or anything else is imported (the parser knows the option too, for --help)."""
+    return argv == ["--version"]
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
@@ -128,11 +100,17 @@ def _tolerant_streams() -> None:
                            (sys.stderr, "replace")):  # fmt: skip
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
-            with contextlib.suppress(ValueError, OSError):
+            try:  # noqa: SIM105 - contextlib is not imported for `awf --version`
                 reconfigure(errors=errors)
+            except (ValueError, OSError):
+                pass
 
 
 def _run(handler: Handler, args: argparse.Namespace) -> int:
+    import traceback
+
+    from awf_nb.errors import EXIT_CANCELLED, EXIT_SYSTEM, AwfError
+
     debug = bool(getattr(args, "debug", False))
     try:
         return handler(args)
@@ -172,7 +150,11 @@ def entry() -> NoReturn:
     stops the command with code 130; later presses, from a key held down while the
     command is already stopping, are ignored instead of killing it by SIGINT.
     """
+    if _version_only(sys.argv[1:]):
+        sys.exit(main())
     import signal
+
+    from awf_nb.errors import EXIT_CANCELLED
 
     def first_press_only(signum: int, frame: object) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
