@@ -38,10 +38,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_NODES",
     "MAX_TEXT_CHARS",
-    "SAFE_LOADER",
-    "NestingTooDeep",
     "YamlDocument",
-    "check_nesting",
     "join_path",
     "locate",
     "parent_path",
@@ -50,7 +47,7 @@ __all__ = [
 ]
 
 # The C parser is ~10x faster; the pure-Python one is the fallback when libyaml is missing.
-SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 # A real workflow nests a handful of levels; these limits only stop hostile or broken input
@@ -150,9 +147,9 @@ def parse_yaml(text: str, doc: YamlDocument) -> tuple[bool, Any]:
     of the file is checked too.
     """
     try:
-        check_nesting(text)
-        node = yaml.compose(text, Loader=SAFE_LOADER)
-    except NestingTooDeep as exc:
+        _check_nesting(text)
+        node = yaml.compose(text, Loader=_LOADER)
+    except _NestingTooDeep as exc:
         doc.problems.append(problem_at(doc, exc.mark, f"nesting deeper than {MAX_DEPTH} levels"))
         return False, None
     except yaml.MarkedYAMLError as exc:
@@ -185,14 +182,14 @@ def parse_yaml(text: str, doc: YamlDocument) -> tuple[bool, Any]:
         return False, None
 
 
-class NestingTooDeep(Exception):
+class _NestingTooDeep(Exception):
     """Nesting deeper than `MAX_DEPTH`, at `mark` (a PyYAML mark)."""
 
     def __init__(self, mark: Any) -> None:
         self.mark = mark
 
 
-def check_nesting(text: str) -> None:
+def _check_nesting(text: str) -> None:
     """Refuse runaway nesting before the (recursive) composer sees it.
 
     Each level of nesting needs one indicator character, so counting them bounds the depth
@@ -203,16 +200,16 @@ def check_nesting(text: str) -> None:
         return
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=SAFE_LOADER):
+        for event in yaml.parse(text, Loader=_LOADER):
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise NestingTooDeep(event.start_mark)
+                    raise _NestingTooDeep(event.start_mark)
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.MarkedYAMLError as exc:
         if _is_parser_depth_limit(exc):
-            raise NestingTooDeep(exc.problem_mark) from None
+            raise _NestingTooDeep(exc.problem_mark) from None
         raise
 
 
@@ -246,7 +243,7 @@ def _reader_error_problem(exc: yaml.YAMLError, text: str, doc: YamlDocument) -> 
     if isinstance(character, int):
         reason = f"character #x{character:04x}: {reason}"
     position = getattr(exc, "position", 0) or 0
-    if SAFE_LOADER is not yaml.SafeLoader:  # libyaml counts bytes of the UTF-8 text
+    if _LOADER is not yaml.SafeLoader:  # libyaml counts bytes of the UTF-8 text
         position = len(text.encode("utf-8", "surrogatepass")[:position].decode("utf-8", "ignore"))
     return _position_problem(doc, text, position, reason)
 

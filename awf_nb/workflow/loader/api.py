@@ -8,8 +8,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from awf_nb.errors import DefinitionError, Problem, UserError
 from awf_nb.safe_text import terminal_safe
 from awf_nb.workflow import checks
@@ -17,13 +15,7 @@ from awf_nb.workflow.loader.convert import _WorkflowBuilder
 from awf_nb.workflow.loader.document import _located
 from awf_nb.workflow.loader.search import WORKFLOW_SUFFIXES, _display, find_workflow, search_path
 from awf_nb.workflow.model import Workflow
-from awf_nb.workflow.yaml_locations import (
-    SAFE_LOADER,
-    NestingTooDeep,
-    YamlDocument,
-    check_nesting,
-    parse_yaml,
-)
+from awf_nb.workflow.yaml_locations import YamlDocument, parse_yaml
 
 
 def load_workflow(source: str | os.PathLike[str], *, cwd: Path | None = None) -> Workflow:
@@ -163,11 +155,12 @@ def _describe(path: Path, cwd: Path | None) -> WorkflowInfo:
 
 
 def _peek_description(path: Path) -> str:
-    """Best-effort description of a file that does not load, for `awf list`."""
+    """Best-effort description of a file that does not load, for `awf list` (read with the
+    same bounds as the file itself: a hostile file cannot hang the listing)."""
     try:
-        check_nesting(text := path.read_text(encoding="utf-8"))
-        data = yaml.load(text, Loader=SAFE_LOADER)
-    except (OSError, UnicodeError, yaml.YAMLError, RecursionError, NestingTooDeep):
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeError):
         return ""
-    description = data.get("description") if isinstance(data, dict) else None
+    parsed, data = parse_yaml(text, YamlDocument(file=str(path)))
+    description = data.get("description") if parsed and isinstance(data, dict) else None
     return description if isinstance(description, str) else ""
