@@ -16,8 +16,8 @@ written at once (they are small, and the engine counts them).
   appended at once, and `load_state` puts them back, so a state file per turn would be
   bytes and CPU (the whole state serialized) for nothing — and on a disk each replaced
   state file is written at once (ext4 writes a file renamed over another right away).
-  A state write waits `STATE_DELAY` in the writer's queue, and the run's checkpoints of
-  that moment (its start, its first step, its conversation's start) are one write.
+  A state write after the run's first waits `STATE_DELAY` in the writer's queue, and the
+  run's checkpoints of that moment (its first step, its conversation's start) are one write.
   `awf show` of a run in flight shows its turns (from the transcript) and its steps as
   they are; after a kill, `awf resume` of such a run goes on from its last turn, with
   its token counts as of at most `STATE_INTERVAL` ago.
@@ -55,8 +55,8 @@ _STOP = object()
 # twice anyway).
 STATE_INTERVAL = 30.0
 # Seconds a state write waits in the writer's queue, at most, for the run's next checkpoints
-# to be written with it: a run's start, its first step and its conversation's start are
-# checkpoints a moment apart, and each state file written is a page on the disk.
+# to be written with it: a run's first step and its conversation's start are checkpoints a
+# moment apart, and each state file written is a page on the disk.
 STATE_DELAY = 0.25
 ROWS_DELAY = 5.0  # seconds a history row waits for others to be written with, at most
 MAX_ROWS = 256  # history rows written in one transaction, at most
@@ -103,6 +103,7 @@ class EvalRunStore(Store):
     def _write_state(self, state: RunState) -> None:
         """Serialize the state now (the run goes on changing it) and queue its writing."""
         self._pending.pop(state.run_id, None)
+        first = state.run_id not in self._shapes
         self._last_write[state.run_id] = time.monotonic()
         self._shapes[state.run_id] = shape(state)
         data = checkpoint_view(state).to_json().encode()
@@ -117,7 +118,9 @@ class EvalRunStore(Store):
             self._latest[state.run_id] = (data, source)
         self._to_settle.add(state.run_id)
         if queued is None:
-            self._submit(_StateWrite(self, state.run_id, time.monotonic() + STATE_DELAY))
+            # a run's first state at once: a run the eval lists is in the store
+            due = time.monotonic() + (0.0 if first else STATE_DELAY)
+            self._submit(_StateWrite(self, state.run_id, due))
 
     def _write_latest(self, run_id: str) -> None:
         """Write the run's newest queued state (nothing if a job before wrote it)."""
