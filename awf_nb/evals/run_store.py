@@ -11,16 +11,18 @@ written at once (they are small, and the engine counts them).
 - A run's state file is written when the run starts and ends, and whenever the shape of
   the run changes (`shape`: a step starts or ends, a conversation starts, a pause, a
   process to clean up after a kill); a checkpoint that only adds a conversation turn is
-  kept in memory and written by the next of those, by the run's end, or once it is
-  `STATE_INTERVAL` seconds old. The turns themselves are in the transcript already,
+  kept in memory and written by the next of those, by the run's end, or after
+  `STATE_CHECKPOINTS` of them. The turns themselves are in the transcript already,
   appended at once, and `load_state` puts them back, so a state file per turn would be
   bytes and CPU (the whole state serialized) for nothing — and on a disk each replaced
   state file is written at once (ext4 writes a file renamed over another right away).
+  Counted in checkpoints, not seconds: a run's writes grow with its conversation, never
+  with how long a busy machine makes it last.
   A state write after the run's first waits `STATE_DELAY` in the writer's queue, and the
   run's checkpoints of that moment (its first step, its conversation's start) are one write.
   `awf show` of a run in flight shows its turns (from the transcript) and its steps as
   they are; after a kill, `awf resume` of such a run goes on from its last turn, with
-  its token counts as of at most `STATE_INTERVAL` ago.
+  its token counts as of at most `STATE_CHECKPOINTS` checkpoints before.
 - History rows are written in groups, in one SQLite transaction each (at most
   `ROWS_DELAY` after the first of them): rows written together share their pages, so it
   costs a fraction of the bytes and commits of one transaction per row. A run's row may
@@ -50,10 +52,9 @@ from awf_nb.store import SOURCE_FILE, Store, checkpoint_view
 from awf_nb.store.files import atomic_write
 
 _STOP = object()
-# Seconds a run's checkpoint that only adds turns waits to be written, at most: the
-# kernel's own age for writing dirty pages back (a younger state file would be written
-# twice anyway).
-STATE_INTERVAL = 30.0
+# A run's checkpoints that only add turns kept back in a row, at most: the next one is
+# written (the run's token counts on the disk are never older than that).
+STATE_CHECKPOINTS = 16
 # Seconds a state write waits in the writer's queue, at most, for the run's next checkpoints
 # to be written with it: a run's first step and its conversation's start are checkpoints a
 # moment apart, and each state file written is a page on the disk.
@@ -70,7 +71,7 @@ class EvalRunStore(Store):
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._failure: BaseException | None = None
         self._closed = False
-        self._last_write: dict[str, float] = {}  # run id -> when its state was last queued
+        self._kept_back: dict[str, int] = {}  # run id -> checkpoints kept since its write
         self._shapes: dict[str, tuple[Any, ...]] = {}  # run id -> `shape` of that state
         self._pending: dict[str, RunState] = {}  # run id -> its newest unwritten state
         # run id -> its newest state queued for the writer, serialized, and the workflow
@@ -84,12 +85,13 @@ class EvalRunStore(Store):
 
     def save_state(self, state: RunState) -> None:
         self.sync_transcript(state.run_id)  # closes the group's descriptor (no fsync)
-        last = self._last_write.get(state.run_id)
+        kept = self._kept_back.get(state.run_id)
         if (
-            last is not None
-            and time.monotonic() - last < STATE_INTERVAL
+            kept is not None
+            and kept < STATE_CHECKPOINTS
             and shape(state) == self._shapes.get(state.run_id)
         ):
+            self._kept_back[state.run_id] = kept + 1
             self._pending[state.run_id] = state  # written later (see the module doc)
             return
         self._write_state(state)
@@ -104,7 +106,7 @@ class EvalRunStore(Store):
         """Serialize the state now (the run goes on changing it) and queue its writing."""
         self._pending.pop(state.run_id, None)
         first = state.run_id not in self._shapes
-        self._last_write[state.run_id] = time.monotonic()
+        self._kept_back[state.run_id] = 0
         self._shapes[state.run_id] = shape(state)
         data = checkpoint_view(state).to_json().encode()
         source = None
@@ -139,7 +141,7 @@ class EvalRunStore(Store):
         # A run's start and end: its state file is up to date with its history row.
         self._flush_state(state.run_id)
         if state.status != "running":
-            self._last_write.pop(state.run_id, None)
+            self._kept_back.pop(state.run_id, None)
             self._shapes.pop(state.run_id, None)
         # What the history row needs, as it is now (the run goes on changing its state).
         snapshot = RunState.model_construct(
@@ -161,7 +163,7 @@ class EvalRunStore(Store):
     async def asettle(self, run_id: str) -> None:
         """Wait for the run's writes, then force its files onto the disk."""
         self._flush_state(run_id)
-        self._last_write.pop(run_id, None)
+        self._kept_back.pop(run_id, None)
         self._shapes.pop(run_id, None)
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()

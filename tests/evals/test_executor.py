@@ -79,7 +79,7 @@ async def test_a_run_in_flight_writes_its_state_when_its_shape_changes_not_every
     monkeypatch.setattr(run_store, "STATE_DELAY", 0.0)  # each checkpoint queued is written
     result = await prepare_eval(project.write_eval(EVAL), storage=project.store).execute()
     # the conversation's turns are in the transcript; its checkpoints that add a turn (a
-    # scripted user answers at once, well within STATE_INTERVAL) are not written
+    # conversation of a few turns, fewer than STATE_CHECKPOINTS) are not written
     shapes = [run_store.shape(state) for state in written]
     assert len(set(shapes)) == len(shapes)
     assert len(written) <= len(checkpoints) - 3  # the user's three turns: none written
@@ -163,7 +163,7 @@ def test_checkpoints_queued_together_are_one_state_write(
     assert (store.run_dir(run_id) / "workflow.yaml").read_text() == "name: wf\n"
 
 
-def test_a_turn_only_checkpoint_is_written_once_it_is_state_interval_old(
+def test_turn_only_checkpoints_are_written_every_state_checkpoints(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     written: list[int] = []
@@ -179,15 +179,13 @@ def test_a_turn_only_checkpoint_is_written_once_it_is_state_interval_old(
     run_id = store.new_run_id()
     state = _chat_state(run_id, 0)
     store.save_state(state)
-    state.agent_turns = 1
-    store.save_state(state)  # only counts changed: kept back
     _drained(store)
-    assert written == [0]
-    monkeypatch.setattr(run_store, "STATE_INTERVAL", 0.0)  # as if it were that old now
-    state.agent_turns = 2
-    store.save_state(state)
-    _drained(store)
-    assert written == [0, 2]
+    monkeypatch.setattr(run_store, "STATE_CHECKPOINTS", 2)
+    for turns in range(1, 7):  # only counts change: two kept back, the third written
+        state.agent_turns = turns
+        store.save_state(state)
+        _drained(store)
+    assert written == [0, 3, 6]
     store.close()
 
 
