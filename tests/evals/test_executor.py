@@ -219,3 +219,32 @@ def test_history_rows_queued_together_are_written_in_one_transaction(
     store.close()
     assert batches == [[f"r{index}" for index in range(10)]]
     assert len(store.history(limit=None)) == 10
+
+
+def test_result_lines_are_written_at_once_and_fsynced_in_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from awf_nb.evals import storage
+    from awf_nb.evals.results import EvalRow
+
+    folder = storage.EvalFolder.create(Store(tmp_path / "storage"))
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def noting(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[-1])
+        real_fsync(fd)
+
+    monkeypatch.setattr(storage.os, "fsync", noting)
+    monkeypatch.setattr(storage, "RESULTS_SYNC_INTERVAL", 3600.0)  # none due in this test
+    for case in ("a", "b", "c"):
+        folder.append_result(EvalRow(case, 1, passed=True))
+    # each line is in the file at once (a killed process keeps it: `--resume` skips it)
+    assert [row.case for row in folder.rows()] == ["a", "b", "c"]
+    assert synced == ["results.jsonl"]  # the first line; the next two wait for a group
+    folder.sync()  # what the eval's end does
+    assert synced == ["results.jsonl", "results.jsonl"]
+    folder.sync()
+    assert len(synced) == 2  # nothing left to force onto the disk
