@@ -39,6 +39,7 @@ written at once (they are small, and the engine counts them).
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import queue
 import threading
@@ -180,6 +181,7 @@ class EvalRunStore(Store):
             error: BaseException | None = self._failure
             if error is None:
                 try:
+                    self._write_latest(run_id)  # a write still waiting: now, before
                     Store.settle(self, run_id)
                 except BaseException as exc:  # reported to the waiting run
                     error = exc
@@ -206,11 +208,18 @@ class EvalRunStore(Store):
     def _work(self) -> None:
         # History rows wait up to ROWS_DELAY (or until MAX_ROWS are waiting) and are then
         # written in one transaction: rows written together share their pages, a fraction
-        # of the bytes and commits of one transaction per row. Other jobs run in order.
+        # of the bytes and commits of one transaction per row. A state write waits until
+        # it is due (`STATE_DELAY`; one per run is queued at a time, so runs need no order
+        # between them); the other jobs meanwhile run in order (a run's settle writes its
+        # state first if it is still waiting).
         rows: list[RunState] = []
         first_row = 0.0
+        waiting: collections.deque[_StateWrite] = collections.deque()
         while True:
-            wait = None if not rows else max(0.0, first_row + ROWS_DELAY - time.monotonic())
+            deadlines = [first_row + ROWS_DELAY] if rows else []
+            if waiting:
+                deadlines.append(waiting[0].due)
+            wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             try:
                 job = self._jobs.get(timeout=wait)
             except queue.Empty:
@@ -219,10 +228,12 @@ class EvalRunStore(Store):
                 if not rows:
                     first_row = time.monotonic()
                 rows.append(job.state)
+            elif isinstance(job, _StateWrite) and job.due > time.monotonic():
+                waiting.append(job)  # the run's checkpoints of that moment: one write
             elif job is not None and job is not _STOP:
-                if isinstance(job, _StateWrite) and (wait := job.due - time.monotonic()) > 0:
-                    time.sleep(wait)  # the run's checkpoints of that moment: one write
                 self._run(job)
+            while waiting and (job is _STOP or waiting[0].due <= time.monotonic()):
+                self._run(waiting.popleft())
             due = job is None or job is _STOP or len(rows) >= MAX_ROWS
             if rows and (due or time.monotonic() - first_row >= ROWS_DELAY):
                 self._run(functools.partial(self._history.record_many, rows))
