@@ -248,3 +248,29 @@ def test_result_lines_are_written_at_once_and_fsynced_in_groups(
     assert synced == ["results.jsonl", "results.jsonl"]
     folder.sync()
     assert len(synced) == 2  # nothing left to force onto the disk
+
+
+async def test_a_state_write_waiting_for_more_checkpoints_holds_up_no_other_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written: list[tuple[str, str]] = []
+    real_write = run_store.atomic_write
+
+    def noting(path, data, *, fsync=True):  # type: ignore[no-untyped-def]
+        written.append((path.parent.name, json.loads(data)["current_step"]))
+        real_write(path, data, fsync=fsync)
+
+    monkeypatch.setattr(run_store, "atomic_write", noting)
+    monkeypatch.setattr(run_store, "STATE_DELAY", 3600.0)  # never due in this test
+    store = run_store.EvalRunStore(tmp_path / "storage")
+    slow, other = store.new_run_id(), store.new_run_id()
+    store.save_state(_chat_state(slow, 0).model_copy(update={"current_step": "start"}))
+    _drained(store)
+    store.save_state(_chat_state(slow, 0).model_copy(update={"current_step": "next"}))  # waits
+    store.save_state(_chat_state(other, 0))  # a run's first state: written at once
+    _drained(store)
+    assert written == [(slow, "start"), (other, "chat")]
+    await store.asettle(slow)  # the run ends: what waits is written before it is settled
+    assert written[-1] == (slow, "next")
+    assert store.load_state(slow).current_step == "next"
+    store.close()
