@@ -236,10 +236,15 @@ def disk_writes() -> int:
 
 
 def folder_bytes(folder: Path) -> int:
-    """The size of the files a store keeps (SQLite's -wal and -shm files are its journal,
-    folded into the database and emptied as it goes)."""
-    return sum(p.stat().st_size for p in folder.rglob("*")
-               if p.is_file() and not p.name.endswith(("-wal", "-shm")))  # fmt: skip
+    """The size of the files a store keeps, each file once (the runs of one workflow share
+    their `workflow.yaml`, hard links to one copy; SQLite's -wal and -shm files are its
+    journal, folded into the database and emptied as it goes)."""
+    sizes: dict[tuple[int, int], int] = {}
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.name.endswith(("-wal", "-shm")):
+            info = path.stat()
+            sizes[(info.st_dev, info.st_ino)] = info.st_size
+    return sum(sizes.values())
 
 
 def rss_mib() -> float:

@@ -132,6 +132,37 @@ def test_state_round_trip(store: Store) -> None:
     assert on_disk["steps"]["build"]["exit_code"] == 0
 
 
+def test_runs_of_one_workflow_text_share_one_copy_of_it(store: Store) -> None:
+    first, second, other = (store.new_run_id() for _ in range(3))
+    store.save_state(make_state(first, workflow_source="name: wf\n"))
+    store.save_state(make_state(second, workflow_source="name: wf\n"))
+    store.save_state(make_state(other, workflow_source="name: other\n"))
+    source = [store.run_dir(run_id) / "workflow.yaml" for run_id in (first, second, other)]
+    assert source[0].stat().st_ino == source[1].stat().st_ino  # one file, two names
+    assert source[2].stat().st_ino != source[0].stat().st_ino
+    assert stat.S_IMODE(source[1].stat().st_mode) == 0o600
+    # a run resumed later, its first copy gone, reads its own text
+    for path in store.run_dir(first).iterdir():
+        path.unlink()
+    store.run_dir(first).rmdir()
+    assert Store(store.root).load_state(second).workflow_source == "name: wf\n"
+
+
+def test_a_workflow_text_that_cannot_be_linked_is_written(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_links(src: object, dst: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    first, second = store.new_run_id(), store.new_run_id()
+    store.save_state(make_state(first, workflow_source="name: wf\n"))
+    store.save_state(make_state(second, workflow_source="name: wf\n"))
+    path = store.run_dir(second) / "workflow.yaml"
+    assert path.read_text() == "name: wf\n"
+    assert path.stat().st_ino != (store.run_dir(first) / "workflow.yaml").stat().st_ino
+
+
 def test_save_leaves_no_temp_files(store: Store) -> None:
     run_id = store.new_run_id()
     for attempt in range(5):

@@ -14,10 +14,14 @@ Under the storage root (the runs' own, `awf_nb.store`):
     evals/<EVAL_ID>/lock            held (flock) by the process running the eval: its pid,
                                     host and start, for the one it refuses
 
-Lines of runs.jsonl and results.jsonl are appended with one `write` and fsynced before the
-eval goes on, so `kill -9` loses at most the runs in flight: `--resume` reruns exactly the
-(case, epoch[, variant]) runs without a result line. A torn last line (the writer was killed in the
-middle of it) is ignored when read and cut off before the next append.
+Lines of runs.jsonl and results.jsonl are appended with one `write` before the eval goes
+on, so `kill -9` loses at most the runs in flight: `--resume` reruns exactly the
+(case, epoch[, variant]) runs without a result line. Result lines are forced onto the disk
+(fsync) in groups: with a line written `RESULTS_SYNC_INTERVAL` after the last fsync, and
+when the eval ends (an fsync per line writes its page again for every line). A power loss
+may cost the lines of that last moment: their runs are rerun by `--resume`. A torn last
+line (the writer was killed in the middle of it) is ignored when read and cut off before
+the next append.
 
 Each (case, epoch) is also an ordinary run under `runs/` (`awf status RUN_ID`).
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from dataclasses import MISSING, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +55,7 @@ RESULTS = "results.jsonl"
 PAIRWISE = "pairwise.jsonl"
 LOCK = "lock"
 _ID_ATTEMPTS = 100
+RESULTS_SYNC_INTERVAL = 1.0  # seconds between two fsyncs of results.jsonl, at least
 # What a manifest's counts may be (the eval file's own bounds): a folder changed by hand to
 # `epochs: 1000000000` is refused when read, not planned.
 _BOUNDS = (
@@ -179,6 +185,8 @@ class EvalFolder:
         self.store = store
         self.eval_id = eval_id
         self.path = evals_dir(store) / eval_id
+        self._synced_at: dict[str, float] = {}  # file name -> when it was last fsynced
+        self._unsynced: set[str] = set()  # files with lines written since their fsync
 
     # -- creating and opening ----------------------------------------------------------------
 
@@ -301,10 +309,26 @@ class EvalFolder:
         self.write_manifest(manifest)
 
     def finish(self, manifest: Manifest, status: str) -> None:
+        self.sync()
         manifest.status = status
         manifest.finished_at = now_text()
         self.write_manifest(manifest)
         self.unlock()
+
+    def sync(self) -> None:
+        """Force the result lines written so far onto the disk, if some are not yet."""
+        for name in sorted(self._unsynced):
+            path = self.path / name
+            try:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                raise _system_error("cannot write", path, exc) from None
+            self._unsynced.discard(name)
+            self._synced_at[name] = time.monotonic()
 
     def append_run(self, case: str, epoch: int, run_id: str, variant: str = "") -> None:
         """Which run serves a (case, epoch[, variant]): for people and tools (the run is in
@@ -315,14 +339,22 @@ class EvalFolder:
         self._append(RUNS, record, sync=False)
 
     def append_result(self, row: EvalRow) -> None:
-        """A finished run's row, on the disk before this returns (resume relies on it)."""
-        self._append(RESULTS, row.as_dict())
+        """A finished run's row, written before this returns (resume relies on it): a
+        killed process keeps it; forced onto the disk in groups (see the module doc)."""
+        self._append(RESULTS, row.as_dict(), sync=None)
 
     def append_pairwise(self, outcome: Any) -> None:
         """A judged pair (`pairwise.PairOutcome`), on the disk before this returns."""
         self._append(PAIRWISE, outcome.as_dict())
 
-    def _append(self, name: str, record: dict[str, Any], *, sync: bool = True) -> None:
+    def _append(self, name: str, record: dict[str, Any], *, sync: bool | None = True) -> None:
+        """Append a line; `sync`: fsync it now (True), not (False), in groups (None: when
+        `RESULTS_SYNC_INTERVAL` has passed since the file's last fsync, else by `sync`)."""
+        if sync is None:
+            last = self._synced_at.get(name)
+            sync = last is None or time.monotonic() - last >= RESULTS_SYNC_INTERVAL
+            if not sync:
+                self._unsynced.add(name)
         path = self.path / name
         data = _line(record)
         try:
@@ -334,6 +366,8 @@ class EvalFolder:
                     view = view[os.write(fd, view) :]
                 if sync:
                     os.fsync(fd)
+                    self._unsynced.discard(name)
+                    self._synced_at[name] = time.monotonic()
             finally:
                 os.close(fd)
         except OSError as exc:

@@ -4,7 +4,9 @@ Layout under the storage root (`--storage`, else `$AWF_STORAGE`, else
 `$XDG_DATA_HOME/awf`, else `~/.local/share/awf`):
 
     runs/<run_id>/state.json        the RunState, replaced atomically at every checkpoint
-    runs/<run_id>/workflow.yaml     the workflow text exactly as written (for resume)
+    runs/<run_id>/workflow.yaml     the workflow text exactly as written (for resume); the
+                                    runs of one text a store writes share one file (hard
+                                    links: an eval's runs all run the same workflow)
     runs/<run_id>/transcript.jsonl  one JSON line per message or tool call, append-only
     history.db                      one row per run (SQLite, WAL: shared by processes)
     input_history                   readline history of the terminal reader
@@ -39,6 +41,7 @@ from awf_nb.store.files import (
     STATE_FILE,
     TRANSCRIPT_FILE,
     Layout,
+    SourceCopies,
     atomic_write,
     fsync_dir,
     fsync_file,
@@ -113,6 +116,7 @@ class Store:
         self.history_path = self.root / HISTORY_FILE
         self.input_history_path = self.root / INPUT_HISTORY_FILE
         self._sources_saved: set[str] = set()
+        self._source_copies = SourceCopies()  # one copy of a text for the runs of it
         # The parts share the layout, never the store: a store that is gone is collected
         # at once (no cycle), and its transcripts' descriptors are closed with it.
         self._layout = layout = Layout(self.root)
@@ -198,9 +202,9 @@ class Store:
         self.sync_transcript(state.run_id)
         self._ensure_dir(path.parent)
         if state.workflow_source and state.run_id not in self._sources_saved:
-            source = path.parent / SOURCE_FILE
-            if not source.exists():
-                atomic_write(source, state.workflow_source.encode(), fsync=self.durable)
+            self._source_copies.write(
+                path.parent / SOURCE_FILE, state.workflow_source, fsync=self.durable
+            )
             self._sources_saved.add(state.run_id)
         atomic_write(path, checkpoint_view(state).to_json().encode(), fsync=self.durable)
         if not self.durable:

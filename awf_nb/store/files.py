@@ -4,6 +4,7 @@ low-level writes (atomic replace, whole-line appends, fsync) and the errors they
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -80,6 +81,51 @@ def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
         raise system_error("cannot write", path, exc) from exc
     if fsync:
         fsync_dir(path.parent)
+
+
+# Workflow texts a store remembers where it wrote last (see `SourceCopies`), at most.
+MAX_SOURCE_COPIES = 16
+
+
+class SourceCopies:
+    """Writes a run's workflow text (`workflow.yaml`), sharing one copy between the runs
+    of the same text: an eval's hundreds of runs all run one workflow (or a few variants).
+
+    The first run of a text writes its file; the next ones are hard links to it, which cost
+    a folder entry instead of a page of data each. Where a link cannot be made (a file
+    system without hard links, the first copy deleted, too many links), the file is
+    written as before and becomes the copy the next runs link to. The file is never
+    changed once written (a resumed run reads it), so the runs sharing it cannot tell.
+    Safe to share between threads (at worst two runs write their own copies).
+    """
+
+    def __init__(self, limit: int = MAX_SOURCE_COPIES) -> None:
+        self._limit = limit
+        self._copies: dict[str, Path] = {}  # sha256 of the text -> a file holding it
+
+    def write(self, path: Path, text: str, *, fsync: bool) -> None:
+        """`text` as the file `path` (left alone if it exists already)."""
+        if path.exists():
+            return
+        data = text.encode()
+        key = hashlib.sha256(data).hexdigest()
+        copy = self._copies.get(key)
+        if copy is not None:
+            try:
+                os.link(copy, path)
+            except FileExistsError:
+                return
+            except OSError:
+                pass  # written below instead
+            else:
+                if fsync:
+                    fsync_dir(path.parent)
+                return
+        atomic_write(path, data, fsync=fsync)
+        self._copies.pop(key, None)
+        self._copies[key] = path
+        while len(self._copies) > self._limit:  # the oldest text is forgotten first
+            del self._copies[next(iter(self._copies))]
 
 
 def fsync_dir(path: Path) -> None:
