@@ -5,7 +5,9 @@ driven by Playwright, as the browser tests do) run a scripted conversation. For 
 `--sends` messages the page notes the time of the Send click (a capture listener, before
 the panel's own), and the kernel notes the time the engine's read of the message returns
 (`WidgetReader.read`, wrapped by the notebook's first cell). Both clocks are this machine's
-wall clock. Prints the median, min and max of Send → engine has the text, and `uptime`.
+wall clock. Prints the median, min and max of Send → engine has the text, the median of
+the part of it inside the kernel (from the kernel's receiving the click's message), and
+`uptime`: on a loaded machine every process hop (page, server, kernel) waits for a core.
 
 With `--compare REF` the same is measured first on the panel of git revision REF (its
 `awf_nb` exported to a temporary folder and put first on the kernel's path), for an
@@ -45,6 +47,15 @@ async def _timed_read(self, prompt):
     _engine_has_text.append(time.time() * 1000)  # ms, as the page's clock below
     return text
 _reader.WidgetReader.read = _timed_read
+import ipywidgets as _widgets
+_kernel_has_click = []
+_untimed_handle = _widgets.Widget._handle_msg
+def _timed_handle(self, msg):
+    content = msg["content"]["data"].get("content") or {}
+    if content.get("action") == "send" or getattr(self, "description", "") == "Send":
+        _kernel_has_click.append(time.time() * 1000)
+    return _untimed_handle(self, msg)
+_widgets.Widget._handle_msg = _timed_handle
 """
 # Every Send click, timed before the panel's own handlers see it (capture phase).
 CLICK_CLOCK = """() => {
@@ -76,8 +87,9 @@ def workflow(sends: int) -> str:
         """)
 
 
-def measure(browser: Any, source: Path, sends: int, label: str) -> list[float]:
-    """Send → engine-has-text in ms for `sends` messages, with `source`'s awf_nb."""
+def measure(browser: Any, source: Path, sends: int, label: str) -> tuple[list[float], list[float]]:
+    """Send → engine-has-text in ms for `sends` messages, with `source`'s awf_nb, and the
+    part of it from the kernel's receiving the click to the engine's having the text."""
     with tempfile.TemporaryDirectory(prefix="awf-textbox-") as folder:
         root, home = Path(folder, "root"), Path(folder, "home")
         root.mkdir()
@@ -91,7 +103,7 @@ def measure(browser: Any, source: Path, sends: int, label: str) -> list[float]:
                 cells = [
                     TIMED_READS,
                     workflow(sends),
-                    f"print('{MARK}', json.dumps(_engine_has_text))",
+                    f"print('{MARK}', json.dumps([_kernel_has_click, _engine_has_text]))",
                 ]
                 notebook = NotebookPage(page, lab, "bench.ipynb", cells)
                 page.evaluate(CLICK_CLOCK)
@@ -108,13 +120,18 @@ def measure(browser: Any, source: Path, sends: int, label: str) -> list[float]:
                 notebook.wait_for_status("completed")
                 output = notebook.notebook.locator(".jp-OutputArea-output").filter(has_text=MARK)
                 output.first.wait_for(timeout=STEP_MS)
-                engine = json.loads(output.first.inner_text().split(MARK, 1)[1])
+                kernel, engine = json.loads(output.first.inner_text().split(MARK, 1)[1])
                 clicks = page.evaluate("() => window.__awfSends")
             finally:
                 context.close()
-    if len(clicks) != sends or len(engine) < sends:
-        raise SystemExit(f"{label}: {len(clicks)} clicks and {len(engine)} reads for {sends}")
-    return [has - sent for sent, has in zip(clicks, engine[:sends], strict=True)]
+    if len(clicks) != sends or len(kernel) != sends or len(engine) < sends:
+        raise SystemExit(
+            f"{label}: {len(clicks)} clicks, {len(kernel)} received, {len(engine)} reads "
+            f"for {sends} sends"
+        )
+    whole = [has - sent for sent, has in zip(clicks, engine[:sends], strict=True)]
+    inside = [has - got for got, has in zip(kernel, engine[:sends], strict=True)]
+    return whole, inside
 
 
 def export(revision: str, folder: Path) -> Path:
@@ -126,10 +143,11 @@ def export(revision: str, folder: Path) -> Path:
     return folder
 
 
-def report(label: str, latencies: list[float]) -> None:
+def report(label: str, latencies: list[float], inside: list[float]) -> None:
     print(
         f"{label:>12}: Send → engine has the text, median {statistics.median(latencies):6.1f} ms"
-        f"  (min {min(latencies):.1f}, max {max(latencies):.1f}, n={len(latencies)})"
+        f"  (min {min(latencies):.1f}, max {max(latencies):.1f}, n={len(latencies)});"
+        f" of which in the kernel, median {statistics.median(inside):.1f} ms"
     )
 
 
@@ -142,7 +160,7 @@ def main() -> None:
         raise SystemExit(f"{CHROMIUM} is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    results: list[tuple[str, list[float]]] = []
+    results: list[tuple[str, tuple[list[float], list[float]]]] = []
     with sync_playwright() as playwright, tempfile.TemporaryDirectory() as old:
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
@@ -154,8 +172,8 @@ def main() -> None:
             results.append(("this tree", measure(browser, ROOT, args.sends, "new")))
         finally:
             browser.close()
-    for label, latencies in results:
-        report(label, latencies)
+    for label, (latencies, inside) in results:
+        report(label, latencies, inside)
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 

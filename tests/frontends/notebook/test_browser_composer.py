@@ -73,3 +73,39 @@ def test_enter_sends_shift_enter_adds_a_line_and_an_empty_send_ends(
         "Say hello.",
         "first line\nsecond line",
     ]
+
+
+BREAK = """
+name: paused
+states:
+  initial: make
+  make: {type: command, command: "echo made", on_success: done}
+  done: {type: terminal}
+"""
+
+
+def test_a_pause_takes_what_was_typed_into_its_text_area(page: Any, lab: JupyterLabServer) -> None:
+    """Every key typed reaches the run with the click on Edit (the text is sent with it)."""
+    cells = [
+        "%load_ext awf_nb",
+        "%%awf --out r --break-after make\n" + textwrap.dedent(BREAK).lstrip(),
+        "print('MAKE=' + r.result().outputs['make'])",
+    ]
+    notebook = NotebookPage(page, lab, "pause.ipynb", cells)
+    notebook.run_all_cells()
+    info = notebook.panel.locator(".awf-pause-info").filter(has_text="paused after step make")
+    info.first.wait_for(timeout=STEP_MS)
+    box = notebook.panel.locator(".awf-pause-value textarea")
+    assert box.input_value() == "made"
+
+    box.fill("")
+    box.press_sequentially("typed, key by key")
+    notebook.click("Edit")
+    notebook.panel.locator(".awf-pause-info").filter(has_text="typed, key by key").first.wait_for(
+        timeout=STEP_MS
+    )
+    notebook.click("Continue")
+    notebook.wait_for_status("completed")
+    output = notebook.notebook.locator(".jp-OutputArea-output").filter(has_text="MAKE=")
+    output.first.wait_for(timeout=STEP_MS)
+    assert output.first.inner_text().strip() == "MAKE=typed, key by key"
