@@ -15,8 +15,9 @@ messages are not held back that way.)
 Kernel to browser, all traits: the placeholder, whether Send / End conversation, Stop and
 Cancel run may be used, and whether there is a text box at all (`interactive`). A message
 the kernel could not take (the run moved on while it travelled) comes back as
-`{"restore": text}`, so nothing typed is lost. The JavaScript is composer.js (shipped in the
-package, nothing fetched); Enter sends, Shift+Enter adds a line, as in a chat box.
+`{"restore": text}`, so nothing typed is lost. The JavaScript is composer.js, its layout
+composer.css (shipped in the package, nothing fetched); Enter sends, Shift+Enter adds a
+line, as in a chat box.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Composer(anywidget.AnyWidget):
     """The text box with Send / End conversation, Stop and Cancel run."""
 
     _esm = Path(__file__).with_name("composer.js")
+    _css = Path(__file__).with_name("composer.css")
     interactive = traitlets.Bool(True).tag(sync=True)  # a text box with Send / End
     placeholder = traitlets.Unicode("").tag(sync=True)
     can_send = traitlets.Bool(False).tag(sync=True)  # Send and End conversation

@@ -48,6 +48,7 @@ class PauseControls(anywidget.AnyWidget):
     CSS class); a click sends `{"action", "text"}`."""
 
     _esm = Path(__file__).with_name("pause_view.js")
+    _css = Path(__file__).with_name("composer.css")  # the composer's layout, shared
     value = traitlets.Unicode("").tag(sync=True)
     actions = traitlets.List().tag(sync=True)
 
