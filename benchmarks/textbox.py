@@ -13,7 +13,7 @@ With `--compare REF` the same is measured first on the panel of git revision REF
 `awf_nb` exported to a temporary folder and put first on the kernel's path), for an
 old-versus-new figure on the same machine.
 
-    python benchmarks/textbox.py [--sends 20] [--compare REF]
+    python benchmarks/textbox.py [--sends 20] [--compare REF] [--main-shell]
 """
 
 from __future__ import annotations
@@ -87,7 +87,9 @@ def workflow(sends: int) -> str:
         """)
 
 
-def measure(browser: Any, source: Path, sends: int, label: str) -> tuple[list[float], list[float]]:
+def measure(
+    browser: Any, source: Path, sends: int, label: str, comms: str
+) -> tuple[list[float], list[float]]:
     """Send → engine-has-text in ms for `sends` messages, with `source`'s awf_nb, and the
     part of it from the kernel's receiving the click to the engine's having the text."""
     with tempfile.TemporaryDirectory(prefix="awf-textbox-") as folder:
@@ -96,6 +98,9 @@ def measure(browser: Any, source: Path, sends: int, label: str) -> tuple[list[fl
         home.mkdir()
         env = {"AWF_STORAGE": str(home / "storage"), "PYTHONPATH": f"{source}:{ROOT}"}
         with JupyterLabServer(root, home, env=env) as lab:
+            lab.set_lab_setting(
+                "@jupyterlab/apputils-extension:kernels-settings", {"commsOverSubshells": comms}
+            )
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             page = context.new_page()
             page.kernel_frames = None
@@ -155,11 +160,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sends", type=int, default=20, help="messages to send (default 20)")
     parser.add_argument("--compare", metavar="REF", help="also measure git revision REF first")
+    parser.add_argument(
+        "--main-shell",
+        action="store_true",
+        help="widget messages through the kernel's main shell, not a subshell (JupyterLab's "
+        "default: perCommTarget)",
+    )
     args = parser.parse_args()
     if not CHROMIUM.exists():
         raise SystemExit(f"{CHROMIUM} is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
+    comms = "disabled" if args.main_shell else "perCommTarget"
     results: list[tuple[str, tuple[list[float], list[float]]]] = []
     with sync_playwright() as playwright, tempfile.TemporaryDirectory() as old:
         browser = playwright.chromium.launch(
@@ -168,10 +180,13 @@ def main() -> None:
         try:
             if args.compare:
                 source = export(args.compare, Path(old))
-                results.append((args.compare[:12], measure(browser, source, args.sends, "old")))
-            results.append(("this tree", measure(browser, ROOT, args.sends, "new")))
+                results.append(
+                    (args.compare[:12], measure(browser, source, args.sends, "old", comms))
+                )
+            results.append(("this tree", measure(browser, ROOT, args.sends, "new", comms)))
         finally:
             browser.close()
+    print(f"widget messages: {'main shell' if args.main_shell else 'a subshell'}")
     for label, (latencies, inside) in results:
         report(label, latencies, inside)
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
