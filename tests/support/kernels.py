@@ -380,16 +380,21 @@ class KernelSession:
             f"{needle!r} in a widget with class {css_class}",
         )
 
+    def composer(self) -> WidgetModel:
+        """The run panel's text box and buttons (composer.py: one widget)."""
+        found = self.find_widgets(css_class="awf-controls")
+        if len(found) != 1:
+            raise KernelTestError(f"expected one run panel composer, found {len(found)}")
+        return found[0]
+
     def wait_for_input_box(self, timeout: float = 30.0) -> WidgetModel:
-        """The Textarea once the run waits for the user (its Send button is enabled)."""
+        """The composer once the run waits for the user (Send can be used)."""
 
         def ready() -> bool:
-            sends = self.find_widgets("ButtonModel", description="Send")
-            boxes = self.find_widgets("TextareaModel")
-            return bool(boxes) and any(not send.state.get("disabled") for send in sends)
+            return any(w.state.get("can_send") for w in self.find_widgets(css_class="awf-controls"))
 
-        self.pump_until(ready, timeout, "the message box (an enabled Send button)")
-        return self.textarea()
+        self.pump_until(ready, timeout, "the message box (Send enabled)")
+        return self.composer()
 
     def descendants(self, root: WidgetModel) -> list[WidgetModel]:
         """Every widget displayed inside `root` (following `children` references)."""
@@ -466,6 +471,31 @@ class KernelSession:
     def held_back_updates(self) -> dict[str, dict[str, Any]]:
         """Widget updates the emulated browser has not sent yet (waiting for an idle)."""
         return {comm_id: state for comm_id, (state, _) in self._sync_buffer.items()}
+
+    def send_message(self, text: str, subshell_id: str | None = None) -> None:
+        """What the panel's composer sends when the user types `text` and clicks Send (or
+        presses Enter): one custom message with the action and the text."""
+        self.press("send", subshell_id, text=text)
+
+    def press(
+        self, action: str, subshell_id: str | None = None, *, text: str | None = None
+    ) -> None:
+        """What the composer sends for a click on its End conversation ("end"), Stop
+        ("stop") or Cancel run ("cancel") button."""
+        content: dict[str, Any] = {"action": action}
+        if text is not None:
+            content["text"] = text
+        self.send_comm(
+            self.composer().comm_id, {"method": "custom", "content": content}, subshell_id
+        )
+
+    def answer_pause(self, action: str, text: str | None = None) -> None:
+        """What a breakpoint's pause box (pause_view.js) sends for a click on one of its
+        buttons ("continue", "step", "edit", "skip", "abort"): the action and the text area's
+        text (`text`; what the kernel put there when None), in one message."""
+        (box,) = self.find_widgets(css_class="awf-pause-do")
+        content = {"action": action, "text": box.value if text is None else text}
+        self.send_comm(box.comm_id, {"method": "custom", "content": content})
 
     def click(self, widget: WidgetModel, subshell_id: str | None = None) -> None:
         """What a browser sends when the user clicks a Button."""

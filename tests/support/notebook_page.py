@@ -52,7 +52,7 @@ class NotebookPage:
 
     @property
     def textarea(self) -> Any:
-        return self.panel.locator(".widget-textarea textarea")
+        return self.panel.locator(".awf-input textarea")
 
     def button(self, name: str) -> Any:
         return self.panel.get_by_role("button", name=name, exact=True)

@@ -32,3 +32,18 @@ def find(widget: widgets.Widget, kind: type) -> list[Any]:
     for child in getattr(widget, "children", ()):
         found.extend(find(child, kind))
     return found
+
+
+def press(composer: Any, action: str, text: str | None = None) -> None:
+    """What the panel's composer (composer.js) sends: one message, the action and the text."""
+    content: dict[str, Any] = {"action": action}
+    if text is not None:
+        content["text"] = text
+    composer._handle_msg(
+        {"content": {"data": {"method": "custom", "content": content}}, "buffers": []}
+    )
+
+
+def send(controls: Any, text: str) -> None:
+    """Type `text` into a panel's text box and click Send (`controls`: `RunPanel.input`)."""
+    press(controls.composer, "send", text)

@@ -167,6 +167,11 @@ class RunPanel:
         with contextlib.suppress(RuntimeError):  # the loop is closed: the run is long over
             loop.call_soon_threadsafe(action)
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The run's loop, once the run has started (or `attach` gave it)."""
+        return self._loop
+
     def later(self, delay: float, action: Callable[[], None]) -> None:
         loop = self._loop
         if loop is None or loop.is_closed():

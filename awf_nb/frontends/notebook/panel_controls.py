@@ -5,26 +5,26 @@ Stop only ever stops the reply (or tool calls) in progress: the conversation goe
 run cancels the run (its state is kept for `%awf resume`). While two agents talk
 (`conversation.with`), the text box says that typing there steps in: Send stops the reply
 being written and gives the person's message to the step's agent in the partner's place
-(End conversation ends the exchange the same way).
+(End conversation ends the exchange the same way). Send with an empty box ends the
+conversation, as End conversation does (at a pause in an exchange it lets the partner go on).
 
-Widget callbacks can arrive on another thread (ipykernel 7 subshells), so every button
-handler only hands its work to the run's loop (`ControlsHost.on_loop`); the widgets are
-changed on that loop only.
+All of it is one `Composer` widget (composer.py): each click or Enter arrives as one
+message holding the action and the text. The message may come on another thread
+(ipykernel 7 subshells), so it is handed to the run's loop, once, and acted on there
+(`act`); the reader waiting for the message is answered at once.
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-import ipywidgets as widgets
+from awf_nb.frontends.notebook.composer import ACTIONS, MAX_MESSAGE_CHARS, Composer
 
 if TYPE_CHECKING:
     from awf_nb.frontends.notebook.reader import WidgetReader
 
-SEND_SETTLE = 0.1  # seconds from a Send click to reading the text box (see `_send`)
-SEND_PATIENCE = 1.0  # how long an empty box is looked at again before saying it is empty
 PROMPT_HINT = "Your message (Enter sends, Shift+Enter adds a line)"
 
 
@@ -44,8 +44,9 @@ class ControlsHost(Protocol):
     def on_loop(self, action: Callable[[], None]) -> None:
         """Run `action` on the run's loop (from any thread)."""
 
-    def later(self, delay: float, action: Callable[[], None]) -> None:
-        """Run `action` on the run's loop after `delay` seconds."""
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The run's loop, once known."""
 
     def note(self, text: str) -> None:
         """Tell the person something, in a grey line."""
@@ -61,7 +62,7 @@ class ControlsHost(Protocol):
 
 
 class Controls:
-    """The text box and buttons. `reader` receives the person's messages."""
+    """The text box and buttons (one `Composer`). `reader` receives the person's messages."""
 
     def __init__(self, host: ControlsHost, *, interactive: bool) -> None:
         self.host = host
@@ -69,48 +70,15 @@ class Controls:
         self.reader: WidgetReader | None = None
         self.awaiting = False  # the run waits for the person's message
         self.exchange: tuple[str, str] | None = None  # (agent, partner) while agents talk
-        self.placeholder = PROMPT_HINT
-        self._text_layout = widgets.Layout(width="100%")
-        self.text = self._new_text_box()
-        self.send_button = widgets.Button(
-            description="Send", button_style="primary", _dom_classes=("awf-send",)
+        self.composer = Composer(
+            interactive=interactive, placeholder=PROMPT_HINT, _dom_classes=("awf-controls",)
         )
-        self.end_button = widgets.Button(
-            description="End conversation",
-            tooltip="End the conversation: the step succeeds with the last reply",
-            _dom_classes=("awf-end",),
-        )
-        self.stop_button = widgets.Button(
-            description="Stop",
-            button_style="warning",
-            tooltip="Stop the reply being written (the conversation goes on)",
-            disabled=True,
-            _dom_classes=("awf-stop",),
-        )
-        self.cancel_button = widgets.Button(
-            description="Cancel run",
-            button_style="danger",
-            tooltip="Cancel the whole run (%awf resume continues it)",
-            _dom_classes=("awf-cancel",),
-        )
-        self.send_button.on_click(lambda _: host.on_loop(self._send))
-        self.end_button.on_click(lambda _: host.on_loop(self._end))
-        self.stop_button.on_click(lambda _: host.on_loop(self._stop_clicked))
-        self.cancel_button.on_click(lambda _: host.on_loop(self._cancel_clicked))
-        self.set_input_enabled(False)
-        run_buttons = [self.stop_button, self.cancel_button]
-        if interactive:
-            buttons = widgets.HBox([self.send_button, self.end_button, *run_buttons])
-        else:
-            buttons = widgets.HBox(run_buttons)
-        # The text box lives in a box of its own, so replacing it (see `_renew_text_box`)
-        # changes only that box's children: replacing a child of `widget` would make the
-        # browser rebuild the button row after it, losing a click in progress.
-        self.text_holder = widgets.Box([self.text], layout=widgets.Layout(width="100%"))
-        self.widget = widgets.VBox(
-            [self.text_holder, buttons] if interactive else [buttons],
-            _dom_classes=("awf-controls",),
-        )
+        self.composer.on_msg(self._on_message)
+        self.widget = self.composer
+
+    @property
+    def placeholder(self) -> str:
+        return self.composer.placeholder
 
     def set_input_enabled(self, enabled: bool) -> None:
         """Let the person send (or end the conversation): while a message is awaited, and
@@ -119,108 +87,77 @@ class Controls:
         self._enable_sending(enabled or (self.exchange is not None and self.interactive))
 
     def _enable_sending(self, enabled: bool) -> None:
-        self.send_button.disabled = not enabled
-        self.end_button.disabled = not enabled
+        self.composer.can_send = enabled
 
     def set_reply_running(self, running: bool) -> None:
         """A reply (or a tool call) is being written: Stop can stop it."""
-        self.stop_button.disabled = not running
+        self.composer.can_stop = running
 
     def set_exchange(self, exchange: tuple[str, str] | None) -> None:
         """Agents talk (`(agent, partner)`), or no longer: the box says so, and Send steps in
-        while they do.
-
-        The box's text is only changed when the exchange starts and ends: any change to the
-        text box's widget resets what the browser shows in it to the kernel's value, which
-        would wipe what the person is typing."""
+        while they do. (The text being typed lives in the browser: a new placeholder
+        leaves it alone.)"""
         self.exchange = exchange
-        self._set_placeholder(PROMPT_HINT if exchange is None else exchange_hint(*exchange))
+        hint = PROMPT_HINT if exchange is None else exchange_hint(*exchange)
+        if self.composer.placeholder != hint:
+            self.composer.placeholder = hint
         self.set_input_enabled(self.awaiting)
 
     def run_ended(self) -> None:
         self.exchange = None
-        self.set_input_enabled(False)
-        self.set_reply_running(False)
-        self.cancel_button.disabled = True
+        with self.composer.hold_sync():  # one message for all three
+            self.set_input_enabled(False)
+            self.set_reply_running(False)
+            self.composer.can_cancel = False
 
-    # --- the text box ---------------------------------------------------------------------------
+    # --- what the browser sends -----------------------------------------------------------
 
-    def _set_placeholder(self, text: str) -> None:
-        self.placeholder = text
-        if self.text.placeholder != text:
-            self.text.placeholder = text
+    def _on_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        """A message from the browser (maybe on a comm thread): acted on on the run's loop."""
+        if not isinstance(content, dict) or content.get("action") not in ACTIONS:
+            return  # not one of ours: nothing to do
+        action = str(content["action"])
+        text = content.get("text")
+        text = str(text)[:MAX_MESSAGE_CHARS] if text is not None else ""
+        if _running_loop() is self.host.loop:  # on the run's loop already: at once
+            self.act(action, text)
+        else:
+            self.host.on_loop(lambda: self.act(action, text))
 
-    def _new_text_box(self, value: str = "") -> widgets.Textarea:
-        box = widgets.Textarea(
-            value=value,
-            placeholder=self.placeholder,
-            continuous_update=False,  # one sync when the box loses focus (or Enter), not per key
-            rows=2,
-            layout=self._text_layout,
-            _dom_classes=("awf-input",),
-        )
-        box.observe(self._on_text_synced, names="value")
-        return box
-
-    def _on_text_synced(self, change: dict[str, Any]) -> None:
-        box = change["owner"]
-        self.host.on_loop(lambda: self._renew_text_box(box))
-
-    def _renew_text_box(self, box: widgets.Textarea, value: str | None = None) -> None:
-        """Put a fresh text box (holding `value`, default the old box's text) in its place.
-
-        In the browser, ipywidgets sends a widget's next change only once the kernel has
-        reported idle for its previous one; ipykernel >= 7.4 handles the comm messages of an
-        awaiting cell without reporting busy/idle, so a text box would reach the kernel once
-        and never again while the cell runs. A box that has synced is therefore replaced by
-        a new one (a new widget model), and every box syncs at most once.
-        """
-        if box is not self.text or self.host.finished:
-            return
-        fresh = self._new_text_box(box.value if value is None else value)
-        self.text = fresh
-        self.text_holder.children = (fresh,)
-        box.unobserve(self._on_text_synced, names="value")
-        box.close()
-
-    # --- the buttons (on the run's loop) -------------------------------------------------------
+    def act(self, action: str, text: str = "") -> None:
+        """Do what the person asked (on the run's loop): send `text`, end, stop or cancel."""
+        if action == "send":
+            self._send(text)
+        elif action == "end":
+            self._end()
+        elif action == "stop":
+            self._stop_clicked()
+        elif action == "cancel":
+            self._cancel_clicked()
 
     def _may_send(self) -> bool:
         return (
             not self.host.finished
             and self.reader is not None
             and (self.awaiting or self.exchange is not None)
-            and not self.send_button.disabled
+            and self.composer.can_send
         )
 
-    def _send(self) -> None:
-        """Send the text box's message, read a moment after the click: ipykernel 7 may
-        handle the box's update and the click on different threads, so the text can arrive
-        just after the click."""
+    def _send(self, message: str) -> None:
         if not self._may_send():
-            return  # a click on a disabled button (what a browser would not even send)
-        self._enable_sending(False)  # also stops a double click from sending twice
-        deadline = time.monotonic() + SEND_PATIENCE
-        self.host.later(SEND_SETTLE, lambda: self._send_text(deadline))
-
-    def _send_text(self, deadline: float) -> None:
-        if self.host.finished or self.reader is None:
+            # The run moved on while the message travelled: the text goes back to the box.
+            if message.strip() and not self.host.finished:
+                self.composer.restore(message)
             return
-        message = self.text.value
-        if not message.strip():
-            if time.monotonic() < deadline:  # the text may still be on its way
-                self.host.later(SEND_SETTLE, lambda: self._send_text(deadline))
-                return
-            # In an exchange between agents an empty message at a pause lets the partner go
-            # on; anywhere else it says nothing.
-            if not (self.exchange is not None and self.awaiting):
-                self._enable_sending(True)
-                self.host.note("Type a message first, or click End conversation to finish.")
-                return
-        self._renew_text_box(self.text, "")
+        # An empty Send ends the conversation (End conversation), except at a pause in an
+        # exchange between agents, where it lets the partner go on.
+        if not message.strip() and not (self.exchange is not None and self.awaiting):
+            self._end()
+            return
+        self._enable_sending(False)  # also stops a double click from sending twice
         if self.awaiting:
             self.awaiting = False
-            self.reader.submit(message)
+            self.reader.submit(message)  # type: ignore[union-attr]  # checked by _may_send
         else:
             self.host.step_in(message)
 
@@ -235,10 +172,17 @@ class Controls:
             self.host.step_in(None)
 
     def _stop_clicked(self) -> None:
-        if not self.host.finished and not self.stop_button.disabled:
+        if not self.host.finished and self.composer.can_stop:
             self.host.stop_reply()
 
     def _cancel_clicked(self) -> None:
-        if not self.host.finished and not self.cancel_button.disabled:
-            self.cancel_button.disabled = True
+        if not self.host.finished and self.composer.can_cancel:
+            self.composer.can_cancel = False
             self.host.cancel_run()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

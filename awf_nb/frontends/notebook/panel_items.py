@@ -36,7 +36,7 @@ def _asset(name: str) -> str:
 # The panel's stylesheet and its browser-side script are files of the package, so they
 # can be read and linted as CSS and JavaScript (panel.css, panel.js).
 PANEL_CSS = "<style>\n" + _asset("panel.css") + "</style>"
-# Enter sends, Shift+Enter inserts a new line (see the comment at the top of panel.js).
+# Focus at the first prompt, the text box kept in view (see the comment at the top of panel.js).
 ENTER_TO_SEND_JS = _asset("panel.js")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")

@@ -1,11 +1,12 @@
 """The notebook's `InputReader`: conversation messages typed into the run panel.
 
-Widget callbacks (Send, End conversation) may run on a thread other than the one running the
-run's event loop: ipykernel 7 can dispatch comm messages on a subshell thread. A future
-resolved there with a plain `set_result` does not wake the loop until something else does
-(measured: the run stalls until another cell executes). So everything that touches the
-pending read is handed to the loop captured at the start of the run with
-`loop.call_soon_threadsafe`, which also wakes it up.
+A read waits on a future that `submit` resolves. Called on the run's loop (the panel's
+composer acts there, panel_controls.py), `submit` resolves it at once: the run has the text
+on the loop's next turn, with no timer in between. Called from another thread (ipykernel 7
+can dispatch comm messages on a subshell thread), a future resolved there with a plain
+`set_result` does not wake the loop until something else does (measured: the run stalls
+until another cell executes), so the delivery is handed to the loop captured at the start
+of the run with `loop.call_soon_threadsafe`, which also wakes it up.
 
 Messages submitted while no read is pending (a click that raced the reply) are queued and
 answer the next read, in order; `None` means "end of conversation", like an empty line.
@@ -76,6 +77,9 @@ class WidgetReader:
         loop = self._loop
         if loop is None:  # no read has started yet: nothing can be waiting
             self._queued.append(text)
+            return
+        if _running_loop() is loop:  # on the run's loop (the composer acts there): at once
+            self._deliver(text)
             return
         with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
             loop.call_soon_threadsafe(self._deliver, text)

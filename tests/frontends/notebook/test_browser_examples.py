@@ -79,7 +79,7 @@ def test_the_conversation_example_is_a_chat_with_the_bundled_model(
     run_all(page, notebook)
 
     chat = notebook.locator(".awf-panel").first
-    box = chat.locator(".widget-textarea textarea")
+    box = chat.locator(".awf-input textarea")
     send = chat.get_by_role("button", name="Send", exact=True)
     from playwright.sync_api import expect
 

@@ -1,5 +1,6 @@
 """`%%awf --break-before STEP` in real kernels (ipykernel 6.29 and 7.4): the pause is shown
-in the run panel with its buttons, Edit takes the text area's value, and Skip gives a step
+in the run panel with its buttons, Edit takes the text area's value (sent with the click,
+in one message), and Skip gives a step
 its output without running it."""
 
 from __future__ import annotations
@@ -47,17 +48,21 @@ def test_edit_then_skip_with_the_panel_buttons(awf_kernel: KernelSession, tmp_pa
     )
     awf_kernel.submit(cell)
     _pause(awf_kernel, "paused after step make (command)")
-    value = awf_kernel.find_widgets("TextareaModel", css_class="awf-pause-value")
-    assert [w.value for w in value] == ["made"]
-    awf_kernel.set_value(value[0], "edited in the panel")
-    awf_kernel.click(awf_kernel.button("Edit"))
+    box = awf_kernel.find_widgets(css_class="awf-pause-do")
+    assert [w.value for w in box] == ["made"]  # what the text area shows
+    assert [label for label, _, _ in box[0].state["actions"]] == [
+        "Continue",
+        "Step",
+        "Edit",
+        "Skip",
+        "Abort",
+    ]
+    awf_kernel.answer_pause("edit", "edited in the panel")
     _pause(awf_kernel, "edited in the panel")  # shown again with the new value
-    awf_kernel.click(awf_kernel.button("Continue"))
+    awf_kernel.answer_pause("continue")
     _pause(awf_kernel, "paused before step show (command)")
     _pause(awf_kernel, "touch shown.txt; echo shown")
-    box = awf_kernel.find_widgets("TextareaModel", css_class="awf-pause-value")
-    awf_kernel.set_value(box[0], "mocked")
-    awf_kernel.click(awf_kernel.button("Skip"))
+    awf_kernel.answer_pause("skip", "mocked")
     assert _result(awf_kernel, "r") == ["completed", "edited in the panel", "mocked"]
     assert not (tmp_path / "shown.txt").exists()
     assert any(
@@ -70,7 +75,7 @@ def test_abort_cancels_the_run(awf_kernel: KernelSession) -> None:
     cell = "%%awf --out r --break-before show\n" + textwrap.dedent(WORKFLOW).lstrip()
     submitted = awf_kernel.submit(cell)
     _pause(awf_kernel, "paused before step show (command)")
-    awf_kernel.click(awf_kernel.button("Abort"))
+    awf_kernel.answer_pause("abort")
     # ipykernel 7.4 awaits the run in the cell, which then says it was cancelled; 6.29 ran
     # it in the background, and the cell had returned already.
     awf_kernel.wait_for_cell(submitted, CELL_SECONDS)

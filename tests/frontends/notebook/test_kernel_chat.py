@@ -31,12 +31,11 @@ def test_a_chat_cell_opens_a_conversation_in_the_panel(
 
     # The scripted provider echoes the message it gets: the first reply is the cell's body.
     awf_kernel.wait_for_text("awf-assistant", "differ from queues", STEP_SECONDS)
-    textarea = awf_kernel.wait_for_input_box(STEP_SECONDS)
-    awf_kernel.set_value(textarea, "And buffered ones?")
-    awf_kernel.click(awf_kernel.button("Send"))
+    awf_kernel.wait_for_input_box(STEP_SECONDS)
+    awf_kernel.send_message("And buffered ones?")
     awf_kernel.wait_for_text("awf-assistant", "And buffered ones?", STEP_SECONDS)
     awf_kernel.wait_for_input_box(STEP_SECONDS)
-    awf_kernel.click(awf_kernel.button("End conversation"))
+    awf_kernel.press("end")
     outcome = awf_kernel.wait_for_cell(cell, CELL_SECONDS)
     assert outcome.status == "ok", outcome.reply["content"]
 

@@ -158,7 +158,7 @@ def test_conversation_driven_by_comm_clicks(
     cell = awf_kernel.submit(awf_cell(CONVERSATION_WORKFLOW, "--out chat"))
 
     awf_kernel.wait_for_text("awf-assistant", FIRST_REPLY, STEP_SECONDS)
-    textarea = awf_kernel.wait_for_input_box(STEP_SECONDS)
+    awf_kernel.wait_for_input_box(STEP_SECONDS)
     awf_kernel.drain(0.3)
     if kernel_python.series == "6.29":
         # Mode 3: an awaiting cell would deadlock on 6.x, so the cell has returned and the
@@ -168,15 +168,14 @@ def test_conversation_driven_by_comm_clicks(
         # Mode 2: the cell awaits the conversation and stays busy until it ends.
         assert not awf_kernel.is_idle(cell), "the cell returned while the conversation waits"
 
-    # Two messages, as a person types them: the second one also shows that the kernel
-    # answered the first value update with an idle status (else the browser holds it back).
+    # Two messages, as a person types them: each is one custom message of the composer
+    # (the text and the action), which the browser never holds back for an idle status.
     for message, reply in ((USER_MESSAGE, SECOND_REPLY), (SECOND_USER_MESSAGE, THIRD_REPLY)):
-        awf_kernel.set_value(textarea, message, subshell)
-        awf_kernel.click(awf_kernel.button("Send"), subshell)
+        awf_kernel.send_message(message, subshell)
         awf_kernel.wait_for_text("awf-user", message, STEP_SECONDS)
         awf_kernel.wait_for_text("awf-assistant", reply, STEP_SECONDS)
-        textarea = awf_kernel.wait_for_input_box(STEP_SECONDS)
-    awf_kernel.click(awf_kernel.button("End conversation"), subshell)
+        awf_kernel.wait_for_input_box(STEP_SECONDS)
+    awf_kernel.press("end", subshell)
 
     outcome = awf_kernel.wait_for_cell(cell, CELL_SECONDS)
     assert outcome.status == "ok", failure(awf_kernel, outcome)
@@ -211,20 +210,20 @@ states:
 def test_stop_during_a_reply_returns_to_input(awf_kernel: KernelSession) -> None:
     cell = awf_kernel.submit(awf_cell(STOP_WORKFLOW, "--out chat"))
     awf_kernel.wait_for_text("awf-assistant", "Ask me for a story.", STEP_SECONDS)
-    awf_kernel.set_value(awf_kernel.wait_for_input_box(STEP_SECONDS), "A long one, please.")
-    awf_kernel.click(awf_kernel.button("Send"))
+    awf_kernel.wait_for_input_box(STEP_SECONDS)
+    awf_kernel.send_message("A long one, please.")
     awf_kernel.wait_for_text("awf-assistant", "word03", STEP_SECONDS)
 
-    awf_kernel.click(awf_kernel.button("Stop"))
+    awf_kernel.press("stop")
     awf_kernel.pump_until(
         lambda: any("interrupted" in text.lower() for text in all_text(awf_kernel).splitlines()),
         STEP_SECONDS,
         "the reply marked interrupted",
     )
-    awf_kernel.set_value(awf_kernel.wait_for_input_box(STEP_SECONDS), "A short one?")
-    awf_kernel.click(awf_kernel.button("Send"))
+    awf_kernel.wait_for_input_box(STEP_SECONDS)
+    awf_kernel.send_message("A short one?")
     awf_kernel.wait_for_text("awf-assistant", "Short answer after the stop.", STEP_SECONDS)
-    awf_kernel.click(awf_kernel.button("End conversation"))
+    awf_kernel.press("end")
     assert awf_kernel.wait_for_cell(cell, CELL_SECONDS).status == "ok"
 
     summary = run_summary(awf_kernel, "chat")
@@ -263,7 +262,7 @@ def test_background_run_binds_the_handle_and_a_later_cell_awaits_it(
     bundle = results[0]["content"]["data"]
     assert "text/plain" in bundle and "text/html" in bundle, bundle.keys()
 
-    awf_kernel.click(awf_kernel.button("End conversation"))
+    awf_kernel.press("end")
     summary = run_summary(awf_kernel, "_awf")
     assert summary["status"] == "completed"
     assert assistant_turns(summary) == [FIRST_REPLY]
@@ -317,7 +316,8 @@ def test_headless_conversation_does_not_wait(awf_kernel: KernelSession, headless
     (panel,) = awf_kernel.find_widgets(css_class="awf-panel")
     shown = {w.model_name for w in awf_kernel.descendants(panel)}
     assert "HTMLModel" in shown, shown
-    assert "TextareaModel" not in shown, "headless runs show no text box"
+    composers = awf_kernel.find_widgets(css_class="awf-controls")
+    assert [w.state.get("interactive") for w in composers] == [False], "headless: no text box"
     summary = run_summary(awf_kernel, "chat")
     assert summary["status"] == "completed"
     assert assistant_turns(summary) == [FIRST_REPLY]

@@ -30,7 +30,7 @@ from awf_nb.frontends.notebook.run_mode import (
 )
 from awf_nb.frontends.notebook.transformer import make_transformer
 from tests.support.notebook import cell
-from tests.support.panel_widgets import click
+from tests.support.panel_widgets import press, send
 from tests.support.waiting import wait_until
 
 WAIT_SECONDS = 20.0
@@ -224,13 +224,12 @@ def person_in_another_thread(ip: InteractiveShell, messages: list[str]) -> threa
             wait_until(lambda: "talk" in panel._sections, "the step to start")
             section = panel._sections["talk"]
             for message in messages:
-                wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
-                panel.input.text.value = message
-                click(panel.input.send_button)
+                wait_until(lambda: panel.input.composer.can_send, "the prompt")
+                send(panel.input, message)
                 shown = lambda m=message: any(c.value == m for c in section.body.children)  # noqa: E731
                 wait_until(shown, "the message in the chat")
-            wait_until(lambda: not panel.input.end_button.disabled, "the last prompt")
-            click(panel.input.end_button)
+            wait_until(lambda: panel.input.composer.can_send, "the last prompt")
+            press(panel.input.composer, "end")
         except BaseException as exc:  # reported by the test
             errors.append(exc)
             give_up(ip)
@@ -317,8 +316,8 @@ def test_cancel_run_at_the_prompt_cancels_an_awaiting_run(
         try:
             wait_until(lambda: "chat" in ip.user_ns, "the handle")
             panel = ip.user_ns["chat"].panel
-            wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
-            click(panel.input.cancel_button)
+            wait_until(lambda: panel.input.composer.can_send, "the prompt")
+            press(panel.input.composer, "cancel")
         except AssertionError:
             give_up(ip)  # the assertions below then report what went wrong
 
@@ -374,7 +373,7 @@ async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveS
     magics = magic.AwfMagics(shell)
     cell_task = asyncio.create_task(magics._run_async(handle, "await"))
     async with asyncio.timeout(WAIT_SECONDS):
-        while panel.input.send_button.disabled:
+        while not panel.input.composer.can_send:
             await asyncio.sleep(0.01)
 
     cell_task.cancel()  # what ipykernel does to an awaiting cell on an interrupt
@@ -454,14 +453,13 @@ def test_resume_in_a_notebook_shows_the_conversation_so_far_before_the_next_turn
             panel = ip.user_ns["chat"].panel
             wait_until(lambda: "talk" in panel._sections, "the step to start")
             for message in messages:
-                wait_until(lambda: not panel.input.send_button.disabled, "the prompt")
-                panel.input.text.value = message
-                click(panel.input.send_button)
-                wait_until(lambda: panel.input.send_button.disabled, "the message sent")
-            wait_until(lambda: not panel.input.send_button.disabled, "the next prompt")
+                wait_until(lambda: panel.input.composer.can_send, "the prompt")
+                send(panel.input, message)
+                wait_until(lambda: not panel.input.composer.can_send, "the message sent")
+            wait_until(lambda: panel.input.composer.can_send, "the next prompt")
             body = panel._sections["talk"].body.children
             earlier.extend(c.value for c in body if "awf-earlier" in c._dom_classes)
-            click(getattr(panel.input, then))
+            press(panel.input.composer, then)
         except BaseException as exc:  # reported by the test
             errors.append(exc)
             give_up(ip)
@@ -476,15 +474,13 @@ def test_resume_in_a_notebook_shows_the_conversation_so_far_before_the_next_turn
         assert not errors, errors
         return outcome, earlier
 
-    first, earlier = cell_with(
-        ["Remember two things"], "cancel_button", "%%awf --out chat\n" + CHAT
-    )
+    first, earlier = cell_with(["Remember two things"], "cancel", "%%awf --out chat\n" + CHAT)
     assert isinstance(first.error_in_exec, magic.AwfCellError)
     assert earlier == []  # a new conversation has nothing earlier
     run_id = ip.user_ns["chat"].run_id
     assert ip.user_ns["chat"].state.status == "cancelled"
 
-    again, earlier = cell_with([], "end_button", f"%awf resume {run_id} --out chat")
+    again, earlier = cell_with([], "end", f"%awf resume {run_id} --out chat")
 
     assert again.success, again.error_in_exec
     (shown,) = [html.unescape(text) for text in earlier]

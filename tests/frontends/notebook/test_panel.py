@@ -11,15 +11,16 @@ import pytest
 
 from awf_nb.api import load
 from awf_nb.engine import events as ev
+from awf_nb.frontends.notebook.composer import Composer
 from awf_nb.frontends.notebook.handle import AwfCellError, RunHandle
 from awf_nb.frontends.notebook.panel import RunPanel
-from awf_nb.frontends.notebook.panel_controls import SEND_PATIENCE, SEND_SETTLE
+from awf_nb.frontends.notebook.panel_controls import PROMPT_HINT
 from awf_nb.frontends.notebook.panel_items import clean_output, render_markdown
 from awf_nb.frontends.notebook.panel_static import static_html
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.frontends.notebook.stream_view import StreamHTML
 from awf_nb.runs import prepare_run
-from tests.support.panel_widgets import click, find, type_into
+from tests.support.panel_widgets import find, press, send
 from tests.support.waiting import until
 
 WAIT_SECONDS = 20.0
@@ -73,14 +74,11 @@ def bubbles(panel: RunPanel, step: str = "talk") -> list[tuple[str, str]]:
 async def test_a_conversation_driven_only_by_clicks_completes() -> None:
     panel, handle = start(conversation(["Hi! What next?", "Noted: *two*.", "unused"]))
 
-    await until(lambda: not panel.input.send_button.disabled, "the first prompt")
-    type_into(panel.input.text, "Remember two things")
-    assert panel.input.text.value == "Remember two things"
-    click(panel.input.send_button)
+    await until(lambda: panel.input.composer.can_send, "the first prompt")
+    send(panel.input, "Remember two things")
     await until(lambda: len(bubbles(panel)) == 4, "the message and its reply")
-    assert panel.input.text.value == ""
-    await until(lambda: not panel.input.send_button.disabled, "the second prompt")
-    click(panel.input.end_button)
+    await until(lambda: panel.input.composer.can_send, "the second prompt")
+    press(panel.input.composer, "end")
     result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
 
     assert result.ok and result.state.message == "2 replies"
@@ -100,52 +98,46 @@ async def test_the_panel_has_the_widgets_the_browser_tests_rely_on() -> None:
 
     assert "awf-panel" in panel.widget._dom_classes
     assert "awf-status" in panel.status._dom_classes
-    textareas = find(panel.widget, widgets.Textarea)
-    assert textareas == [panel.input.text]
-    assert [b.description for b in find(panel.widget, widgets.Button)] == [
-        "Send",
-        "End conversation",
-        "Stop",
-        "Cancel run",
-    ]
+    assert find(panel.widget, Composer) == [panel.input.composer]
+    assert "awf-controls" in panel.input.composer._dom_classes
+    assert panel.input.composer.interactive
+    assert panel.input.composer.placeholder == PROMPT_HINT
+    # The text box and the buttons are the composer's own (composer.js): no other widgets.
+    assert find(panel.widget, widgets.Textarea) == find(panel.widget, widgets.Button) == []
     assert repr(panel.widget) == "awf run panel: chat"
     handle.cancel()
     await asyncio.wait({handle.task})
 
 
-async def test_send_with_an_empty_box_sends_nothing() -> None:
+async def test_send_with_an_empty_box_ends_the_conversation() -> None:
     panel, handle = start(conversation(["a", "b"]))
-    await until(lambda: not panel.input.send_button.disabled, "the prompt")
+    await until(lambda: panel.input.composer.can_send, "the prompt")
 
-    type_into(panel.input.text, "   ")
-    click(panel.input.send_button)
-    await until(lambda: any("Type a message" in n.value for n in panel.notes.children), "hint")
+    send(panel.input, "   ")
+    result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
 
-    assert not panel.input.send_button.disabled  # still waiting for a message
-    assert handle.state.steps["talk"].conversation.total_turns == 1
-    click(panel.input.end_button)
-    assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
+    assert result.ok
+    conversation_ = result.steps["talk"].conversation
+    assert conversation_.total_turns == 1 and conversation_.stopped_by == "user_exit"
 
 
 async def test_stop_during_a_reply_interrupts_it_and_returns_to_the_prompt() -> None:
     long_reply = " ".join(["streaming"] * 200)
     panel, handle = start(conversation(["short", long_reply, "after the stop"], delay_ms=10))
-    await until(lambda: not panel.input.send_button.disabled, "the first prompt")
-    type_into(panel.input.text, "go on")
-    click(panel.input.send_button)
+    await until(lambda: panel.input.composer.can_send, "the first prompt")
+    send(panel.input, "go on")
     await until(lambda: "streaming" in bubbles(panel)[-1][1], "text")
 
-    click(panel.input.stop_button)
-    await until(lambda: not panel.input.send_button.disabled, "the prompt after the stop")
+    press(panel.input.composer, "stop")
+    await until(lambda: panel.input.composer.can_send, "the prompt after the stop")
 
     assert not handle.done()
     last = bubbles(panel)[-1]
     assert last[0] == "awf-assistant" and "reply interrupted" in last[1]
     assert last[1].count("streaming") < 200
-    type_into(panel.input.text, "and now?")
-    click(panel.input.send_button)
+    send(panel.input, "and now?")
     await until(lambda: "after the stop" in bubbles(panel)[-1][1], "the next reply")
-    click(panel.input.end_button)
+    press(panel.input.composer, "end")
     result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
     turns = result.steps["talk"].conversation.turns
     assert [t.interrupted for t in turns if t.role == "assistant"] == [False, True, False]
@@ -153,14 +145,14 @@ async def test_stop_during_a_reply_interrupts_it_and_returns_to_the_prompt() -> 
 
 async def test_at_the_prompt_stop_is_off_and_cancel_run_cancels_the_run() -> None:
     panel, handle = start(conversation(["a", "b"]))
-    await until(lambda: not panel.input.send_button.disabled, "the prompt")
+    await until(lambda: panel.input.composer.can_send, "the prompt")
 
     # Nothing is being written: Stop (the reply) does nothing, the run waits on.
-    assert panel.input.stop_button.disabled
-    click(panel.input.stop_button)
+    assert not panel.input.composer.can_stop
+    press(panel.input.composer, "stop")
     await asyncio.sleep(0.05)
-    assert not handle.done() and not panel.input.send_button.disabled
-    click(panel.input.cancel_button)
+    assert not handle.done() and panel.input.composer.can_send
+    press(panel.input.composer, "cancel")
     await asyncio.wait_for(asyncio.wait({handle.task}), WAIT_SECONDS)
 
     assert handle.state.status == "cancelled"
@@ -174,12 +166,10 @@ async def test_at_the_prompt_stop_is_off_and_cancel_run_cancels_the_run() -> Non
     assert reader is not None
     shown = (panel.status.value, tuple(panel.widget.children), tuple(panel.notes.children))
     transcript = [t.content for t in handle.state.steps["talk"].conversation.turns]
-    type_into(panel.input.text, "too late")
-    click(panel.input.send_button)
-    # Send reads the box SEND_SETTLE after the click, again until SEND_PATIENCE has passed:
-    # a timer set after the click's handling, that much later, fires after all of it.
+    send(panel.input, "too late")
+    # The message is acted on on the run's loop: a callback queued after it runs after it.
     window = asyncio.Event()
-    panel.on_loop(lambda: panel.later(SEND_SETTLE + SEND_PATIENCE, window.set))
+    panel.on_loop(lambda: panel.on_loop(window.set))
     await asyncio.wait_for(window.wait(), WAIT_SECONDS)
     assert reader.queued == ()
     assert (panel.status.value, tuple(panel.widget.children), tuple(panel.notes.children)) == shown
@@ -189,23 +179,18 @@ async def test_at_the_prompt_stop_is_off_and_cancel_run_cancels_the_run() -> Non
 
 async def test_clicks_from_another_thread_reach_the_run() -> None:
     panel, handle = start(conversation(["a", "b"]))
-    await until(lambda: not panel.input.send_button.disabled, "the prompt")
+    await until(lambda: panel.input.composer.can_send, "the prompt")
 
-    def person() -> None:
-        panel.input.text.value = "from a thread"
-        click(panel.input.send_button)
-
-    await asyncio.to_thread(person)
+    await asyncio.to_thread(send, panel.input, "from a thread")
     await until(lambda: bubbles(panel)[-1][1] == "<p>b</p>\n", "the reply")
-    await asyncio.to_thread(click, panel.input.end_button)
+    await asyncio.to_thread(press, panel.input.composer, "end")
     assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
 
 
 async def test_a_headless_panel_has_no_text_box() -> None:
     panel, handle = start(conversation(["only reply"]), interactive=False)
 
-    assert find(panel.widget, widgets.Textarea) == []
-    assert [b.description for b in find(panel.widget, widgets.Button)] == ["Stop", "Cancel run"]
+    assert not panel.input.composer.interactive  # Stop and Cancel run only, no text box
     result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
     assert result.steps["talk"].conversation.total_turns == 1
 
@@ -335,46 +320,63 @@ def test_clean_output() -> None:
     assert clean_output("10%\r50%\r100%\ndone") == "100%\ndone"
 
 
-async def test_text_arriving_just_after_the_click_is_still_sent() -> None:
-    # ipykernel 7 may handle the box's update and the click on different threads.
+async def test_a_second_send_while_the_first_travels_is_given_back() -> None:
     panel, handle = start(conversation(["a", "b"], delay_ms=200))
-    await until(lambda: not panel.input.send_button.disabled, "the prompt")
+    await until(lambda: panel.input.composer.can_send, "the prompt")
+    restored: list[object] = []
+    panel.input.composer.send = restored.append  # type: ignore[method-assign]
 
-    click(panel.input.send_button)
-    # No second click while it is being sent (the reply then streams for a while).
-    await until(lambda: panel.input.send_button.disabled, "Send disabled while sending")
-    click(panel.input.end_button)  # ignored: the button is disabled
-    type_into(panel.input.text, "late text")
-    await until(lambda: "late text" in [v for _, v in bubbles(panel)], "the late message")
+    send(panel.input, "first")
+    send(panel.input, "second, too quick")  # Send is off by now: the text goes back
+    press(panel.input.composer, "end")  # ignored: the button is disabled
+    await until(lambda: "first" in [v for _, v in bubbles(panel)], "the first message")
 
-    await until(lambda: not panel.input.end_button.disabled, "the next prompt")
-    click(panel.input.end_button)
-    assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
+    assert restored == [{"restore": "second, too quick"}]
+    await until(lambda: panel.input.composer.can_send, "the next prompt")
+    press(panel.input.composer, "end")
+    result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
+    assert [t.content for t in result.steps["talk"].conversation.turns if t.role == "user"] == [
+        "Hello agent",
+        "first",
+    ]
 
 
-async def test_a_text_box_reaches_the_kernel_once_then_a_fresh_one_takes_its_place() -> None:
-    # The browser sends a widget's next change only after an idle status for the previous
-    # one, which ipykernel 7.4 does not send while a cell awaits: so every box syncs once.
-    panel, handle = start(conversation(["a", "b"]))
-    await until(lambda: not panel.input.send_button.disabled, "the prompt")
-    first = panel.input.text
+async def test_a_message_reaches_the_waiting_read_with_no_timer_in_between() -> None:
+    """The composer's message, handled on the run's loop, answers the reader's pending
+    read at once: the read is done before the loop has run any callback after it, so no
+    timer (however short) nor polling can be on the way."""
+    panel = RunPanel("chat", interactive=True)
+    reader = WidgetReader()
+    panel.attach(reader=reader, loop=asyncio.get_running_loop())
+    read = asyncio.create_task(reader.read("> "))
+    await until(lambda: reader.waiting, "the read to wait")
+    panel.input.set_input_enabled(True)
+    loop = asyncio.get_running_loop()
+    timers = len(loop._scheduled)  # type: ignore[attr-defined]
 
-    type_into(first, "half a thought")
-    await until(lambda: panel.input.text is not first, "a fresh box")
+    send(panel.input, "hello engine")  # on the loop, as the run's loop handles the comm
 
-    assert panel.input.text.value == "half a thought"
-    assert first.comm is None  # closed: its view goes away
-    assert panel.input.text_holder.children == (panel.input.text,)
-    assert panel.input.widget.children[0] is panel.input.text_holder  # the button row is untouched
-    second = panel.input.text
-    type_into(second, "half a thought, finished")
-    await until(lambda: panel.input.text is not second, "another fresh box")
-    click(panel.input.send_button)
-    await until(lambda: "half a thought, finished" in [v for _, v in bubbles(panel)], "sent")
-    assert panel.input.text.value == ""
-    await until(lambda: not panel.input.end_button.disabled, "the next prompt")
-    click(panel.input.end_button)
-    assert (await asyncio.wait_for(handle.wait(), WAIT_SECONDS)).ok
+    assert len(loop._scheduled) == timers  # type: ignore[attr-defined]  # no timer set
+    await asyncio.sleep(0)  # the read's task resumes on the next turn of the loop
+    assert read.done() and read.result() == "hello engine"
+    assert not panel.input.composer.can_send  # no second send until the next prompt
+
+
+async def test_a_message_from_a_comm_thread_wakes_the_run_in_one_hop() -> None:
+    """From a subshell's thread: one `call_soon_threadsafe` to the run's loop, no timer."""
+    panel = RunPanel("chat", interactive=True)
+    reader = WidgetReader()
+    loop = asyncio.get_running_loop()
+    panel.attach(reader=reader, loop=loop)
+    read = asyncio.create_task(reader.read("> "))
+    await until(lambda: reader.waiting, "the read to wait")
+    panel.input.set_input_enabled(True)
+    timers = len(loop._scheduled)  # type: ignore[attr-defined]
+
+    await asyncio.to_thread(send, panel.input, "from a subshell")
+
+    assert await asyncio.wait_for(read, WAIT_SECONDS) == "from a subshell"
+    assert len(loop._scheduled) == timers  # type: ignore[attr-defined]
 
 
 EXCHANGE = """
@@ -426,10 +428,9 @@ async def test_stop_during_an_exchange_then_a_typed_message_takes_over() -> None
         lambda: "talk" in panel._sections and "word" in "".join(v for _, v in bubbles(panel)),
         "the first draft",
     )
-    click(panel.input.stop_button)
-    await until(lambda: not panel.input.send_button.disabled, "the prompt after Stop")
-    type_into(panel.input.text, "make it about snow")
-    click(panel.input.send_button)
+    press(panel.input.composer, "stop")
+    await until(lambda: panel.input.composer.can_send, "the prompt after Stop")
+    send(panel.input, "make it about snow")
     result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
     assert result.ok, result.error
     turns = result.steps["talk"].conversation.turns
@@ -472,13 +473,12 @@ async def test_typing_into_an_exchange_between_agents_steps_in() -> None:
         "the first draft",
     )
 
-    assert not panel.input.send_button.disabled
-    assert panel.input.text.placeholder == (
+    assert panel.input.composer.can_send
+    assert panel.input.composer.placeholder == (
         "talk and reviewer are talking. Type here and Send to step in: your message goes "
         "to talk in reviewer's place (sent empty at a pause: reviewer goes on)"
     )
-    type_into(panel.input.text, "make it about snow")
-    click(panel.input.send_button)
+    send(panel.input, "make it about snow")
     result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
 
     assert result.ok, result.error
@@ -496,7 +496,7 @@ async def test_end_conversation_during_an_exchange_ends_it() -> None:
         "the first draft",
     )
 
-    click(panel.input.end_button)
+    press(panel.input.composer, "end")
     result = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
 
     assert result.ok, result.error
@@ -518,12 +518,11 @@ async def test_a_resumed_conversation_shows_what_was_said_before_the_next_turn(
     runner = prepare_run(workflow, reader=reader, sink=first, storage=store).runner
     handle = RunHandle(runner, panel=first, reader=reader, name="chat")
     handle.start()
-    await until(lambda: not first.input.send_button.disabled, "the first prompt")
-    type_into(first.input.text, "Remember two things")
-    click(first.input.send_button)
+    await until(lambda: first.input.composer.can_send, "the first prompt")
+    send(first.input, "Remember two things")
     await until(lambda: len(bubbles(first)) == 4, "the reply")
-    await until(lambda: not first.input.send_button.disabled, "the second prompt")
-    click(first.input.cancel_button)
+    await until(lambda: first.input.composer.can_send, "the second prompt")
+    press(first.input.composer, "cancel")
     await asyncio.wait_for(asyncio.wait({handle.task}), WAIT_SECONDS)
 
     panel = RunPanel(workflow.name, interactive=True)
@@ -531,7 +530,7 @@ async def test_a_resumed_conversation_shows_what_was_said_before_the_next_turn(
     resumed = prepare_run(Resume(handle.run_id), reader=reader, sink=panel, storage=store)
     again = RunHandle(resumed.runner, panel=panel, reader=reader, name="chat")
     again.start()
-    await until(lambda: not panel.input.send_button.disabled, "the prompt after resuming")
+    await until(lambda: panel.input.composer.can_send, "the prompt after resuming")
 
     (earlier,) = [child for child in panel._sections["talk"].body.children
                   if "awf-earlier" in child._dom_classes]  # fmt: skip
@@ -539,5 +538,5 @@ async def test_a_resumed_conversation_shows_what_was_said_before_the_next_turn(
     for said in ("Hello agent", "Hi! What next?", "Remember two things", "<em>two</em>"):
         assert said in earlier.value
     assert 'class="awf-user awf-prompt"' in earlier.value
-    click(panel.input.end_button)
+    press(panel.input.composer, "end")
     assert (await asyncio.wait_for(again.wait(), WAIT_SECONDS)).ok

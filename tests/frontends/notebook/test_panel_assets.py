@@ -33,3 +33,4 @@ def test_the_wheel_ships_the_assets(tmp_path: Path) -> None:
     assert "awf_nb/frontends/notebook/panel.css" in names
     assert "awf_nb/frontends/notebook/panel.js" in names
     assert "awf_nb/frontends/notebook/status_view.js" in names
+    assert "awf_nb/frontends/notebook/composer.js" in names
