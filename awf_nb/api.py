@@ -5,7 +5,8 @@
     result = awf_nb.run("chat.yaml", record="chat.cassette.jsonl")   # then replay="…"
 
 A thin layer over the run set-up (`awf_nb.runs`): it picks where the run is shown
-(`show=`), then prepares and runs it like every other entry point.
+(`show=`), then prepares it and runs it in its frontend's session, like every other entry
+point (`prepare_run(...)` then `await prepared.run()`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import dataclasses
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine.partner import SimulatedUser
 from awf_nb.errors import AwfError
-from awf_nb.frontends.connect import FrontendChoice, Show, pick_frontend
+from awf_nb.frontends.auto import Show, pick_frontend
 from awf_nb.runs import setup
 from awf_nb.runs.options import RunOptions
 from awf_nb.runs.results import RunResult
@@ -43,7 +45,7 @@ async def arun(
 ) -> RunResult:
     """Run a workflow on the running event loop and return its result.
 
-    `show` picks how the run is shown (`frontends.connect.pick_frontend`): "auto" (the
+    `show` picks how the run is shown (`frontends.auto.pick_frontend`): "auto" (the
     default) shows it where someone can see it — the live panel in a notebook, streamed
     replies and progress in a terminal — and nothing in a script whose output is not a
     terminal; True always shows it, False never. A `sink` of your own replaces all that.
@@ -75,26 +77,20 @@ async def arun(
 
     logs.configure_from_env()
     given = RunOptions(inputs=inputs or {}, **options)
-    frontend = given.frontend
-    if given.sink is None and frontend is None:
-        frontend = FrontendChoice(pick_frontend(show))
+    if given.sink is None and given.frontend is None:
+        from awf_nb.frontends.terminal_frontend import TerminalFrontend
+
+        frontend = pick_frontend(show)
         # The person types at a `> ` prompt only in a terminal they type into.
-        types = frontend.kind == "terminal" and _isatty(sys.stdin)
+        types = isinstance(frontend, TerminalFrontend) and _isatty(sys.stdin)
         given = dataclasses.replace(
             given, frontend=frontend, interactive=given.interactive and types
         )
     prepared = setup.prepare_run(workflow, given)
-    view = prepared.frontend.view
-    if isinstance(frontend, FrontendChoice) and frontend.kind == "notebook":
-        from awf_nb.frontends.notebook.panel import display_panel
-
-        display_panel(view)
-        view.attach(
-            stop=prepared.runner.interrupt_turn,
-            cancel=prepared.runner.cancel,
-            loop=asyncio.get_running_loop(),
-        )
-    return await prepared.execute()
+    try:
+        return await prepared.run()
+    finally:
+        await prepared.traces_sent()  # a script may end right after its run
 
 
 def _isatty(stream: Any) -> bool:
@@ -139,12 +135,12 @@ async def afork(
     from awf_nb.store import Store
 
     storage = options.get("storage")
-    store = (
-        storage
-        if isinstance(storage, Store)
-        else Store(None if storage in (None, True) else storage)
-    )
-    new_id, point = fork_run(store, run_id, at, edit, env=options.get("env"))
+    if isinstance(storage, Store):
+        store = storage
+    else:
+        store = Store(None if storage is None or isinstance(storage, bool) else Path(storage))
+    env = options.get("env")
+    new_id, point = fork_run(store, run_id, at, edit, env=None if env is None else dict(env))
     options["storage"] = store
     return await arun(Resume(new_id, from_step=point.step), show=show, **options)  # type: ignore[arg-type]
 

@@ -177,20 +177,7 @@ def evaluate(
 
 
 def _progress(show: bool | str) -> Any:
-    from awf_nb.frontends.connect import pick_frontend
+    """What shows the eval where it runs: the frontend `show` picks (`frontends.auto`)."""
+    from awf_nb.frontends.auto import pick_frontend
 
-    frontend = pick_frontend(show if isinstance(show, bool) else "auto")
-    if frontend == "notebook":
-        from awf_nb.frontends.notebook.eval_table import EvalTable
-
-        table = EvalTable()
-        table.display()
-        return table
-    if frontend == "terminal":
-        import io
-
-        from awf_nb.frontends.eval_terminal import TerminalEvalProgress
-
-        # The summary is the caller's to print (`res.summary.to_text()`): stdout stays theirs.
-        return TerminalEvalProgress(out=io.StringIO())
-    return None
+    return pick_frontend(show if isinstance(show, bool) else "auto").eval_progress()

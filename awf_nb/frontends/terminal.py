@@ -13,8 +13,9 @@ resumed conversation shows what was said before, dimmed, before the next turn.
 
 Why one module: the sink, the `> ` reader and Ctrl-C share one terminal — the reader
 must know what the sink has written on the prompt's line, Ctrl-C must reach the reader
-waiting at the prompt and the reply being streamed — and `run_in_terminal` ties them to
-one run; the text they render lives in terminal_text.py.
+waiting at the prompt and the reply being streamed — and `TerminalSession`
+(terminal_frontend.py) ties them to one run; the text they render lives in
+terminal_text.py.
 """
 
 from __future__ import annotations
@@ -30,17 +31,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
+from typing import Any, Literal, Protocol, TextIO
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.summary import format_duration, format_tokens
 from awf_nb.frontends.terminal_text import terminal_safe as safe
 from awf_nb.frontends.terminal_wrap import WordWrap, display_width
 from awf_nb.frontends.tool_calls import shorten_arguments, shorten_result
-
-if TYPE_CHECKING:
-    from awf_nb.engine.run import Runner
-    from awf_nb.engine.state import RunState
 
 OutputMode = Literal["streaming", "buffered", "silent"]
 
@@ -699,7 +696,7 @@ def _resolve(future: asyncio.Future[str | None], line: str | None) -> None:
 
 
 class Interruptible(Protocol):
-    """A run Ctrl-C can act on: a `Runner`, or a notebook `RunHandle`."""
+    """A run Ctrl-C can act on: its `RunControl`, or a notebook `RunHandle`."""
 
     def interrupt(self) -> str: ...  # "turn" (a reply was cut short) or "run" (cancelled)
 
@@ -741,94 +738,3 @@ class CtrlC:
             self.on_reply_interrupted()
         else:
             self.cancelled = True
-
-
-def run_in_terminal(
-    runner: Runner,
-    sink: TerminalSink,
-    *,
-    double_press: float = 1.0,
-    headless: bool | None = None,
-) -> RunState:
-    """Run to completion on a fresh event loop, with Ctrl-C handled the chat way (`CtrlC`).
-
-    A run cancelled from the keyboard is persisted with status `cancelled` (the caller
-    exits with code 130; Ctrl-C stays ignored after such a cancel).
-
-    `headless` (default: stdin is not a terminal — CI, a script, `nohup`): nobody is there
-    to go on after a reply is cut short, and a CI system cancelling a job sends SIGINT, so
-    SIGINT cancels the run wherever it lands, as SIGTERM does. A half reply is never kept
-    as a step's output and published by the steps after it.
-    """
-    import signal
-
-    if headless is None:
-        headless = not _is_tty(sys.stdin)
-    ctrl_c = CtrlC(runner, sink.interrupted_turn, double_press=double_press)
-    running_loop: list[asyncio.AbstractEventLoop] = []
-
-    def cancel_run() -> None:
-        ctrl_c.cancelled = True
-        runner.cancel()
-
-    on_press = cancel_run if headless else ctrl_c
-
-    def on_signal(_signum: int, _frame: object) -> None:  # between bytecodes, main thread
-        if running_loop and not running_loop[0].is_closed():
-            running_loop[0].call_soon_threadsafe(on_press)
-
-    async def main() -> RunState:
-        loop = asyncio.get_running_loop()
-        running_loop.append(loop)
-        task = asyncio.current_task()
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGTERM, runner.cancel)
-        try:
-            return await runner.execute()
-        except asyncio.CancelledError:
-            if task is not None:
-                task.uncancel()
-            return runner.state
-        finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.remove_signal_handler(signal.SIGTERM)
-
-    # SIGINT is swapped with signal.signal around the whole event loop, not through
-    # loop.add_signal_handler: asyncio puts Python's default handler back on removal, so a
-    # press while the loop closes would raise KeyboardInterrupt inside asyncio's clean-up.
-    # The caller's handler is back only once the loop is gone; after a cancel from the
-    # keyboard, presses stay ignored instead: the caller is exiting (code 130), and a key
-    # held down must not raise KeyboardInterrupt into its clean-up.
-    swapped, previous_sigint = False, None
-    with contextlib.suppress(ValueError):  # not the main thread: no Ctrl-C handling
-        previous_sigint = signal.signal(signal.SIGINT, on_signal)
-        swapped = True
-    terminal_state = _save_terminal()
-    try:
-        return asyncio.run(main())
-    finally:
-        if swapped:  # None: a handler set outside Python; Python's default stands in
-            restored = previous_sigint or signal.default_int_handler
-            signal.signal(signal.SIGINT, signal.SIG_IGN if ctrl_c.cancelled else restored)
-        _restore_terminal(terminal_state)
-
-
-def _save_terminal() -> object | None:
-    """readline changes terminal modes; a run cancelled mid-prompt must not leave them."""
-    try:
-        import termios
-
-        if sys.stdin.isatty():
-            return termios.tcgetattr(sys.stdin.fileno())
-    except (ImportError, OSError, ValueError):
-        pass
-    return None
-
-
-def _restore_terminal(saved: object | None) -> None:
-    if saved is None:
-        return
-    import termios
-
-    with contextlib.suppress(OSError, ValueError):
-        termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)  # type: ignore[arg-type]
