@@ -176,140 +176,154 @@ class TerminalSink:
             self._stream_raw(held)  # the last word of the reply
         if self._flush_timer is not None:  # streamed text first, then what follows it
             self._flush_out()
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    @property
+    def _silent(self) -> bool:
+        return self.mode == "silent"
+
+    # --- one handler per event kind (`_HANDLERS`) ----------------------------------------------
+
+    def _on_run_started(self, event: ev.RunStarted) -> None:
+        if not self._silent:
+            verb = "resuming" if event.resumed else "running"
+            self._note(self.style.dim(f"{verb} {safe(event.workflow)} (run {event.run_id})"))
+
+    def _on_step_started(self, event: ev.StepStarted) -> None:
+        if self._silent:
+            return
+        s, mode = self.style, event.mode
+        what = event.kind if not mode or mode == "single" else f"{event.kind}, {mode}"
+        if event.detail:
+            what += f", {event.detail}"
+        retry = f" (attempt {event.attempt})" if event.attempt > 1 else ""
+        self._note(s.bold(f"▶ {safe(event.step)}") + s.dim(f" [{safe(what)}]{retry}"))
+
+    def _on_step_output(self, event: ev.StepOutput) -> None:
+        if self._silent:
+            return
+        if event.stream == "stdout":
+            self._write_out(safe(event.text))
+        else:
+            self._end_line()
+            self.err.write(safe(event.text))
+            self.err.flush()
+
+    def _on_agent_tool_use(self, event: ev.AgentToolUse) -> None:
+        if not self._silent:
+            self._end_line()
+            tool = safe(f"[tool: {event.name}({event.argument})]")
+            self._write_out(self.out_style.dim(tool) + "\n")
+
+    def _on_tool_call_started(self, event: ev.ToolCallStarted) -> None:
+        # Shown when it finishes (one line per call, with its result); calls of one reply
+        # may run at once, and their lines would interleave otherwise.
+        self._tools_running[event.call_id] = event.arguments
+
+    def _on_tool_call_finished(self, event: ev.ToolCallFinished) -> None:
+        arguments = self._tools_running.pop(event.call_id, "")
+        if not self._silent:
+            self._end_line()
+            self._write_out(self._tool_line(event, arguments) + "\n")
+
+    def _on_awaiting_confirmation(self, event: ev.AwaitingConfirmation) -> None:
+        # The reader asks next (`Allow …? [y/N]`): on a line of its own, after the streamed
+        # text.
+        self._end_line()
+
+    def _on_turn_started(self, event: ev.TurnStarted) -> None:
+        # A message streams next: on a line of its own, labelled (a partner agent always;
+        # the step's own agent when a person reads it).
+        if (event.speaker or self.out_is_tty) and not self._silent:
+            self._end_line()
+            if self.mode == "streaming":
+                self._label(event.speaker, event.step)
+
+    def _on_user_message(self, event: ev.UserMessage) -> None:
+        if self._silent:
+            return
+        if event.speaker and event.speaker != ev.PERSON:
+            # scripted replies: nobody typed them, so always shown
+            self._end_line()
+            label = self.out_style.partner(f"{safe(event.speaker)}: ")
+            self._write_out(label + safe(event.text) + "\n")
+        elif event.turn == 1 and event.speaker == "":
+            # the step's prompt: the workflow wrote it, not the person
+            self._end_line()
+            self._write_out(self._prompt_lines(event.text))
+        elif self.echo_input:
+            self._end_line()
+            self._write_out(self.out_style.bold("> ") + safe(event.text) + "\n")
+
+    def _on_conversation_resumed(self, event: ev.ConversationResumed) -> None:
+        if not self._silent:
+            self._end_line()
+            self._write_out(self._earlier_lines(event.earlier, event.left_out, event.step))
+
+    def _on_turn_finished(self, event: ev.TurnFinished) -> None:
+        silent, speaker = self._silent, event.speaker
+        if self.mode == "buffered":
+            if speaker or self.out_is_tty:
+                self._label(speaker, event.step)
+            self._write_streamed(safe(event.text))
+            if self._wrap is not None:
+                self._stream_raw(self._wrap.flush())
+        if event.cut and not silent and self.out_style.enabled:
+            self._write_out(self.out_style.dim(" …"))  # the reply ends mid-thought
+        if not silent:
+            flag = ", interrupted" if event.interrupted else ""
+            flag = ", cut at max_tokens" if event.cut else flag
+            who = f"{safe(speaker)} " if speaker else ""
+            tokens = format_tokens(event.tokens, event.tokens_estimated)
+            figures = f"{tokens} · {format_duration(event.duration)}{flag}"
+            self._note(self.style.dim(f"  ({who}turn {event.turn} · {figures})"))
+
+    def _on_step_finished(self, event: ev.StepFinished) -> None:
+        if self._silent:
+            return
         s = self.style
-        silent = self.mode == "silent"
-        match event:
-            case ev.RunStarted(run_id=run_id, workflow=name, resumed=resumed):
-                if not silent:
-                    verb = "resuming" if resumed else "running"
-                    self._note(s.dim(f"{verb} {safe(name)} (run {run_id})"))
-            case ev.StepStarted(step=step, kind=kind, attempt=attempt, mode=mode, detail=detail):
-                if not silent:
-                    what = kind if not mode or mode == "single" else f"{kind}, {mode}"
-                    if detail:
-                        what += f", {detail}"
-                    retry = f" (attempt {attempt})" if attempt > 1 else ""
-                    self._note(s.bold(f"▶ {safe(step)}") + s.dim(f" [{safe(what)}]{retry}"))
-            case ev.StepOutput(text=text, stream=stream):
-                if not silent:
-                    if stream == "stdout":
-                        self._write_out(safe(text))
-                    else:
-                        self._end_line()
-                        self.err.write(safe(text))
-                        self.err.flush()
-            case ev.AgentToolUse(name=name, argument=argument):
-                if not silent:
-                    self._end_line()
-                    tool = safe(f"[tool: {name}({argument})]")
-                    self._write_out(self.out_style.dim(tool) + "\n")
-            case ev.ToolCallStarted(call_id=call_id, arguments=arguments):
-                # Shown when it finishes (one line per call, with its result); calls of one
-                # reply may run at once, and their lines would interleave otherwise.
-                self._tools_running[call_id] = arguments
-            case ev.ToolCallFinished(call_id=call_id):
-                arguments = self._tools_running.pop(call_id, "")
-                if not silent:
-                    self._end_line()
-                    self._write_out(self._tool_line(event, arguments) + "\n")
-            case ev.AwaitingConfirmation():
-                # The reader asks next (`Allow …? [y/N]`): on a line of its own, after the
-                # streamed text.
-                self._end_line()
-            case ev.TurnStarted(speaker=speaker, step=step) if speaker or self.out_is_tty:
-                # A message streams next: on a line of its own, labelled (a partner agent
-                # always; the step's own agent when a person reads it).
-                if not silent:
-                    self._end_line()
-                    if self.mode == "streaming":
-                        self._label(speaker, step)
-            case ev.UserMessage(text=text, turn=turn, speaker=speaker) if speaker and (
-                speaker != ev.PERSON
-            ):
-                if not silent:  # scripted replies: nobody typed them, so always shown
-                    self._end_line()
-                    label = self.out_style.partner(f"{safe(speaker)}: ")
-                    self._write_out(label + safe(text) + "\n")
-            case ev.UserMessage(text=text, turn=1, speaker=""):
-                if not silent:  # the step's prompt: the workflow wrote it, not the person
-                    self._end_line()
-                    self._write_out(self._prompt_lines(text))
-            case ev.UserMessage(text=text):
-                if not silent and self.echo_input:
-                    self._end_line()
-                    self._write_out(self.out_style.bold("> ") + safe(text) + "\n")
-            case ev.ConversationResumed(earlier=earlier, left_out=left_out, step=step):
-                if not silent:
-                    self._end_line()
-                    self._write_out(self._earlier_lines(earlier, left_out, step))
-            case ev.TurnFinished(
-                turn=turn,
-                tokens=tokens,
-                duration=duration,
-                tokens_estimated=est,
-                interrupted=interrupted,
-                text=text,
-                speaker=speaker,
-                cut=cut,
-            ):
-                if self.mode == "buffered":
-                    if speaker or self.out_is_tty:
-                        self._label(speaker, event.step)
-                    self._write_streamed(safe(text))
-                    if self._wrap is not None:
-                        self._stream_raw(self._wrap.flush())
-                if cut and not silent and self.out_style.enabled:
-                    self._write_out(self.out_style.dim(" …"))  # the reply ends mid-thought
-                if not silent:
-                    flag = ", interrupted" if interrupted else ""
-                    flag = ", cut at max_tokens" if cut else flag
-                    who = f"{safe(speaker)} " if speaker else ""
-                    figures = f"{format_tokens(tokens, est)} · {format_duration(duration)}{flag}"
-                    self._note(s.dim(f"  ({who}turn {turn} · {figures})"))
-            case ev.StepFinished(
-                step=unsafe_step,
-                status=status,
-                duration=duration,
-                tokens=tokens,
-                tokens_estimated=est,
-                error=error,
-            ):
-                if silent:
-                    return
-                step = safe(unsafe_step)
-                took = format_duration(duration)
-                extra = f" · {format_tokens(tokens, est)}" if tokens else ""
-                if status == "completed":
-                    self._note(s.green("✓ ") + step + s.dim(f" {took}{extra}"))
-                elif status == "cancelled":
-                    self._note(s.yellow("■ ") + step + s.dim(" cancelled"))
-                else:
-                    failed = s.red("✗ ") + step + s.dim(f" {took}")
-                    self._note(failed + f": {safe(error)}")
-            case ev.ModelLoading(model=model, done=done, seconds=seconds):
-                if not silent:  # the first reply waits for the model: say why
-                    if done:
-                        self._note(s.dim(f"  (model ready in {format_duration(seconds)})"))
-                    else:
-                        self._note(s.dim(f"loading model {safe(model)}…"))
-            case ev.LogMessage(message=message):
-                if not silent:
-                    self._note(safe(message))
-            case ev.RunWarning(message=message):
-                self._note(s.yellow("warning: ") + safe(message))
-            case ev.RunError(message=message):
-                self._note(s.red("error: ") + safe(message))
-            case ev.RunFinished(summary=summary):
-                self._end_line()
-                if silent:
-                    return
-                if summary.status == "completed" and summary.message:
-                    self._write_out(safe(summary.message) + "\n")
-                color = {"completed": s.green, "cancelled": s.yellow}.get(summary.status, s.red)
-                outcome = color(f"{summary.mark} {summary.status}")
-                self._note(outcome + s.dim(f" {summary.figures()}"))
-            case _:
-                pass
+        step = safe(event.step)
+        took = format_duration(event.duration)
+        tokens = event.tokens
+        extra = f" · {format_tokens(tokens, event.tokens_estimated)}" if tokens else ""
+        if event.status == "completed":
+            self._note(s.green("✓ ") + step + s.dim(f" {took}{extra}"))
+        elif event.status == "cancelled":
+            self._note(s.yellow("■ ") + step + s.dim(" cancelled"))
+        else:
+            failed = s.red("✗ ") + step + s.dim(f" {took}")
+            self._note(failed + f": {safe(event.error)}")
+
+    def _on_model_loading(self, event: ev.ModelLoading) -> None:
+        if self._silent:  # otherwise: the first reply waits for the model, say why
+            return
+        if event.done:
+            self._note(self.style.dim(f"  (model ready in {format_duration(event.seconds)})"))
+        else:
+            self._note(self.style.dim(f"loading model {safe(event.model)}…"))
+
+    def _on_log_message(self, event: ev.LogMessage) -> None:
+        if not self._silent:
+            self._note(safe(event.message))
+
+    def _on_run_warning(self, event: ev.RunWarning) -> None:
+        self._note(self.style.yellow("warning: ") + safe(event.message))
+
+    def _on_run_error(self, event: ev.RunError) -> None:
+        self._note(self.style.red("error: ") + safe(event.message))
+
+    def _on_run_finished(self, event: ev.RunFinished) -> None:
+        self._end_line()
+        if self._silent:
+            return
+        s, summary = self.style, event.summary
+        if summary.status == "completed" and summary.message:
+            self._write_out(safe(summary.message) + "\n")
+        color = {"completed": s.green, "cancelled": s.yellow}.get(summary.status, s.red)
+        outcome = color(f"{summary.mark} {summary.status}")
+        self._note(outcome + s.dim(f" {summary.figures()}"))
 
     def _tool_line(self, event: ev.ToolCallFinished, arguments: str) -> str:
         """`⚙ Grep({"pattern": "TODO"}) → 12 matches · 0.12 s`, dim; errors in red, refused
@@ -379,6 +393,29 @@ class TerminalSink:
             self.style.yellow(f"■ {what} interrupted")
             + self.style.dim(" (Ctrl-C at the prompt cancels the run)")
         )
+
+
+# What the terminal does with each kind of event (by exact type; any other kind is not
+# shown). `AgentText`, the hot path, is handled in `emit` itself.
+_HANDLERS: dict[type, Callable[[TerminalSink, Any], None]] = {
+    ev.RunStarted: TerminalSink._on_run_started,
+    ev.StepStarted: TerminalSink._on_step_started,
+    ev.StepOutput: TerminalSink._on_step_output,
+    ev.AgentToolUse: TerminalSink._on_agent_tool_use,
+    ev.ToolCallStarted: TerminalSink._on_tool_call_started,
+    ev.ToolCallFinished: TerminalSink._on_tool_call_finished,
+    ev.AwaitingConfirmation: TerminalSink._on_awaiting_confirmation,
+    ev.TurnStarted: TerminalSink._on_turn_started,
+    ev.UserMessage: TerminalSink._on_user_message,
+    ev.ConversationResumed: TerminalSink._on_conversation_resumed,
+    ev.TurnFinished: TerminalSink._on_turn_finished,
+    ev.StepFinished: TerminalSink._on_step_finished,
+    ev.ModelLoading: TerminalSink._on_model_loading,
+    ev.LogMessage: TerminalSink._on_log_message,
+    ev.RunWarning: TerminalSink._on_run_warning,
+    ev.RunError: TerminalSink._on_run_error,
+    ev.RunFinished: TerminalSink._on_run_finished,
+}
 
 
 # Said before a question is asked again: the line just read was typed for an earlier
