@@ -69,7 +69,6 @@ __all__ = [
     "load",
     "model_choice",
     "prepare_run",
-    "replay_report",
 ]
 
 
@@ -87,6 +86,8 @@ class PreparedRun:
     runner: Runner
     session: Session
     control: RunControl
+    # The cassette the run replays (a `Replayer`), for its report; None when not replayed.
+    replayer: Any = None
 
     @property
     def run_id(self) -> str:
@@ -112,7 +113,7 @@ class PreparedRun:
 
     def result(self) -> RunResult:
         """The run's result as it stands (a run still going, or cancelled before its end)."""
-        return RunResult(self.state, self.runner.config.store, replay_report(self.runner))  # type: ignore[arg-type]
+        return RunResult(self.state, self.runner.config.store, self.replay_report())  # type: ignore[arg-type]
 
     async def traces_sent(self) -> None:
         """Wait, off the loop, until the run's last spans are sent to the live trace
@@ -124,18 +125,15 @@ class PreparedRun:
 
     async def _execute(self) -> RunResult:
         state = await self.runner.execute()
-        return RunResult(state, self.runner.config.store, replay_report(self.runner))  # type: ignore[arg-type]
+        return RunResult(state, self.runner.config.store, self.replay_report())  # type: ignore[arg-type]
 
-
-def replay_report(runner: Runner) -> ReplayReport | None:
-    """What the run's cassette replayed and what did not match (None: not replayed)."""
-    from awf_nb.providers.cassette import Replayer, cassette_of
-
-    cassette = cassette_of(runner.config.providers)
-    if not isinstance(cassette, Replayer):
-        return None
-    path = str(cassette.cassette.path)
-    return ReplayReport(path, tuple(cassette.mismatches), cassette.unused)
+    def replay_report(self) -> ReplayReport | None:
+        """What the run's cassette replayed and what did not match (None: not replayed)."""
+        replayer = self.replayer
+        if replayer is None:
+            return None
+        path = str(replayer.cassette.path)
+        return ReplayReport(path, tuple(replayer.mismatches), replayer.unused)
 
 
 def prepare_run(
@@ -222,7 +220,7 @@ def prepare_run(
         runner.state.defaulted_inputs = [name for name in values if name not in options.inputs]
         kept = kept_options(runner.limits.limits, options.user)
         runner.state.run_options = masker.mask_data(kept)
-    return PreparedRun(runner, session, control)
+    return PreparedRun(runner, session, control, cassette if replays else None)
 
 
 def _breakpoints(

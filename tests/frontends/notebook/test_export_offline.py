@@ -63,7 +63,7 @@ def execute(cells: list[str], folder: Path) -> nbformat.NotebookNode:
     }
     NotebookClient(
         notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
-    ).run()
+    ).execute()
     return notebook
 
 
@@ -176,7 +176,7 @@ def test_the_conversation_example_executed_and_exported_shows_every_run_offline(
             cell.outputs = []
     NotebookClient(
         notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
-    ).run()
+    ).execute()
 
     transcripts = [
         output["data"]["text/plain"]

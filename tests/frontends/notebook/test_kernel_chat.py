@@ -80,7 +80,7 @@ def test_a_chat_cell_runs_on_the_bundled_model(tmp_path: Path, monkeypatch) -> N
         timeout=300,
         kernel_name="python3",
         resources={"metadata": {"path": str(tmp_path)}},
-    ).run()
+    ).execute()
 
     status_line, reply = notebook.cells[2].outputs[0]["text"].splitlines()[:2]
     assert status_line == "completed local"

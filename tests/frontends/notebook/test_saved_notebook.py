@@ -52,7 +52,7 @@ def test_a_run_in_a_saved_notebook_reads_without_widgets(tmp_path: Path, monkeyp
         timeout=120,
         kernel_name="python3",
         resources={"metadata": {"path": str(tmp_path)}},
-    ).run()
+    ).execute()
 
     live, output = notebook.cells[1].outputs
     # The live widget made way for the static copy: its output is left empty, so no
