@@ -100,7 +100,7 @@ async def arun(
     logs.configure_from_env()
     given = RunOptions(inputs=inputs or {}, **options)
     if given.sink is None and given.frontend is None:
-        from awf_nb.frontends.terminal_frontend import TerminalFrontend
+        from awf_nb.frontends.terminal.frontend import TerminalFrontend
 
         frontend = pick_frontend(show)
         # The person types at a `> ` prompt only in a terminal they type into.

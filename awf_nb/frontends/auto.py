@@ -52,7 +52,7 @@ def pick_frontend(
 
         return NotebookFrontend(asks)
     if show is True or _isatty(sys.stderr):
-        from awf_nb.frontends.terminal_frontend import TerminalFrontend
+        from awf_nb.frontends.terminal.frontend import TerminalFrontend
 
         return TerminalFrontend(output, asks)
     return HeadlessFrontend()

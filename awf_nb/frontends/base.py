@@ -2,7 +2,7 @@
 
 A frontend is a class with `open(request, control) -> Session` (the `Frontend` protocol of
 `awf_nb.runs.session`) and `eval_progress()`, what shows an evaluation (None: nothing); the
-ones here are `HeadlessFrontend` (headless.py), `TerminalFrontend` (terminal_frontend.py)
+ones here are `HeadlessFrontend` (headless.py), `TerminalFrontend` (terminal/frontend.py)
 and `NotebookFrontend` (notebook/frontend.py), picked by `auto.pick_frontend`.
 """
 

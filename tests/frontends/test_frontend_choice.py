@@ -20,7 +20,7 @@ from awf_nb.frontends.base import AskPolicy
 from awf_nb.frontends.headless import HeadlessFrontend
 from awf_nb.frontends.notebook.frontend import NotebookFrontend, NotebookSession
 from awf_nb.frontends.terminal import CtrlC, TerminalSink
-from awf_nb.frontends.terminal_frontend import TerminalFrontend, TerminalSession
+from awf_nb.frontends.terminal.frontend import TerminalFrontend, TerminalSession
 from awf_nb.runs import Frontend, FrontendRequest, PreparedRun, RunControl, prepare_run
 from awf_nb.runs.replies import ScriptedReader
 from awf_nb.workflow.loader import load_text

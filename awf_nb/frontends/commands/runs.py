@@ -34,7 +34,7 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
 
 def _in_terminal(args: argparse.Namespace, **fields: Any) -> RunOptions:
     """The `RunOptions` of `awf run` / `awf resume`: the flags, shown in this terminal."""
-    from awf_nb.frontends.terminal_frontend import TerminalFrontend
+    from awf_nb.frontends.terminal.frontend import TerminalFrontend
     from awf_nb.runs.options import RunOptions
 
     replies = None
@@ -196,7 +196,7 @@ def _configure_status(parser: argparse.ArgumentParser) -> None:
 
 @command("status", "show a run: status, steps, outputs, conversations", _configure_status)
 def cmd_status(args: argparse.Namespace) -> int:
-    from awf_nb.frontends.terminal_text import describe_state
+    from awf_nb.frontends.terminal.text import describe_state
     from awf_nb.store import Store
 
     store = Store(args.storage)

@@ -390,7 +390,7 @@ def _install_ctrl_c(handle: RunHandle) -> bool:
     """Ctrl-C acts as in `awf run` (`terminal.CtrlC`). Only possible on the main thread of a
     Unix loop; returns whether installed."""
     from awf_nb.frontends.terminal import CtrlC
-    from awf_nb.frontends.terminal_frontend import TerminalSession
+    from awf_nb.frontends.terminal.frontend import TerminalSession
 
     session = handle.session
     if not isinstance(session, TerminalSession):  # --output silent: nothing shows it

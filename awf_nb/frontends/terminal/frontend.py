@@ -21,7 +21,7 @@ from awf_nb.runs.results import RunResult
 from awf_nb.runs.session import Execute, Session
 
 if TYPE_CHECKING:
-    from awf_nb.frontends.eval_terminal import TerminalEvalProgress
+    from awf_nb.frontends.terminal.eval_progress import TerminalEvalProgress
     from awf_nb.runs.session import FrontendRequest, RunControl
 
 __all__ = ["DOUBLE_PRESS_SECONDS", "TerminalFrontend", "TerminalSession"]
@@ -58,7 +58,7 @@ class TerminalFrontend:
         (`res.summary.to_text()`): stdout stays theirs."""
         import io
 
-        from awf_nb.frontends.eval_terminal import TerminalEvalProgress
+        from awf_nb.frontends.terminal.eval_progress import TerminalEvalProgress
 
         return TerminalEvalProgress(out=io.StringIO())
 
@@ -141,7 +141,7 @@ class TerminalSession(Session):
 
 def _debugger(reader: TerminalReader | None) -> Any:
     """The terminal's answer to breakpoints, when a person types at this terminal."""
-    from awf_nb.frontends.terminal_debugger import TerminalDebugger
+    from awf_nb.frontends.terminal.debugger import TerminalDebugger
 
     if reader is None:
         if not _is_tty(sys.stdin):
