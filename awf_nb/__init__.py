@@ -55,7 +55,17 @@ _ERRORS = (
 if TYPE_CHECKING:
     from typing import Any
 
-    from awf_nb.api import RunResult, SimulatedUser, afork, arun, fork, load, run
+    from awf_nb.api import (
+        RunResult,
+        SimulatedUser,
+        aevaluate,
+        afork,
+        arun,
+        evaluate,
+        fork,
+        load,
+        run,
+    )
     from awf_nb.engine.breakpoints import Pause, PauseAnswer, PauseStream
     from awf_nb.errors import (
         AwfError,
@@ -66,12 +76,24 @@ if TYPE_CHECKING:
         ProviderError,
         UserError,
     )
-    from awf_nb.eval_api import aevaluate, evaluate
     from awf_nb.evals.results import EvalResult
 
 
+_API = (
+    "run",
+    "arun",
+    "fork",
+    "afork",
+    "load",
+    "RunResult",
+    "SimulatedUser",
+    "evaluate",
+    "aevaluate",
+)
+
+
 def __getattr__(name: str) -> Any:
-    if name in ("run", "arun", "fork", "afork", "load", "RunResult", "SimulatedUser"):
+    if name in _API:
         from awf_nb import api
 
         return getattr(api, name)
@@ -79,10 +101,6 @@ def __getattr__(name: str) -> Any:
         from awf_nb.engine import breakpoints
 
         return getattr(breakpoints, name)
-    if name in ("evaluate", "aevaluate"):
-        from awf_nb import eval_api
-
-        return getattr(eval_api, name)
     if name in _ERRORS:
         from awf_nb import errors
 

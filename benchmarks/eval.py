@@ -123,7 +123,7 @@ async def two_variants(args: argparse.Namespace, base: str, folder: Path) -> Non
     from awf_nb.evals.api import prepare_eval
     from awf_nb.evals.gates import check_result_gates, parse_gates
     from awf_nb.evals.report import load_report, render
-    from awf_nb.frontends.eval_terminal import console, print_summary
+    from awf_nb.frontends.terminal.eval_progress import console, print_summary
     from awf_nb.store import Store
 
     (folder / "wf.yaml").write_text(WORKFLOW.replace("BASE", base))

@@ -1,7 +1,7 @@
 """What breaking replies between words costs a terminal, per streamed token.
 
 On a terminal, `TerminalSink` sends every streamed piece of a reply through
-`WordWrap.feed` (awf_nb/frontends/terminal_wrap.py) before writing it. This times, in one
+`WordWrap.feed` (awf_nb/frontends/terminal/wrap.py) before writing it. This times, in one
 run, a reply of N tokens of about four characters (the size models stream) written to an
 in-memory stream by the sink as it writes to a pipe (no wrapping) and as it writes to a
 terminal (wrapping at 80 columns), and prints the cost per token and the ratio.
@@ -17,7 +17,7 @@ import time
 
 from awf_nb.engine import events as ev
 from awf_nb.frontends.terminal import TerminalSink
-from awf_nb.frontends.terminal_wrap import WordWrap
+from awf_nb.frontends.terminal.wrap import WordWrap
 
 
 class Tty(io.StringIO):

@@ -68,20 +68,27 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from awf_nb.runs import RunOptions
 """
+# A frontend or an evaluation naming the engine's Runner, even for a type hint: they act
+# on a run through its session and `RunControl` (awf_nb/runs/session.py).
+RUNNER_TYPE_PROBE = """
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from awf_nb.engine.run import Runner
+"""
 PROBES = [
     # the engine reaching the Python API through the package's lazy re-exports
     ("awf_nb/engine/steps.py", "from awf_nb import arun", "package-root"),
     ("awf_nb/engine/agent.py", "from awf_nb.providers.history import estimate_tokens", "layers"),
     ("awf_nb/engine/run.py", "def f():\n    from awf_nb.store import Store", "layers"),
     ("awf_nb/workflow/checks.py", "from awf_nb.engine import run", "layers"),
-    ("awf_nb/store/history.py", "from awf_nb.frontends import connect", "layers"),
+    ("awf_nb/store/history.py", "from awf_nb.frontends import auto", "layers"),
     ("awf_nb/errors.py", "import awf_nb.api", "layers"),
     ("awf_nb/secrets.py", TYPE_CHECKING_PROBE, "layers"),
     ("awf_nb/providers/local.py", "from ..frontends import terminal", "layers"),
     ("awf_nb/tools/builtins.py", "from awf_nb.providers import provider_factory", "layers"),
-    ("awf_nb/runs/options.py", "from awf_nb.frontends import connect", "layers"),
-    ("awf_nb/frontends/terminal.py", "from awf_nb.tools import builtins", "frontends-through-runs"),
-    ("awf_nb/frontends/terminal.py", "import awf_nb.providers.local", "frontends-through-runs"),
+    ("awf_nb/runs/options.py", "from awf_nb.frontends import auto", "layers"),
+    ("awf_nb/frontends/terminal/sink.py", "from awf_nb.tools import builtins", "frontends-through-runs"),
+    ("awf_nb/frontends/terminal/reader.py", "import awf_nb.providers.local", "frontends-through-runs"),
     ("awf_nb/engine/run.py", "import ipywidgets", "notebook-only"),
     ("awf_nb/store/history.py", "import httpx", "no-http-in-the-core"),
     ("awf_nb/store/history.py", "import httpx2", "no-http-in-the-core"),
@@ -91,16 +98,19 @@ PROBES = [
         "from awf_nb.providers import provider_factory",
         "evals-through-runs",
     ),
-    ("awf_nb/evals/driver.py", "from awf_nb.frontends.eval_terminal import console", "layers"),
+    ("awf_nb/evals/driver.py", "from awf_nb.frontends.terminal.eval_progress import console", "layers"),
     ("awf_nb/evals/driver.py", "from awf_nb.api import arun", "layers"),
     # a step module reaching the run loop by a relative import
     ("awf_nb/engine/steps.py", "from .run import Runner", "run-loop-through-runs"),
-    ("awf_nb/frontends/eval_terminal.py", "from awf_nb.engine.run import Runner",
+    ("awf_nb/frontends/terminal/eval_progress.py", "from awf_nb.engine.run import Runner",
      "run-loop-through-runs"),
+    ("awf_nb/frontends/terminal/frontend.py", RUNNER_TYPE_PROBE, "run-loop-through-runs"),
+    ("awf_nb/frontends/notebook/handle.py", RUNNER_TYPE_PROBE, "run-loop-through-runs"),
+    ("awf_nb/evals/run_setup.py", RUNNER_TYPE_PROBE, "run-loop-through-runs"),
     # IPython in a terminal module, an existing one or a new one no contract names
-    ("awf_nb/frontends/terminal.py", "import IPython", "notebook-only"),
+    ("awf_nb/frontends/terminal/sink.py", "import IPython", "notebook-only"),
     ("awf_nb/frontends/terminal_extra.py", "import anywidget", "notebook-only"),
-    ("awf_nb/frontends/eval_terminal.py", "import ipykernel", "no-kernel-import"),
+    ("awf_nb/frontends/terminal/eval_progress.py", "import ipykernel", "no-kernel-import"),
 ]  # fmt: skip
 
 
@@ -143,7 +153,7 @@ def dynamic_imports(source: str) -> list[int]:
 # Modules that look a module up in `sys.modules` (never to import one), and why.
 SYS_MODULES_READERS = {
     # is IPython already loaded (are we in a kernel)? Importing it would cost 0.3 s
-    "awf_nb/frontends/connect.py",
+    "awf_nb/frontends/auto.py",
     # the running ipykernel's version, from the kernel that is already loaded
     "awf_nb/frontends/notebook/run_mode.py",
 }
@@ -580,7 +590,7 @@ def test_the_check_sees_a_function_level_import_of_the_run_loop() -> None:
 # docstring of engine/process.py says the same).
 PROCESS_STARTERS = {
     "awf_nb.engine.process": "the supervisor itself",
-    "awf_nb.frontends.terminal_debugger": "the person's $EDITOR at a breakpoint needs the "
+    "awf_nb.frontends.terminal.debugger": "the person's $EDITOR at a breakpoint needs the "
     "terminal, in awf's own foreground process group",
     "awf_nb.diagram": "Graphviz's dot, drawn outside any run by a package that has no engine",
     "awf_nb.tools.mcp_client": "the MCP SDK starts the server it speaks to",

@@ -47,7 +47,7 @@ def _imported(code: str) -> dict[str, int]:
         "import awf_nb.diagram",
         # `awf history` reads SQLite only; the state models come with `awf status`
         "from awf_nb.store import Store; Store('/nonexistent/awf-history').history()",
-        "from awf_nb.frontends.terminal_text import describe_state",
+        "from awf_nb.frontends.terminal.text import describe_state",
     ],
     ids=["import", "cli-parser", "diagram-package", "history", "status-text"],
 )

@@ -85,7 +85,7 @@ def test_the_run_keywords_are_the_run_options() -> None:
 
 
 def test_the_eval_keywords_are_aevaluates() -> None:
-    from awf_nb.eval_api import EvalKeywords
+    from awf_nb.api import EvalKeywords
 
     parameters = inspect.signature(awf_nb.aevaluate).parameters
     assert set(EvalKeywords.__annotations__) == set(parameters) - {"source"}

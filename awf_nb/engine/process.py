@@ -2,7 +2,7 @@
 
 Command steps, hooks, operations (the github ones' `git`), Bash and command tools and the
 agent-CLI providers all start their children through `ProcessGroup`. Four programs start
-elsewhere: the person's `$EDITOR` at a breakpoint (frontends/terminal_debugger.py: it needs
+elsewhere: the person's `$EDITOR` at a breakpoint (frontends/terminal/debugger.py: it needs
 the terminal, so it runs in awf's own foreground group, bounded by a timeout); an MCP
 server, which the MCP SDK that speaks to it starts (tools/mcp_client.py);
 Graphviz's `dot` when a diagram is drawn as an image (diagram/, which draws outside any

@@ -1,7 +1,7 @@
 """The evals' entry points below the frontends: build an `EvalSpec` from a file or from
 Python arguments, run it or resume it with a progress listener, read a past one.
 
-The public `awf_nb.evaluate` (`awf_nb/eval_api.py`) adds the choice of frontend on top.
+The public `awf_nb.evaluate` (`awf_nb/api.py`) adds the choice of frontend on top.
 """
 
 from __future__ import annotations

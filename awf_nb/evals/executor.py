@@ -292,7 +292,7 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
         run=lambda state: run_cost(plan.pricing, workflow, state, user),
     )
     try:
-        runner = run_setup.prepare_case_run(
+        prepared = run_setup.prepare_case_run(
             workflow,
             item.inputs,
             store=store,
@@ -318,14 +318,14 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
         row.error = exc.message
         row.error_kind = "cassette" if "cassette" in type(exc).__name__.lower() else "setup"
         return RunOutcome(row)
-    row.run_id = runner.run_id
-    started(RunStarted(item.case.id, item.epoch, runner.run_id, item.variant))
+    row.run_id = prepared.run_id
+    started(RunStarted(item.case.id, item.epoch, prepared.run_id, item.variant))
     began = time.monotonic()
-    state = await runner.execute()
+    state = (await prepared.run()).state
     seconds = time.monotonic() - began
     cost = run_cost(plan.pricing, workflow, state, user)
     finished = FinishedRun.of(
-        item.case, item.epoch, state, runner.masker, seconds=seconds, cost=cost
+        item.case, item.epoch, state, prepared.runner.masker, seconds=seconds, cost=cost
     )
     row.status = state.status
     row.stopped_by = finished.stopped_by
@@ -335,7 +335,7 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     row.error = state.error
     if state.status != "completed":
         row.error_kind = _run_error_kind(state.error)
-    providers = run_setup.scoring_providers(runner, item.seed)
+    providers = run_setup.scoring_providers(prepared, item.seed)
     ctx = ScoringContext(
         providers=providers, cwd=plan.cwd, env=run_setup.environment(plan.env),
         base_dir=plan.base_dir, pricing=plan.pricing,
@@ -345,9 +345,9 @@ async def run_item(plan: EvalPlan, item: WorkItem, store: Store | None, started:
     finally:
         await providers.aclose()
     if store is not None:
-        await _settle(store, runner.run_id)
+        await _settle(store, prepared.run_id)
     row.seconds = time.monotonic() - began
-    unused = run_setup.unused_recording(runner)
+    unused = run_setup.unused_recording(prepared)
     if unused and row.error_kind != "cassette":
         # only when the run itself met no mismatch: a turn that did not match (the prompt
         # differs, …) also leaves the rest unused, and its own error says why

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from awf_nb.engine.limits import CostLimit
     from awf_nb.engine.partner import SimulatedUser
     from awf_nb.engine.ports import EventSink
-    from awf_nb.engine.run import Runner
+    from awf_nb.runs.setup import PreparedRun
     from awf_nb.store import Store
     from awf_nb.traces import TraceCost
 
@@ -159,8 +159,8 @@ def prepare_case_run(
     trace_tags: Mapping[str, Any] | None = None,
     trace_cost: TraceCost | None = None,
     cost_limit: CostLimit | None = None,
-) -> Runner:
-    """The runner of one (case, epoch): ready to `await runner.execute()`.
+) -> PreparedRun:
+    """One (case, epoch), prepared on the headless session: ready to `await prepared.run()`.
 
     `replies` (the case's scripted messages) wins over `user`; with neither, a
     conversation with the person ends after its first reply (a headless run).
@@ -185,7 +185,7 @@ def prepare_case_run(
         trace_cost=trace_cost,
         cost_limit=cost_limit,
     )
-    return prepare_run(workflow, options).runner
+    return prepare_run(workflow, options)
 
 
 class ScoringProviders:
@@ -207,12 +207,12 @@ class ScoringProviders:
                 await provider.aclose()
 
 
-def scoring_providers(runner: Runner, seed: int | None) -> ScoringProviders:
+def scoring_providers(prepared: PreparedRun, seed: int | None) -> ScoringProviders:
     """The providers a judge of this run uses: recorded into the run's cassette, served
     from it on replay (no model made), else new ones from the registry."""
     from awf_nb.providers.cassette import Recorder, Replayer, cassette_of
 
-    cassette = cassette_of(runner.config.providers)
+    cassette = cassette_of(prepared.runner.config.providers)
     if isinstance(cassette, Replayer):
         return ScoringProviders(cassette.providers())
     fresh = _SeededFactory(seed)
@@ -240,13 +240,13 @@ def cassette_providers(
     return ScoringProviders(recorder.providers(_SeededFactory(seed)))
 
 
-def unused_recording(runner: Runner) -> str:
+def unused_recording(prepared: PreparedRun) -> str:
     """What of a replayed run's cassette the replay (judges included) did not use, in
     words ("" when it used every turn and message, or was not replayed): a replay that
     went another way than the recording, which an eval counts as a mismatch."""
     from awf_nb.providers.cassette import Replayer, cassette_of
 
-    cassette = cassette_of(runner.config.providers)
+    cassette = cassette_of(prepared.runner.config.providers)
     if not isinstance(cassette, Replayer):
         return ""
     unused = cassette.unused

@@ -221,7 +221,7 @@ def _execute(
 ) -> int:
     from awf_nb.evals.compare import compare_results
     from awf_nb.evals.gates import check_result_gates, parse_gates
-    from awf_nb.frontends.eval_terminal import TerminalEvalProgress, run_eval_in_terminal
+    from awf_nb.frontends.terminal.eval_progress import TerminalEvalProgress, run_eval_in_terminal
 
     all_gates = [*parse_gates(run.spec.file.gate, "gate"), *(gates or [])]
     progress = _Silent() if json_only else TerminalEvalProgress()
@@ -407,8 +407,8 @@ def cmd_eval_show(args: argparse.Namespace) -> int:
     """Show a past eval: its summary and rows (failed first), one case's runs with their
     conversations (--case), or which cases flipped against another eval (--vs)."""
     from awf_nb.evals.api import open_eval
-    from awf_nb.frontends.eval_terminal import console as make_console
-    from awf_nb.frontends.eval_terminal import print_rows, print_summary
+    from awf_nb.frontends.terminal.eval_progress import console as make_console
+    from awf_nb.frontends.terminal.eval_progress import print_rows, print_summary
     from awf_nb.store import Store
 
     store = Store(args.storage)
@@ -446,7 +446,7 @@ def _show_case(rows: list[Any], store: Any, console: Any) -> None:
     from rich.text import Text
 
     from awf_nb.evals.scorers import conversation_messages
-    from awf_nb.frontends.eval_terminal import failure_line
+    from awf_nb.frontends.terminal.eval_progress import failure_line
     from awf_nb.safe_text import terminal_safe
 
     for row in sorted(rows, key=lambda r: r.epoch):

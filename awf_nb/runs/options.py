@@ -1,13 +1,13 @@
 """How to run a workflow: `RunOptions` (everything but the workflow), `Resume` (which run to
-continue), and the seam through which a frontend takes part (`Frontend`).
+continue).
 
 `RunOptions` is one frozen object, checked when it is made, given to the one set-up
 function (`awf_nb.runs.prepare_run`) by every entry point: `awf run` / `awf resume`, the
 `%%awf` magic, `awf_nb.run` / `arun`, and evaluations (which make one per case).
 
-A frontend (`awf_nb.frontends.connect`) is chosen by the entry point and handed in as a
-`Frontend`: the set-up asks it once for its reader and sink (`open`), before the run is
-made, so nothing is connected to a run afterwards. This package imports no frontend.
+A frontend (`awf_nb.frontends`) is chosen by the entry point and handed in as a `Frontend`
+(`session.py`): the set-up opens it once, before the run is made, and the session it gives
+runs the run, so nothing is connected to a run afterwards. This package imports no frontend.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from awf_nb.errors import UserError
 
@@ -27,16 +27,14 @@ if TYPE_CHECKING:
     from awf_nb.engine.limits import CostLimit
     from awf_nb.engine.partner import SimulatedUser
     from awf_nb.engine.ports import EventSink, InputReader, ProviderFactory
+    from awf_nb.runs.session import Frontend
     from awf_nb.store import Store
     from awf_nb.traces import TraceCost
-    from awf_nb.workflow.model import Limits, Workflow
+    from awf_nb.workflow.model import Limits
 
 PathLike = str | os.PathLike[str]
 
 __all__ = [
-    "Frontend",
-    "FrontendIO",
-    "FrontendRequest",
     "Resume",
     "RunKeywords",
     "RunOptions",
@@ -67,8 +65,9 @@ class RunOptions:
       terminal); `yes` — tool calls listed in `tools.confirm` run without asking.
 
     How it is shown: `frontend` — a frontend chosen by the entry point
-      (`awf_nb.frontends.connect`); `sink` — an `EventSink` of your own, which replaces the
-      frontend's (the frontend may still ask). Neither: nothing is shown.
+      (`awf_nb.frontends.auto.pick_frontend`), opened once; its session runs the run;
+      `sink` — an `EventSink` of your own, which replaces the frontend's (the frontend
+      may still ask). Neither: nothing is shown.
 
     Cassettes (at most one of the three): `record=PATH` writes every provider turn and
       person message (secrets masked); `replay=PATH` answers them from one, calling no
@@ -243,38 +242,3 @@ def resumed_options(options: RunOptions, kept: Mapping[str, Any]) -> RunOptions:
         except TypeError as exc:  # a state file from another version, or edited
             raise UserError(f"the run's stored simulated user cannot be read: {exc}") from None
     return dataclasses.replace(options, **changes) if changes else options
-
-
-# --- the frontend seam -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FrontendRequest:
-    """What a frontend is told when a run is made."""
-
-    workflow: Workflow
-    store: Store | None
-    asks: bool  # the person may be asked: no replies or reader of the caller's answer
-    replayed: bool  # a cassette's recorded messages answer first
-    # A person may answer at all (`interactive`; False: a headless notebook run, nbclient):
-    # breakpoints are answered only then, so an unattended run never waits at one.
-    interactive: bool = True
-
-
-@dataclass(frozen=True)
-class FrontendIO:
-    """What a frontend gives a run: where the person's messages come from (None: nobody
-    is asked), where events go, and what the entry point shows (the notebook panel, the
-    terminal sink)."""
-
-    reader: InputReader | None = None
-    sink: EventSink | None = None
-    view: Any = None
-    asks: bool = False  # the person is asked through this frontend
-    debugger: Debugger | None = None  # answers pauses at breakpoints (a person is there)
-
-
-class Frontend(Protocol):
-    """How a run is shown, and who is asked (implemented in awf_nb.frontends.connect)."""
-
-    def open(self, request: FrontendRequest) -> FrontendIO: ...

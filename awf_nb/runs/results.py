@@ -1,5 +1,5 @@
 """What a finished run produced: `RunResult` (`awf_nb.run` returns one; so does the set-up's
-`PreparedRun.execute`, and a notebook run handle when awaited).
+`PreparedRun.run`, and a notebook run handle when awaited).
 
 It lives below the frontends so that they, the Python API and evaluations can all hand
 one back.
@@ -15,9 +15,38 @@ from awf_nb.engine.exchange import ExchangeTurn, run_exchange
 from awf_nb.engine.state import RunState, StepState
 
 if TYPE_CHECKING:
+    from awf_nb.providers.cassette.replay import Unused
     from awf_nb.store import Store
 
-__all__ = ["RunResult", "status_json"]
+__all__ = ["ReplayReport", "RunResult", "status_json"]
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """What a replayed run did with its cassette (`RunResult.replay`).
+
+    `cassette`: the file replayed; `mismatches`: each turn the run asked that the recording
+    does not hold, in words (the run stopped at the first); `unused`: what of the cassette
+    the run did not use (`unused.turns`, `unused.inputs`, `unused.where`; false when it used
+    every turn and message). `matched` is True when the run was the recorded one.
+    """
+
+    cassette: str
+    mismatches: tuple[str, ...]
+    unused: Unused
+
+    @property
+    def matched(self) -> bool:
+        return not self.mismatches and not self.unused
+
+    def describe(self) -> str:
+        """One line: `replayed chat.cassette.jsonl: matched`, or what differed."""
+        if self.matched:
+            return f"replayed {self.cassette}: matched"
+        parts = [*self.mismatches]
+        if self.unused:
+            parts.append(f"unused: {self.unused.describe()}")
+        return f"replayed {self.cassette}: " + "; ".join(parts)
 
 
 @dataclass
@@ -27,6 +56,9 @@ class RunResult:
 
     state: RunState
     store: Store | None = field(default=None, repr=False)  # where its transcript is
+    # A replayed run's report (what its cassette replayed, what did not match); None
+    # when the run was not replayed.
+    replay: ReplayReport | None = field(default=None, repr=False)
 
     @property
     def run_id(self) -> str:

@@ -9,16 +9,17 @@ and gets back a `PreparedRun` whose whole configuration was built at once:
 3. its providers: the registry's or the caller's, recorded to or replayed from a
    cassette (`record`, `replay`, `record_missing`);
 4. who answers: replies given up front, the caller's reader, or the frontend's (the
-   `Frontend` the entry point chose is opened here, once); with a cassette, recorded
-   person messages are written or served through the same reader;
+   `Frontend` the entry point chose is opened here, once, with the run's `RunControl`,
+   and gives the `Session` that runs it); with a cassette, recorded person messages are
+   written or served through the same reader;
 5. the simulated user, the limits on top of the workflow's, tools and `mcp_proxy`;
-6. a frozen `RunConfig` and its `Runner`.
+6. a frozen `RunConfig` and its `Runner`, bound to the run's `RunControl`.
 
 Nothing is changed after that, and nothing process-wide is touched (no signal handler,
 no global frontend, no logging set-up): what a run needs is in its own objects, so runs
 prepared side by side on one event loop do not meet. `prepare_run` is synchronous (it
-reads files) and safe to call from a running loop; `await PreparedRun.execute()` runs it
-there.
+reads files) and safe to call from a running loop; `await PreparedRun.run()` runs it
+there (`PreparedRun.run_sync()` on a loop of its own: `awf run`).
 """
 
 from __future__ import annotations
@@ -44,15 +45,14 @@ from awf_nb.engine.run import Runner
 from awf_nb.errors import DefinitionError, UserError
 from awf_nb.runs.checks import provider_problems
 from awf_nb.runs.options import (
-    FrontendIO,
-    FrontendRequest,
     PathLike,
     Resume,
     RunOptions,
     kept_options,
     resumed_options,
 )
-from awf_nb.runs.results import RunResult
+from awf_nb.runs.results import ReplayReport, RunResult
+from awf_nb.runs.session import FrontendRequest, RunControl, Session
 from awf_nb.secrets import MASK, Masker
 from awf_nb.store import Store
 from awf_nb.traces import Tracer
@@ -74,15 +74,20 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PreparedRun:
-    """A run ready to go: `await prepared.execute()` runs it and returns its `RunResult`.
+    """A run ready to go: `await prepared.run()` runs it in its frontend's session and
+    returns its `RunResult`; `prepared.run_sync()` where the session owns the event loop
+    (the terminal: a new loop, SIGINT and SIGTERM).
 
-    `runner` is the engine's `Runner` (its `run_id`, live `state`, `interrupt()` and
-    `cancel()`); `frontend` what its frontend gave it (`view`: the notebook panel or the
-    terminal sink to show; `asks`: whether the person is asked through it).
+    `runner` is the engine's run (its `run_id`, live `state`); `control` its Stop and
+    Cancel (`RunControl`), which the frontend was given when it opened; `session` what the
+    frontend opened for it (the headless `Session` when no frontend was chosen).
     """
 
     runner: Runner
-    frontend: FrontendIO
+    session: Session
+    control: RunControl
+    # The cassette the run replays (a `Replayer`), for its report; None when not replayed.
+    replayer: Any = None
 
     @property
     def run_id(self) -> str:
@@ -96,16 +101,39 @@ class PreparedRun:
     def state(self) -> RunState:
         return self.runner.state
 
-    async def execute(self) -> RunResult:
-        """Run to the end on the running event loop (a cancellation is recorded in the
-        run's state, then re-raised)."""
-        try:
-            state = await self.runner.execute()
-        finally:
-            sink = self.runner.config.sink
-            if isinstance(sink, Tracer):  # the last spans sent (bounded), off the loop
-                await asyncio.to_thread(sink.wait, None)
-        return RunResult(state, self.runner.config.store)  # type: ignore[arg-type]
+    async def run(self) -> RunResult:
+        """Run to the end on the running event loop, shown by its session (a cancellation
+        is recorded in the run's state, then re-raised)."""
+        return await self.session.run(self._execute)
+
+    def run_sync(self) -> RunResult:
+        """Run to the end on a new event loop owned by the session (no loop may be
+        running in this thread)."""
+        return self.session.run_sync(self._execute)
+
+    def result(self) -> RunResult:
+        """The run's result as it stands (a run still going, or cancelled before its end)."""
+        return RunResult(self.state, self.runner.config.store, self.replay_report())  # type: ignore[arg-type]
+
+    async def traces_sent(self) -> None:
+        """Wait, off the loop, until the run's last spans are sent to the live trace
+        endpoint (bounded by the exporter's own timeouts); at once without one. For a
+        caller whose process may end right after the run (`awf_nb.run`)."""
+        sink = self.runner.config.sink
+        if isinstance(sink, Tracer):
+            await asyncio.to_thread(sink.wait, None)
+
+    async def _execute(self) -> RunResult:
+        state = await self.runner.execute()
+        return RunResult(state, self.runner.config.store, self.replay_report())  # type: ignore[arg-type]
+
+    def replay_report(self) -> ReplayReport | None:
+        """What the run's cassette replayed and what did not match (None: not replayed)."""
+        replayer = self.replayer
+        if replayer is None:
+            return None
+        path = str(replayer.cassette.path)
+        return ReplayReport(path, tuple(replayer.mismatches), replayer.unused)
 
 
 def prepare_run(
@@ -160,12 +188,13 @@ def prepare_run(
     )
     if replays:
         choice = None
-    io, reader = _answers(options, wf, store, replayed=replays)
+    control = RunControl()
+    session, reader = _answers(options, wf, store, control, replayed=replays)
     if cassette is not None:
         reader = cassette.reader(reader)  # the person's messages are recorded / replayed too
     config = RunConfig(
         providers=providers,
-        sink=_traced(_first(options.sink, io.sink), options, env, store),
+        sink=_traced(_first(options.sink, session.sink), options, env, store),
         reader=reader,
         store=store,
         env=env,
@@ -181,20 +210,21 @@ def prepare_run(
         cost_limit=options.cost_limit,
         # A replay that leaves part of its cassette unused says so when the run ends.
         end_warnings=(cassette.end_warnings,) if replays else (),
-        **_breakpoints(options, io, wf, paused=state is not None and bool(state.paused)),
+        **_breakpoints(options, session, wf, paused=state is not None and bool(state.paused)),
     )
     runner = Runner(wf, values, config, state=state, start_step=start_step, warnings=warnings)
+    control.bind(runner)
     if isinstance(config.sink, Tracer) and options.trace_cost is not None:
         config.sink.follow(lambda: runner.state)  # the run's cost, priced when it ends
     if state is None:
         runner.state.defaulted_inputs = [name for name in values if name not in options.inputs]
         kept = kept_options(runner.limits.limits, options.user)
         runner.state.run_options = masker.mask_data(kept)
-    return PreparedRun(runner, io)
+    return PreparedRun(runner, session, control, cassette if replays else None)
 
 
 def _breakpoints(
-    options: RunOptions, io: FrontendIO, workflow: Workflow, *, paused: bool
+    options: RunOptions, session: Session, workflow: Workflow, *, paused: bool
 ) -> dict[str, Any]:
     """The run's breakpoints and who answers its pauses: `on_pause`, else the frontend's
     debugger (a person at the terminal, the notebook panel). Breakpoints asked for with
@@ -202,7 +232,7 @@ def _breakpoints(
     when someone can answer (or `breakpoints=True`), so the file still runs in CI."""
     from awf_nb.engine.breakpoints import Breakpoints, CallbackDebugger, Debugger
 
-    debugger: Debugger | None = io.debugger
+    debugger: Debugger | None = session.debugger
     if options.on_pause is not None:
         given = options.on_pause
         debugger = given if isinstance(given, Debugger) else CallbackDebugger(given)
@@ -257,20 +287,26 @@ def load(source: Workflow | PathLike, *, cwd: Path | None = None) -> Workflow:
 
 
 def _answers(
-    options: RunOptions, workflow: Workflow, store: Store | None, *, replayed: bool
-) -> tuple[FrontendIO, InputReader | None]:
-    """The frontend's reader and sink, and the reader the run gets: the replies given up
-    front, else the caller's reader, else the frontend's (when it may ask the person)."""
+    options: RunOptions,
+    workflow: Workflow,
+    store: Store | None,
+    control: RunControl,
+    *,
+    replayed: bool,
+) -> tuple[Session, InputReader | None]:
+    """The frontend's session (opened here, once, with the run's control; the headless
+    `Session` without a frontend), and the reader the run gets: the replies given up
+    front, else the caller's reader, else the session's (when it may ask the person)."""
     from awf_nb.runs.replies import ScriptedReader
 
     scripted = ScriptedReader(options.replies) if options.replies is not None else None
     own = _first(scripted, options.reader)
-    io = FrontendIO()
+    session = Session()
     if options.frontend is not None:
         asks = options.interactive and own is None
         request = FrontendRequest(workflow, store, asks, replayed, options.interactive)
-        io = options.frontend.open(request)
-    return io, _first(own, io.reader)
+        session = options.frontend.open(request, control)
+    return session, _first(own, session.reader)
 
 
 def _first(*given: Any) -> Any:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from awf_nb.engine import events as ev
 from awf_nb.frontends.terminal import TerminalSink
-from awf_nb.frontends.terminal_text import terminal_safe
+from awf_nb.frontends.terminal.text import terminal_safe
 from tests.support.cli import only_run_id, run_awf
 
 ATTACKS = {

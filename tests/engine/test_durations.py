@@ -18,7 +18,7 @@ from awf_nb.engine.state import RunState
 from awf_nb.engine.summary import RunSummary, format_duration
 from awf_nb.frontends.notebook.summary import summary_html
 from awf_nb.frontends.terminal import TerminalSink
-from awf_nb.frontends.terminal_text import describe_state
+from awf_nb.frontends.terminal.text import describe_state
 from awf_nb.runs import Resume, prepare_run
 from awf_nb.workflow.loader import load_text
 from tests.support.events import Collect
@@ -251,7 +251,7 @@ async def test_the_workflow_duration_template_renders_a_go_duration(run_yaml: An
 def test_the_terminal_eval_progress_counts_time_in_the_one_format() -> None:
     from rich.progress import Progress
 
-    from awf_nb.frontends.eval_terminal import ElapsedColumn, RemainingColumn
+    from awf_nb.frontends.terminal.eval_progress import ElapsedColumn, RemainingColumn
 
     now = [100.0]
     progress = Progress(get_time=lambda: now[0])

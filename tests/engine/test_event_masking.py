@@ -85,7 +85,7 @@ def test_the_retry_warning_is_masked_on_the_terminal(busy_gateway, tmp_path: Pat
 async def test_the_retry_warning_is_masked_in_the_saved_notebook_output(
     busy_gateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from awf_nb.frontends.connect import FrontendChoice
+    from awf_nb.frontends.notebook.frontend import NotebookFrontend, NotebookSession
     from awf_nb.frontends.notebook.panel_static import static_html
     from awf_nb.runs import prepare_run
 
@@ -94,11 +94,12 @@ async def test_the_retry_warning_is_masked_in_the_saved_notebook_output(
         workflow_file(tmp_path, busy_gateway),
         storage=False,
         cwd=tmp_path,
-        frontend=FrontendChoice("notebook"),
+        frontend=NotebookFrontend(display=False),
     )
-    result = await prepared.execute()
+    result = await prepared.run()
     assert result.status == "failed"
-    panel = prepared.frontend.view
+    assert isinstance(prepared.session, NotebookSession) and prepared.session.panel is not None
+    panel = prepared.session.panel
     saved = static_html(panel.widget)  # what the saved notebook keeps next to the widget
     assert "retrying" in saved and "/***/v1/chat/completions" in saved
     assert SECRET not in saved

@@ -13,7 +13,7 @@ import pytest
 
 from awf_nb.engine.events import PERSON, AgentText, TurnFinished
 from awf_nb.engine.ports import Message
-from awf_nb.frontends.terminal_text import describe_state
+from awf_nb.frontends.terminal.text import describe_state
 from awf_nb.runs import Resume, prepare_run
 from awf_nb.runs.replies import ScriptedReader
 from awf_nb.workflow.loader import load_text

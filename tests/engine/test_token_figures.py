@@ -13,7 +13,7 @@ from awf_nb.engine import events as ev
 from awf_nb.engine.state import RunState
 from awf_nb.frontends.notebook.summary import summary_html
 from awf_nb.frontends.terminal import TerminalSink
-from awf_nb.frontends.terminal_text import describe_state
+from awf_nb.frontends.terminal.text import describe_state
 from tests.support.events import Collect
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply
 

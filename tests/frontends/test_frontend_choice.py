@@ -1,5 +1,6 @@
-"""One place picks how a run is shown (`frontends.connect`), and one Ctrl-C policy
-(`terminal.CtrlC`): `awf run`, `%awf` and `awf_nb.run()` all go through them."""
+"""One place picks how a run is shown (`frontends.auto`), and one Ctrl-C policy
+(`terminal.CtrlC`): `awf run`, `%awf` and `awf_nb.run()` all go through them; a frontend
+opens a session that runs the prepared run, acting on it through its `RunControl`."""
 
 from __future__ import annotations
 
@@ -14,9 +15,13 @@ from typing import Any
 import pytest
 
 from awf_nb.engine.config import NullSink
-from awf_nb.frontends.connect import Frontend, FrontendChoice, in_kernel, pick_frontend
+from awf_nb.frontends.auto import in_kernel, pick_frontend
+from awf_nb.frontends.base import AskPolicy
+from awf_nb.frontends.headless import HeadlessFrontend
+from awf_nb.frontends.notebook.frontend import NotebookFrontend, NotebookSession
 from awf_nb.frontends.terminal import CtrlC, TerminalSink
-from awf_nb.runs import FrontendRequest, PreparedRun, prepare_run
+from awf_nb.frontends.terminal.frontend import TerminalFrontend, TerminalSession
+from awf_nb.runs import Frontend, FrontendRequest, PreparedRun, RunControl, prepare_run
 from awf_nb.runs.replies import ScriptedReader
 from awf_nb.workflow.loader import load_text
 
@@ -42,32 +47,32 @@ class _Tty(io.StringIO):
 
 def test_in_a_kernel_the_notebook_shows_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stderr", io.StringIO())
-    assert pick_frontend("auto", shell=A_KERNEL) == "notebook"
-    assert pick_frontend(True, shell=A_KERNEL) == "notebook"
-    assert pick_frontend(False, shell=A_KERNEL) == "headless"
+    assert isinstance(pick_frontend("auto", shell=A_KERNEL), NotebookFrontend)
+    assert isinstance(pick_frontend(True, shell=A_KERNEL), NotebookFrontend)
+    assert isinstance(pick_frontend(False, shell=A_KERNEL), HeadlessFrontend)
 
 
 def test_a_terminal_shows_the_run_when_someone_watches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stderr", _Tty())
-    assert pick_frontend("auto", shell=A_TERMINAL_IPYTHON) == "terminal"
-    assert pick_frontend(False, shell=A_TERMINAL_IPYTHON) == "headless"
+    assert isinstance(pick_frontend("auto", shell=A_TERMINAL_IPYTHON), TerminalFrontend)
+    assert isinstance(pick_frontend(False, shell=A_TERMINAL_IPYTHON), HeadlessFrontend)
 
 
 def test_output_nobody_watches_is_headless_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stderr", io.StringIO())
-    assert pick_frontend("auto", shell=A_TERMINAL_IPYTHON) == "headless"
-    assert pick_frontend(True, shell=A_TERMINAL_IPYTHON) == "terminal"
+    assert isinstance(pick_frontend("auto", shell=A_TERMINAL_IPYTHON), HeadlessFrontend)
+    assert isinstance(pick_frontend(True, shell=A_TERMINAL_IPYTHON), TerminalFrontend)
 
 
 def test_asking_whether_this_is_a_kernel_does_not_import_ipython() -> None:
     code = (
-        "import sys; from awf_nb.frontends.connect import in_kernel, pick_frontend\n"
+        "import sys; from awf_nb.frontends.auto import in_kernel, pick_frontend\n"
         "print(in_kernel(), pick_frontend(), 'IPython' in sys.modules)"
     )
     shown = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
-    assert shown.stdout.split() == ["False", "headless", "False"]
+    assert shown.stdout.split() == ["False", "HeadlessFrontend()", "False"]
     assert in_kernel(A_KERNEL) and not in_kernel(A_TERMINAL_IPYTHON)
 
 
@@ -76,18 +81,16 @@ def test_asking_whether_this_is_a_kernel_does_not_import_ipython() -> None:
 
 def _prepared(tmp_path: Path, frontend: Frontend, **options: Any) -> PreparedRun:
     workflow = load_text(WORKFLOW, base_dir=tmp_path)
-    return prepare_run(
-        workflow, storage=False, cwd=tmp_path, frontend=FrontendChoice(frontend), **options
-    )
+    return prepare_run(workflow, storage=False, cwd=tmp_path, frontend=frontend, **options)
 
 
 def test_headless_shows_nothing_and_answers_only_from_given_replies(tmp_path: Path) -> None:
-    prepared = _prepared(tmp_path, "headless")
-    assert prepared.frontend.view is None
+    prepared = _prepared(tmp_path, HeadlessFrontend())
+    assert prepared.session.sink is None and prepared.session.reader is None
     config = prepared.runner.config
     assert config.reader is None and isinstance(config.sink, NullSink)
 
-    prepared = _prepared(tmp_path, "headless", replies=["yes"])
+    prepared = _prepared(tmp_path, HeadlessFrontend(), replies=["yes"])
     assert isinstance(prepared.runner.config.reader, ScriptedReader)
 
 
@@ -100,14 +103,15 @@ def test_a_terminal_run_streams_to_a_terminal_sink_and_asks_only_if_interactive(
         storage=False,
         cwd=tmp_path,
         interactive=False,
-        frontend=FrontendChoice("terminal", output="buffered"),
+        frontend=TerminalFrontend("buffered"),
     )
-    sink = prepared.frontend.view
+    assert isinstance(prepared.session, TerminalSession)
+    sink = prepared.session.sink
     assert isinstance(sink, TerminalSink) and prepared.runner.config.sink is sink
     assert sink.mode == "buffered"
     assert prepared.runner.config.reader is None
 
-    prepared = _prepared(tmp_path, "terminal", replies=["a", ""])
+    prepared = _prepared(tmp_path, TerminalFrontend(), replies=["a", ""])
     assert isinstance(prepared.runner.config.reader, ScriptedReader)
 
 
@@ -115,13 +119,15 @@ def test_a_notebook_run_gets_a_panel_with_a_text_box_only_when_it_asks(tmp_path:
     from awf_nb.frontends.notebook.panel import RunPanel
     from awf_nb.frontends.notebook.reader import WidgetReader
 
-    prepared = _prepared(tmp_path, "notebook")
-    panel = prepared.frontend.view
+    prepared = _prepared(tmp_path, NotebookFrontend())
+    assert isinstance(prepared.session, NotebookSession)
+    panel = prepared.session.panel
     assert isinstance(panel, RunPanel) and prepared.runner.config.sink is panel
     assert panel.interactive and isinstance(prepared.runner.config.reader, WidgetReader)
 
-    prepared = _prepared(tmp_path, "notebook", replies=["ok"])
-    panel = prepared.frontend.view
+    prepared = _prepared(tmp_path, NotebookFrontend(), replies=["ok"])
+    assert isinstance(prepared.session, NotebookSession)
+    panel = prepared.session.panel
     assert isinstance(panel, RunPanel) and not panel.interactive
     assert isinstance(prepared.runner.config.reader, ScriptedReader)
 
@@ -130,12 +136,13 @@ def test_a_frontend_may_ask_only_when_the_workflow_needs_it(tmp_path: Path) -> N
     """The magic's rule: no text box for a workflow without a conversation, nor for a
     replayed one (`asks_if`, `asks_when_replayed`)."""
     workflow = load_text(WORKFLOW, base_dir=tmp_path)
-    choice = FrontendChoice("notebook", asks_if=lambda wf: False)
-    prepared = prepare_run(workflow, storage=False, cwd=tmp_path, frontend=choice)
-    assert not prepared.frontend.asks and prepared.runner.config.reader is None
+    frontend = NotebookFrontend(AskPolicy(asks_if=lambda wf: False))
+    prepared = prepare_run(workflow, storage=False, cwd=tmp_path, frontend=frontend)
+    assert not prepared.session.asks and prepared.runner.config.reader is None
     request = FrontendRequest(workflow, None, asks=True, replayed=True)
-    assert not FrontendChoice("notebook", asks_when_replayed=False).open(request).asks
-    assert FrontendChoice("notebook").open(request).asks
+    not_on_replay = NotebookFrontend(AskPolicy(asks_when_replayed=False))
+    assert not not_on_replay.open(request, RunControl()).asks
+    assert NotebookFrontend().open(request, RunControl()).asks
 
 
 def test_only_a_run_someone_may_answer_pauses_at_breakpoints(tmp_path: Path) -> None:
@@ -144,14 +151,14 @@ def test_only_a_run_someone_may_answer_pauses_at_breakpoints(tmp_path: Path) -> 
     from awf_nb.errors import UserError
     from awf_nb.frontends.notebook.panel_pause import PanelDebugger
 
-    prepared = _prepared(tmp_path, "notebook")
+    prepared = _prepared(tmp_path, NotebookFrontend())
     assert isinstance(prepared.runner.config.debugger, PanelDebugger)
     assert prepared.runner.pauses.breakpoints.from_file
-    prepared = _prepared(tmp_path, "notebook", interactive=False)
+    prepared = _prepared(tmp_path, NotebookFrontend(), interactive=False)
     assert prepared.runner.config.debugger is None
     assert not prepared.runner.pauses.may_pause()
     with pytest.raises(UserError, match="breakpoints need someone to answer the pause"):
-        _prepared(tmp_path, "notebook", interactive=False, break_before=["*"])
+        _prepared(tmp_path, NotebookFrontend(), interactive=False, break_before=["*"])
 
 
 # --- awf_nb.run(show=…) ---------------------------------------------------------------------

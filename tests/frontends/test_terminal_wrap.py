@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from awf_nb.frontends.terminal_wrap import WordWrap, display_width
+from awf_nb.frontends.terminal.wrap import WordWrap, display_width
 
 
 def wrapped(pieces: list[str], width: int, column: int = 0) -> str:

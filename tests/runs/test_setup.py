@@ -165,7 +165,7 @@ async def test_runs_side_by_side_on_one_loop_keep_their_own_everything(tmp_path:
             replies=[f"person {number}", ""] if number % 3 == 2 else ["x", "y", "z", ""],
         )  # fmt: skip
         runs.append((number, sink, prepare_run(CHAT, options)))
-    results = await asyncio.gather(*(prepared.execute() for _, _, prepared in runs))
+    results = await asyncio.gather(*(prepared.run() for _, _, prepared in runs))
 
     assert len({r.run_id for r in results}) == 12
     for (number, sink, prepared), result in zip(runs, results, strict=True):
@@ -192,7 +192,7 @@ async def test_record_missing_records_a_missing_cassette_then_replays_it(tmp_pat
     first = prepare_run(
         CHAT, storage=False, cwd=tmp_path, record_missing=cassette, replies=["hi there", ""]
     )
-    recorded = await first.execute()
+    recorded = await first.run()
     assert recorded.ok and cassette.exists()
     lines = [json.loads(line) for line in cassette.read_text().splitlines()]
     assert [line["text"] for line in lines if line["type"] == "input"] == ["hi there", ""]
@@ -201,7 +201,7 @@ async def test_record_missing_records_a_missing_cassette_then_replays_it(tmp_pat
     again = prepare_run(
         CHAT, storage=False, cwd=tmp_path, record_missing=cassette, providers=no_provider, sink=sink
     )
-    replayed = await again.execute()
+    replayed = await again.run()
     assert replayed.ok, replayed.error
     assert replayed.steps["talk"].output == recorded.steps["talk"].output
     assert [e.text for e in sink.of(ev.UserMessage)] == ["Hello", "hi there"]
@@ -209,9 +209,9 @@ async def test_record_missing_records_a_missing_cassette_then_replays_it(tmp_pat
 
 async def test_a_resume_is_prepared_like_a_new_run(tmp_path: Path) -> None:
     store = Store(tmp_path / "storage")
-    first = await prepare_run(CHAT, storage=store, cwd=tmp_path, replies=["a", ""]).execute()
+    first = await prepare_run(CHAT, storage=store, cwd=tmp_path, replies=["a", ""]).run()
     again = prepare_run(Resume(first.run_id, from_step="talk"), storage=store, replies=["b", ""])
-    result = await again.execute()
+    result = await again.run()
     assert result.run_id == first.run_id and result.ok
     with pytest.raises(UserError, match="already completed; use --from STEP"):
         prepare_run(Resume(first.run_id), storage=store)

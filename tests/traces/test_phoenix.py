@@ -53,7 +53,7 @@ async def _run(tmp_path: Path, **options) -> str:
         env={},
         **options,
     )
-    result = await prepared.execute()
+    result = await prepared.run()
     assert result.status == "completed"
     return prepared.run_id
 
@@ -259,7 +259,7 @@ async def test_a_cost_the_provider_reports_is_on_its_chat_spans(
         env={},
         otlp=phoenix.url,
     )
-    assert (await prepared.execute()).status == "completed"
+    assert (await prepared.run()).status == "completed"
     spans = _trace(tmp_path, prepared.run_id)
     got = _received(phoenix, spans[0].trace_id, len(spans))
     chats = [s["attributes"] for s in got if s["name"] == "chat"]

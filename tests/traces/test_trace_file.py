@@ -31,7 +31,7 @@ async def _run(tmp_path: Path, **options) -> Path:
     prepared = prepare_run(
         tmp_path / "wf.yaml", storage=tmp_path / "store", cwd=tmp_path, **options
     )
-    await prepared.execute()
+    await prepared.run()
     return tmp_path / "store" / "runs" / prepared.run_id / TRACE_FILE
 
 

@@ -169,7 +169,7 @@ class AwfAgent:
             return PromptResponse(stop_reason="end_turn")
         session.turn = Turn()
         session.finished = None
-        session.runner = prepared.runner
+        session.control = prepared.control
         session.run_task = asyncio.ensure_future(self._execute(session, prepared))
         return await self._wait(session)
 
@@ -216,13 +216,14 @@ class AwfAgent:
 
     async def _execute(self, session: AcpSession, prepared: Any) -> None:
         try:
-            await prepared.execute()
+            await prepared.run()
         except asyncio.CancelledError:
             pass
         except Exception as exc:  # the session survives a run that breaks
             log.debug("run failed", exc_info=True)
             await session.say(f"error: {exc}")
         finally:
+            await prepared.traces_sent()
             await session.flush()
             if session.turn is not None:
                 session.turn.end("finished")
@@ -233,7 +234,7 @@ class AwfAgent:
         await session.flush()
         finished = session.finished
         if finished is None and session.run_task is not None and session.run_task.done():
-            state = session.runner.state
+            state = session.control.state
             finished = _Ended(state.run_id, state.status, state.error or "")
         usage = Usage(
             total_tokens=session.tokens_out, input_tokens=0, output_tokens=session.tokens_out
@@ -252,10 +253,10 @@ class AwfAgent:
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self._sessions.get(session_id)
-        if session is None or session.runner is None:
+        if session is None or session.control is None:
             return
         if session.run_task is not None and not session.run_task.done():
-            session.runner.cancel()  # Ctrl-C: the run is saved as cancelled, resumable
+            session.control.cancel()  # Ctrl-C: the run is saved as cancelled, resumable
 
     async def close_session(self, session_id: str, **kwargs: Any) -> None:
         session = self._sessions.pop(session_id, None)

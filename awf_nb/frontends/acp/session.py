@@ -71,7 +71,7 @@ class AcpSession:
         self.turn: Turn | None = None
         self.parked = False
         self.run_task: asyncio.Task[Any] | None = None
-        self.runner: Any = None
+        self.control: Any = None  # the run's RunControl (Stop, Cancel, its state)
         self.run_id = ""
         self.finished: ev.RunFinished | None = None
         self._allowed: set[str] = set()
@@ -189,8 +189,8 @@ class AcpSession:
 
     async def close(self) -> None:
         if self.run_task is not None and not self.run_task.done():
-            if self.runner is not None:
-                self.runner.cancel()
+            if self.control is not None:
+                self.control.cancel()
             self.run_task.cancel()
         self._pump.cancel()
 

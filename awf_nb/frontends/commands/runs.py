@@ -21,6 +21,7 @@ from awf_nb.frontends.commands.table import command
 from awf_nb.frontends.commands.workflows import one_line
 
 if TYPE_CHECKING:
+    from awf_nb.frontends.terminal import OutputMode
     from awf_nb.runs.options import RunOptions
     from awf_nb.runs.setup import PreparedRun
 
@@ -33,25 +34,24 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
 
 def _in_terminal(args: argparse.Namespace, **fields: Any) -> RunOptions:
     """The `RunOptions` of `awf run` / `awf resume`: the flags, shown in this terminal."""
-    from awf_nb.frontends.connect import FrontendChoice
+    from awf_nb.frontends.terminal.frontend import TerminalFrontend
     from awf_nb.runs.options import RunOptions
 
     replies = None
     if args.reply is not None:  # argv bytes that are not UTF-8 are shown as U+FFFD
         replies = [utf8(reply) for reply in args.reply]
-    output = args.output or ("silent" if args.json else "streaming")
+    output: OutputMode = args.output or ("silent" if args.json else "streaming")
     return RunOptions(
         replies=replies,
-        frontend=FrontendChoice("terminal", output=output),
+        frontend=TerminalFrontend(output),
         **run_flags(args),
         **fields,
     )
 
 
 def _run_here(prepared: PreparedRun, args: argparse.Namespace) -> int:
-    from awf_nb.frontends.terminal import run_in_terminal
-
-    return _run_outcome(run_in_terminal(prepared.runner, prepared.frontend.view), args)
+    """Run in this terminal: its session owns the event loop, Ctrl-C and SIGTERM."""
+    return _run_outcome(prepared.run_sync().state, args)
 
 
 def _ask_on_tty(spec: Any) -> str | None:
@@ -196,7 +196,7 @@ def _configure_status(parser: argparse.ArgumentParser) -> None:
 
 @command("status", "show a run: status, steps, outputs, conversations", _configure_status)
 def cmd_status(args: argparse.Namespace) -> int:
-    from awf_nb.frontends.terminal_text import describe_state
+    from awf_nb.frontends.terminal.text import describe_state
     from awf_nb.store import Store
 
     store = Store(args.storage)

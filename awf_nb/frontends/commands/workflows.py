@@ -172,7 +172,7 @@ def _print_table(infos: list[WorkflowInfo], out: TextIO) -> None:
 
 
 def one_line(text: str, limit: int = 60) -> str:
-    from awf_nb.frontends.terminal_text import terminal_safe
+    from awf_nb.frontends.terminal.text import terminal_safe
 
     flat = " ".join(terminal_safe(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -14,12 +14,11 @@ from awf_nb.errors import AwfError
 from awf_nb.frontends.notebook.summary import esc
 
 if TYPE_CHECKING:
-    from awf_nb.engine.run import Runner
     from awf_nb.engine.state import RunState
     from awf_nb.engine.summary import RunSummary
     from awf_nb.frontends.notebook.panel import RunPanel
-    from awf_nb.frontends.notebook.reader import WidgetReader
     from awf_nb.runs.results import RunResult
+    from awf_nb.runs.setup import PreparedRun
 
 __all__ = ["DEFAULT_HANDLE", "AwfCellError", "RunHandle", "cell_error"]
 
@@ -62,75 +61,45 @@ class RunHandle:
     `result` attribute holds the RunResult); `h.state` is the live `RunState` at any time.
     """
 
-    def __init__(
-        self,
-        runner: Runner,
-        *,
-        panel: RunPanel | None = None,
-        reader: WidgetReader | None = None,
-        name: str = "",
-    ) -> None:
-        """`reader`: the panel's text box, when the person is asked through it (the run
-        may read it through a cassette's recorder)."""
-        self.runner = runner
-        self.panel = panel
-        self.reader = reader
+    def __init__(self, prepared: PreparedRun, *, name: str = "") -> None:
+        """`prepared`: the run, opened in its frontend's session (the notebook panel, or
+        the terminal of a terminal IPython, or nothing with --output silent)."""
+        from awf_nb.frontends.notebook.frontend import NotebookSession
+
+        self.prepared = prepared
+        self.session = prepared.session
+        self.panel: RunPanel | None = (
+            self.session.panel if isinstance(self.session, NotebookSession) else None
+        )
         self.name = name or DEFAULT_HANDLE
         self.task: asyncio.Task[RunResult] | None = None
-        self._error: BaseException | None = None
 
     @property
     def run_id(self) -> str:
-        return self.runner.run_id
+        return self.prepared.run_id
 
     @property
     def workflow(self) -> str:
-        return self.runner.workflow.name
+        return self.prepared.workflow.name
 
     @property
     def state(self) -> RunState:
-        return self.runner.state
+        return self.prepared.state
 
     @property
     def status(self) -> str:
-        return self.runner.state.status
+        return self.prepared.state.status
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Schedule the run on `loop` (default: the running loop, else IPython's)."""
+        """Schedule the run in its session on `loop` (default: the running loop, else
+        IPython's)."""
         if self.task is not None:
             return
         if loop is None:
             loop = _current_loop()
-        self.task = loop.create_task(self._drive(), name=f"awf run {self.run_id}")
+        self.task = loop.create_task(self.prepared.run(), name=f"awf run {self.run_id}")
         _RUNNING.add(self.task)
         self.task.add_done_callback(_forget)
-
-    async def _drive(self) -> RunResult:
-        from awf_nb.runs.results import RunResult
-
-        loop = asyncio.get_running_loop()
-        reader = self.reader
-        if reader is not None:
-            reader.bind(loop)
-        if self.panel is not None:
-            self.panel.attach(
-                reader=reader,
-                stop=self.runner.interrupt_turn,
-                cancel=self.runner.cancel,
-                loop=loop,
-            )
-        try:
-            return RunResult(await self.runner.execute(), self.runner.config.store)  # type: ignore[arg-type]
-        except AwfError as exc:  # the run could not start (e.g. its storage is unwritable)
-            self._show_failure(str(exc))
-            raise
-        except Exception as exc:
-            self._show_failure(f"internal error: {type(exc).__name__}: {exc}")
-            raise
-
-    def _show_failure(self, message: str) -> None:
-        if self.panel is not None:
-            self.panel.abort(message)
 
     def done(self) -> bool:
         return self.task is not None and self.task.done()
@@ -139,14 +108,14 @@ class RunHandle:
         """Cancel the run (its state is kept: `%awf resume RUN_ID` continues it)."""
         if self.task is None or self.task.done():
             return False
-        # The run executes inside this task, so cancelling it is `Runner.cancel()` — and also
-        # works before the run has reached its first step.
+        # The run executes inside this task, so cancelling it is `RunControl.cancel()` — and
+        # also works before the run has reached its first step.
         self.task.cancel()
         return True
 
     def interrupt(self) -> str:
         """Like Ctrl-C in a terminal: interrupt the reply being streamed, else cancel the run."""
-        return self.runner.interrupt()
+        return self.prepared.control.interrupt()
 
     def result(self) -> RunResult:
         """The RunResult of a finished run; a clear error while it runs or when it failed."""
@@ -182,9 +151,7 @@ class RunHandle:
         return f"workflow {self.workflow} {what} (see the run above)"
 
     def _partial_result(self) -> RunResult:
-        from awf_nb.runs.results import RunResult
-
-        return RunResult(self.runner.state, self.runner.config.store)  # type: ignore[arg-type]
+        return self.prepared.result()
 
     async def wait(self) -> RunResult:
         """Wait for the end of the run (not cancelled if this wait is), then `result()`."""
@@ -201,7 +168,7 @@ class RunHandle:
     def summary(self) -> RunSummary:
         from awf_nb.engine.summary import RunSummary
 
-        return RunSummary.from_state(self.runner.state)
+        return RunSummary.from_state(self.prepared.state)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         if not self.done():
@@ -213,7 +180,7 @@ class RunHandle:
         return {"text/plain": summary_text(summary), "text/html": summary_html(summary)}
 
     def __repr__(self) -> str:
-        step = self.runner.state.current_step
+        step = self.prepared.state.current_step
         where = f" at step {step}" if step and not self.done() else ""
         return f"<awf run {self.workflow}: {self.status}{where} (run {self.run_id})>"
 

@@ -14,7 +14,7 @@ conversation whose first message is the cell body (chat_cell.py); `%awf COMMAND 
 The pieces: `parsers.py` (the command lines), `run_mode.py` (whether a cell waits for its
 run), `transformer.py` (rewriting a `%%awf` cell to `await` its run), `handle.py`
 (`RunHandle`, `AwfCellError`). The run is prepared like every other run
-(`awf_nb.runs.prepare_run`), with the frontend `frontends/connect.py` picks: the widget
+(`awf_nb.runs.prepare_run`), with the frontend `frontends/auto.py` picks: the widget
 panel in a kernel, the terminal in a terminal IPython.
 """
 
@@ -211,8 +211,7 @@ class AwfMagics(Magics):
         resume: tuple[str, str | None] | None = None,
     ) -> tuple[RunHandle, RunMode, CellOptions]:
         """Prepare the run (its frontend included), bind its handle in the user namespace."""
-        from awf_nb.frontends.connect import FrontendChoice, pick_frontend
-        from awf_nb.frontends.notebook.reader import WidgetReader
+        from awf_nb.frontends.auto import pick_frontend
         from awf_nb.runs.options import Resume, RunOptions
         from awf_nb.runs.setup import prepare_run
 
@@ -221,9 +220,9 @@ class AwfMagics(Magics):
         # the workflow has a conversation, and not on a replay: a replayed conversation takes
         # its messages from the cassette, and the cell waits for it like a headless run
         # instead of offering a text box (add --reply to go on).
-        kind = pick_frontend(options.output != "silent", shell=self.shell)
-        frontend = FrontendChoice(
-            kind,
+        frontend = pick_frontend(
+            options.output != "silent",
+            shell=self.shell,
             output=options.output or "streaming",  # type: ignore[arg-type]
             asks_if=workflow_needs_input,
             asks_when_replayed=False,
@@ -243,15 +242,12 @@ class AwfMagics(Magics):
             raise AwfCellError(
                 f"the run panel needs {exc.name}: pip install 'awf-nb[notebook]'"
             ) from None
-        shown = prepared.frontend
         mode = choose_run_mode(
-            needs_input=shown.asks or prepared.runner.pauses.may_pause(),
+            needs_input=prepared.session.asks or prepared.runner.pauses.may_pause(),
             kernel_version=kernel_version(self.shell),
             wait=options.wait,
         )
-        panel = shown.view if kind == "notebook" else None
-        reader = shown.reader if isinstance(shown.reader, WidgetReader) else None
-        handle = RunHandle(prepared.runner, panel=panel, reader=reader, name=options.out)
+        handle = RunHandle(prepared, name=options.out)
         self.shell.user_ns[options.out] = handle
         return handle, mode, options
 
@@ -302,10 +298,8 @@ class AwfMagics(Magics):
         self._announce_background(handle)
 
     def _show(self, handle: RunHandle) -> None:
-        if handle.panel is not None:
-            from awf_nb.frontends.notebook.panel import display_panel
-
-            display_panel(handle.panel)
+        """The panel in this cell, before the run starts (a background run's cell returns)."""
+        handle.session.show()
 
     def _announce_background(self, handle: RunHandle) -> None:
         name = handle.name
@@ -395,14 +389,15 @@ def _is_eval(line: str) -> bool:
 def _install_ctrl_c(handle: RunHandle) -> bool:
     """Ctrl-C acts as in `awf run` (`terminal.CtrlC`). Only possible on the main thread of a
     Unix loop; returns whether installed."""
-    from awf_nb.frontends.terminal import CtrlC, TerminalSink
+    from awf_nb.frontends.terminal import CtrlC
+    from awf_nb.frontends.terminal.frontend import TerminalSession
 
-    sink = handle.runner.config.sink
-    if not isinstance(sink, TerminalSink):  # --output silent: nothing shows the interrupt
+    session = handle.session
+    if not isinstance(session, TerminalSession):  # --output silent: nothing shows it
         return False
     try:
         asyncio.get_running_loop().add_signal_handler(
-            signal.SIGINT, CtrlC(handle, sink.interrupted_turn)
+            signal.SIGINT, CtrlC(handle, session.sink.interrupted_turn)
         )
     except (NotImplementedError, RuntimeError, ValueError):
         return False

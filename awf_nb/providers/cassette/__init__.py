@@ -13,9 +13,9 @@ serves the file. The pieces: `tape.py` (the file format, fingerprints, reading, 
     providers = replayer.providers()            # no real provider is ever made
 
 `open_cassette` builds the one a run asked for; `cassette_of(factory)` finds it again
-(through the factory it wrapped) once a frontend has chosen the run's input reader. After a
-replayed run, `cassette_of(runner.config.providers).unused` says what of the cassette the
-replay did not use (an `Unused`, false when it used everything).
+(through the factory it wrapped) once a frontend has chosen the run's input reader. A
+replayed run's result says what of the cassette the replay did not use and which turns did
+not match (`RunResult.replay`, made by `PreparedRun.replay_report`).
 """
 
 from __future__ import annotations

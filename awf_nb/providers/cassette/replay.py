@@ -81,6 +81,9 @@ class Replayer:
         self._served: set[int] = set()  # indexes of turns already served
         self._inputs = list(self.cassette.inputs)  # the messages not read yet
         self._answered: set[int] = set()  # indexes of the recorded answers used
+        # What stopped the replay where the run asked something the recording does not
+        # hold (each `CassetteMismatch` raised, in words): the run's replay report.
+        self.mismatches: list[str] = []
 
     def providers(self) -> ReplayProviders:
         return ReplayProviders(self)
@@ -143,6 +146,13 @@ class Replayer:
         ]
 
     def session_kind(self, provider: str) -> Literal["history", "session_id"]:
+        try:
+            return self._session_kind(provider)
+        except CassetteMismatch as exc:
+            self.mismatches.append(exc.message)
+            raise
+
+    def _session_kind(self, provider: str) -> Literal["history", "session_id"]:
         for turn in self.cassette.turns:
             if turn.provider == provider:
                 return turn.session_kind
@@ -155,6 +165,13 @@ class Replayer:
 
     def take(self, provider: str, turn: TurnRequest) -> RecordedTurn:
         """The recorded turn that answers `turn`, marked served; or a clear error."""
+        try:
+            return self._take(provider, turn)
+        except CassetteMismatch as exc:
+            self.mismatches.append(exc.message)
+            raise
+
+    def _take(self, provider: str, turn: TurnRequest) -> RecordedTurn:
         summary = request_summary(provider, turn, self.masker)
         wanted = fingerprint(summary)
         waiting = [

@@ -69,7 +69,7 @@ def test_a_chat_cell_runs_on_the_bundled_model(tmp_path: Path, monkeypatch) -> N
         nbformat.v4.new_code_cell("%%awf chat --no-interactive --out talk\nSay hello.\n"),
         nbformat.v4.new_code_cell(
             "_r = await talk\n"
-            "print(_r.status, talk.runner.workflow.steps['chat'].provider)\n"
+            "print(_r.status, talk.prepared.workflow.steps['chat'].provider)\n"
             "print(repr(_r.outputs['chat']))"
         ),
     ]

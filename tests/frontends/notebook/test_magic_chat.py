@@ -33,7 +33,7 @@ def test_the_body_is_the_first_message_and_braces_are_text(ip: Any, capsys) -> N
         ("user", "And {{.this}}?"),
         ("assistant", "And {{.this}}?"),
     ]
-    assert ip.user_ns["_awf"].runner.workflow.name == "chat"
+    assert ip.user_ns["_awf"].prepared.workflow.name == "chat"
 
 
 def test_a_system_prompt_and_a_headless_chat_ending_after_one_reply(ip: Any) -> None:
@@ -97,7 +97,7 @@ def test_a_chat_line_over_a_workflow_still_names_that_workflow(ip: Any) -> None:
         "  done: {type: terminal}\n",
     )
     assert outcome.success, outcome.error_in_exec
-    assert ip.user_ns["_awf"].runner.workflow.name == "chat"
+    assert ip.user_ns["_awf"].prepared.workflow.name == "chat"
     assert ip.user_ns["_awf"].result().outputs["s"] == "named"
 
 

@@ -18,7 +18,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from awf_nb.api import load
-from awf_nb.frontends import connect
+from awf_nb.frontends import auto
 from awf_nb.frontends.notebook import handle as handle_module
 from awf_nb.frontends.notebook import magic
 from awf_nb.frontends.notebook.run_mode import (
@@ -202,7 +202,7 @@ def test_no_rewrite_without_asyncio_autoawait() -> None:
 
 
 def as_kernel(monkeypatch: pytest.MonkeyPatch, version: tuple[int, ...]) -> None:
-    monkeypatch.setattr(connect, "in_kernel", lambda shell=None: True)
+    monkeypatch.setattr(auto, "in_kernel", lambda shell=None: True)
     monkeypatch.setattr(magic, "kernel_version", lambda shell: version)
 
 
@@ -364,12 +364,13 @@ async def test_interrupting_an_awaiting_cell_cancels_its_run(shell: InteractiveS
     from awf_nb.frontends.notebook.panel import RunPanel
     from awf_nb.frontends.notebook.reader import WidgetReader
     from awf_nb.runs import prepare_run
+    from tests.support.panel_frontend import PanelFrontend
 
     workflow = load(CHAT)
     panel = RunPanel(workflow.name, interactive=True)
     reader = WidgetReader()
-    runner = prepare_run(workflow, reader=reader, sink=panel, storage=False).runner
-    handle = magic.RunHandle(runner, panel=panel, reader=reader, name="chat")
+    prepared = prepare_run(workflow, frontend=PanelFrontend(panel, reader), storage=False)
+    handle = magic.RunHandle(prepared, name="chat")
     magics = magic.AwfMagics(shell)
     cell_task = asyncio.create_task(magics._run_async(handle, "await"))
     async with asyncio.timeout(WAIT_SECONDS):

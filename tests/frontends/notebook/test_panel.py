@@ -20,6 +20,7 @@ from awf_nb.frontends.notebook.panel_static import static_html
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.frontends.notebook.stream_view import StreamHTML
 from awf_nb.runs import prepare_run
+from tests.support.panel_frontend import PanelFrontend
 from tests.support.panel_widgets import find, press, send
 from tests.support.waiting import until
 
@@ -56,8 +57,8 @@ def start(
         workflow.name, interactive=interactive, workflow=workflow if knows_workflow else None
     )
     reader = WidgetReader() if interactive else None
-    runner = prepare_run(workflow, reader=reader, sink=panel, storage=False).runner
-    handle = RunHandle(runner, panel=panel, reader=reader, name="chat")
+    prepared = prepare_run(workflow, frontend=PanelFrontend(panel, reader), storage=False)
+    handle = RunHandle(prepared, name="chat")
     handle.start()
     return panel, handle
 
@@ -515,8 +516,8 @@ async def test_a_resumed_conversation_shows_what_was_said_before_the_next_turn(
     workflow = load(conversation(["Hi! What next?", "Noted: *two*.", "Bye."]))
     first = RunPanel(workflow.name, interactive=True)
     reader = WidgetReader()
-    runner = prepare_run(workflow, reader=reader, sink=first, storage=store).runner
-    handle = RunHandle(runner, panel=first, reader=reader, name="chat")
+    prepared = prepare_run(workflow, frontend=PanelFrontend(first, reader), storage=store)
+    handle = RunHandle(prepared, name="chat")
     handle.start()
     await until(lambda: first.input.composer.can_send, "the first prompt")
     send(first.input, "Remember two things")
@@ -527,8 +528,10 @@ async def test_a_resumed_conversation_shows_what_was_said_before_the_next_turn(
 
     panel = RunPanel(workflow.name, interactive=True)
     reader = WidgetReader()
-    resumed = prepare_run(Resume(handle.run_id), reader=reader, sink=panel, storage=store)
-    again = RunHandle(resumed.runner, panel=panel, reader=reader, name="chat")
+    resumed = prepare_run(
+        Resume(handle.run_id), frontend=PanelFrontend(panel, reader), storage=store
+    )
+    again = RunHandle(resumed, name="chat")
     again.start()
     await until(lambda: panel.input.composer.can_send, "the prompt after resuming")
 

@@ -346,20 +346,20 @@ async def test_allow_and_deny_through_the_engine_with_a_scripted_model(tmp_path:
     from awf_nb.frontends.notebook.handle import RunHandle
     from awf_nb.providers.scripted import ScriptedProvider
     from awf_nb.runs import prepare_run
+    from tests.support.panel_frontend import PanelFrontend
 
     workflow = load(TOOLS_CHAT)
     panel = RunPanel(workflow.name, interactive=True)
     reader = WidgetReader()
     model = ScriptedProvider()
-    runner = prepare_run(
+    prepared = prepare_run(
         workflow,
-        reader=reader,
-        sink=panel,
+        frontend=PanelFrontend(panel, reader),
         storage=False,
         cwd=tmp_path,
         providers=lambda name: model,
-    ).runner
-    handle = RunHandle(runner, panel=panel, reader=reader, name="tidy")
+    )
+    handle = RunHandle(prepared, name="tidy")
     handle.start()
 
     await until(lambda: "Allow" in buttons(panel), "the question about the first call")
@@ -415,20 +415,20 @@ async def test_stop_during_a_running_call_interrupts_it_and_opens_the_prompt(
     from awf_nb.frontends.notebook.handle import RunHandle
     from awf_nb.providers.scripted import ScriptedProvider
     from awf_nb.runs import prepare_run
+    from tests.support.panel_frontend import PanelFrontend
 
     workflow = load(SLOW_TOOL)
     panel = RunPanel(workflow.name, interactive=True)
     model = ScriptedProvider()
     reader = WidgetReader()
-    runner = prepare_run(
+    prepared = prepare_run(
         workflow,
-        reader=reader,
-        sink=panel,
+        frontend=PanelFrontend(panel, reader),
         storage=False,
         cwd=tmp_path,
         providers=lambda name: model,
-    ).runner
-    handle = RunHandle(runner, panel=panel, reader=reader, name="slow")
+    )
+    handle = RunHandle(prepared, name="slow")
     handle.start()
     await until(lambda: (tmp_path / "started").exists(), "the command to start")
     assert "running…" in items(panel)[-1][1]

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from awf_nb.engine.breakpoints import Pause, PauseAnswer
 from awf_nb.frontends.terminal import TerminalReader
-from awf_nb.frontends.terminal_text import terminal_safe as safe
+from awf_nb.frontends.terminal.text import terminal_safe as safe
 
 __all__ = ["CHOICES", "EDITOR_TIMEOUT", "TerminalDebugger"]
 
