@@ -162,7 +162,9 @@ async def _run_all(
         # no call outlives the turn (or the run's event loop, where its end would be an
         # error nobody reads).
         for task in tasks:
-            task.cancel()
+            # Once: a second cancellation would cut short a call's own clean-up.
+            if not task.done() and not task.cancelling():
+                task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
 
