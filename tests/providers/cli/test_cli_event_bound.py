@@ -12,8 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from cli_helpers import SAMPLES, FakeCli, wait_until_gone
-from test_cli_reply_limits import run_claude
+from cli_helpers import SAMPLES, FakeCli, run_claude, wait_until_gone
 
 from awf_nb.engine.ports import Final, Notice, ToolUse, TurnRequest
 from awf_nb.errors import ProviderError
