@@ -152,7 +152,21 @@ async def _run_all(
         async with gate:
             await one(call)
 
-    await asyncio.gather(*(gated(call) for call in calls))
+    tasks = [asyncio.create_task(gated(call), name=f"tool call {call.id}") for call in calls]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        # The turn's timeout, Ctrl-C / Stop or one call's error: gather gives up at the
+        # first call that ends so, while the others may still be stopping their processes
+        # (a command that ignores SIGTERM takes the kill grace). Stop them all and wait, so
+        # no call outlives the turn (or the run's event loop, where its end would be an
+        # error nobody reads).
+        for task in tasks:
+            # Once: a second cancellation would cut short a call's own clean-up.
+            if not task.done() and not task.cancelling():
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | ToolResult:

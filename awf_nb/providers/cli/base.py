@@ -56,7 +56,11 @@ from awf_nb.errors import EXIT_USER, ProviderError
 from awf_nb.providers.options import OptionsModel, parse_options, unknown_options
 
 # One NDJSON line can carry a whole file the agent read; 16 MiB keeps us clear of that.
+# A step raises it with `options.max_event_bytes` (up to MAX_EVENT_BYTES_CEILING): a longer
+# line is skipped, said in a notice, and named in the error if the turn then fails.
 STDOUT_LINE_LIMIT = 16 * 1024 * 1024
+MAX_EVENT_BYTES_CEILING = 1024 * 1024 * 1024
+SKIPPED_LINE_NOTICES = 3  # notices per turn for skipped lines; later ones are only counted
 # How long one call of a served tool may take, for the CLIs that cap it themselves (codex:
 # 60 s): awf's tools have their own limits (a command 2 minutes by default, Bash up to 10).
 MCP_TOOL_TIMEOUT_SECONDS = 900
@@ -90,6 +94,8 @@ class CliOptions(OptionsModel):
     env: dict[str, str] = Field(
         default_factory=dict, description="a mapping of variable names to values"
     )
+    # The bound on one line of the CLI's output (one JSON event), in bytes (None: 16 MiB).
+    max_event_bytes: int | None = Field(None, ge=1024, le=MAX_EVENT_BYTES_CEILING)
 
     @field_validator("model", mode="before")
     @classmethod
@@ -289,9 +295,20 @@ class CliProvider(ABC):
         with contextlib.ExitStack() as turn_files:
             self.prepare_env(cli_turn, env, turn_files)
             command = self.prepare_command(command, parser, turn_files)
-            run = _Run(self, command, env, Path(turn.working_dir), turn.max_reply_bytes)
+            run = _Run(
+                self,
+                command,
+                env,
+                Path(turn.working_dir),
+                turn.max_reply_bytes,
+                options.max_event_bytes or STDOUT_LINE_LIMIT,
+            )
             async with contextlib.aclosing(run.lines()) as lines:
                 async for line in lines:
+                    if isinstance(line, SkippedLine):
+                        if len(run.skipped) <= SKIPPED_LINE_NOTICES:
+                            yield Notice(f"{self.name}: {run.skipped_message(line)}")
+                        continue
                     for event in parse_line(parser, line, run.diagnostics):
                         streamed = streamed or isinstance(event, TextDelta)
                         yield event
@@ -367,6 +384,14 @@ class CliProvider(ABC):
             or f"{self.binary} ended without reporting a result"
         )
         status = _describe_status(returncode)
+        if run.skipped and not outcome.ok:
+            # The CLI's verdict may be the line that was skipped: say which bound was hit
+            # rather than blame the CLI for what it said after it.
+            raise ProviderError(
+                self.name,
+                f"{run.skipped_summary()}, and the turn has no result ({status}): "
+                f"{_RAISE_LINE_LIMIT}",
+            )
         if turn.session_id and self._session_missing(outcome, returncode, detail, run):
             raise ProviderError(
                 self.name,
@@ -586,6 +611,18 @@ def _describe_status(returncode: int | None) -> str:
 # --- the process ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class SkippedLine:
+    """An output line longer than the turn's bound, read past and dropped."""
+
+    size: int  # its length in bytes, newline excluded
+
+
+_RAISE_LINE_LIMIT = (
+    f"raise the bound with options.max_event_bytes (at most {MAX_EVENT_BYTES_CEILING:,})"
+)
+
+
 class _Run:
     """One CLI process: started in its own group, read line by line, always cleaned up."""
 
@@ -596,8 +633,11 @@ class _Run:
         env: dict[str, str],
         cwd: Path,
         max_chars: int = DEFAULT_MAX_REPLY_BYTES,
+        line_limit: int = STDOUT_LINE_LIMIT,
     ) -> None:
         self.provider = provider
+        self.line_limit = line_limit
+        self.skipped: list[SkippedLine] = []  # bounded by the output: one per over-long line
         self.command = command
         self.env = env
         self.cwd = cwd
@@ -605,7 +645,7 @@ class _Run:
         self.diagnostics = DiagnosticLines(max_chars)
         self.stderr_lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
 
-    async def lines(self) -> AsyncIterator[str]:
+    async def lines(self) -> AsyncIterator[str | SkippedLine]:
         provider = self.provider
         group = await self._spawn()
         provider._running.add(group)
@@ -631,17 +671,49 @@ class _Run:
                 task.cancel()
             provider._running.discard(group)
 
-    async def _stdout_lines(self, process: asyncio.subprocess.Process) -> AsyncIterator[str]:
-        assert process.stdout is not None
+    async def _stdout_lines(
+        self, process: asyncio.subprocess.Process
+    ) -> AsyncIterator[str | SkippedLine]:
+        """The CLI's stdout line by line; a line over `line_limit` bytes is read past in
+        pieces of at most that size (never held whole) and reported as a `SkippedLine`."""
+        stdout = process.stdout
+        assert stdout is not None
+        skipping = 0  # bytes of the over-long line read past so far
         while True:
             try:
-                raw = await process.stdout.readline()
-            except ValueError:  # a line over STDOUT_LINE_LIMIT; the reader dropped it
-                self.diagnostics.append("(an output line over 16 MiB was skipped)")
+                raw = await stdout.readuntil(b"\n")
+            except asyncio.IncompleteReadError as end:
+                raw = end.partial  # the last line has no newline, or there is none
+            except asyncio.LimitOverrunError as over:
+                # The buffer holds `consumed` bytes of the line (without its newline): drop
+                # them and go on reading the same line.
+                await stdout.readexactly(over.consumed)
+                skipping += over.consumed
                 continue
-            if not raw:
+            if skipping:
+                skipped = SkippedLine(skipping + len(raw.rstrip(b"\n")))
+                skipping = 0
+                self.skipped.append(skipped)
+                yield skipped
+            elif raw:
+                yield raw.decode("utf-8", errors="replace")
+            if not raw.endswith(b"\n"):
                 return
-            yield raw.decode("utf-8", errors="replace")
+
+    def skipped_message(self, line: SkippedLine) -> str:
+        return (
+            f"an output line of {line.size:,} bytes was skipped, over the bound of "
+            f"{self.line_limit:,} bytes per event line; {_RAISE_LINE_LIMIT}"
+        )
+
+    def skipped_summary(self) -> str:
+        """What the skipped lines were, for the turn's error: the bound and its value."""
+        largest = max(line.size for line in self.skipped)
+        if len(self.skipped) == 1:
+            lines = f"an output line of {largest:,} bytes was skipped"
+        else:
+            lines = f"{len(self.skipped)} output lines (the longest {largest:,} bytes) were skipped"
+        return f"{lines}, over the bound of {self.line_limit:,} bytes per event line"
 
     async def _spawn(self) -> ProcessGroup:
         provider = self.provider
@@ -658,7 +730,7 @@ class _Run:
                 cwd=self.cwd,
                 env=self.env,
                 stdin=self.command.stdin is not None,
-                limit=STDOUT_LINE_LIMIT,
+                limit=self.line_limit,
                 eof_grace=provider.eof_grace,
                 kill_grace=provider.kill_grace,
                 # Nothing a turn started (the CLI's tools' processes) outlives the turn.

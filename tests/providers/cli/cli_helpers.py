@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from awf_nb.api import arun
+from awf_nb.store import Store
 from tests.support.processes import process_alive
 from tests.support.waiting import poll
 
@@ -59,3 +62,26 @@ def wait_until_gone(pids: list[int | None], seconds: float = 3.0) -> list[int]:
     """The pids still alive after waiting up to `seconds` (a hang guard)."""
     poll(lambda: not any(pid is not None and process_alive(pid) for pid in pids), seconds)
     return [pid for pid in pids if pid is not None and process_alive(pid)]
+
+
+async def run_claude(fake_cli: FakeCli, tmp_path: Path, options: str = "") -> tuple[Any, Store]:
+    """A one-step workflow on the fake claude, run with `options` added to the step's."""
+    env = json.dumps(fake_cli.env)
+    source = tmp_path / "wf.yaml"
+    source.write_text(
+        textwrap.dedent(f"""
+        name: endless
+        states:
+          initial: ask
+          ask:
+            type: agent
+            provider: claude
+            prompt: RUN_TOOL please
+            options: {{env: {env}{options}}}
+            on_success: done
+          done: {{type: terminal}}
+        """)
+    )
+    store = Store(tmp_path / "runs")
+    result = await arun(source, storage=store, cwd=fake_cli.workdir, show=False)
+    return result, store

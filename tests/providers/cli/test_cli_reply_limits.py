@@ -4,38 +4,12 @@ stdout lines it prints that are not events are kept within the reply bound."""
 
 from __future__ import annotations
 
-import json
-import textwrap
 from pathlib import Path
 
-from cli_helpers import FakeCli, wait_until_gone
+from cli_helpers import FakeCli, run_claude, wait_until_gone
 
-from awf_nb.api import arun
 from awf_nb.engine.reply_limits import DEFAULT_MAX_TOOL_CALLS
 from awf_nb.providers.cli.base import MAX_DIAGNOSTIC_LINES, DiagnosticLines
-from awf_nb.store import Store
-
-
-async def run_claude(fake_cli: FakeCli, tmp_path: Path, options: str = ""):
-    env = json.dumps(fake_cli.env)
-    source = tmp_path / "wf.yaml"
-    source.write_text(
-        textwrap.dedent(f"""
-        name: endless
-        states:
-          initial: ask
-          ask:
-            type: agent
-            provider: claude
-            prompt: RUN_TOOL please
-            options: {{env: {env}{options}}}
-            on_success: done
-          done: {{type: terminal}}
-        """)
-    )
-    store = Store(tmp_path / "runs")
-    result = await arun(source, storage=store, cwd=fake_cli.workdir, show=False)
-    return result, store
 
 
 async def test_endless_tool_use_events_stop_at_max_tool_calls(
