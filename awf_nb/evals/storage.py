@@ -43,6 +43,7 @@ from awf_nb.evals.model import MAX_EPOCHS, MAX_MAX_RUNS, MAX_VARIANTS, VARIANT_N
 from awf_nb.evals.results import EvalResult, EvalRow
 from awf_nb.safe_text import terminal_safe
 from awf_nb.store import PRIVATE_DIR, PRIVATE_FILE, Store, atomic_write
+from awf_nb.store.files import drop_torn_tail, system_error
 
 EVALS_DIR = "evals"
 MANIFEST = "manifest.json"
@@ -204,7 +205,7 @@ class EvalFolder:
             except FileExistsError:
                 continue
             except OSError as exc:
-                raise _system_error("cannot create", root, exc) from None
+                raise system_error("cannot create", root, exc) from None
             return cls(store, eval_id)
         raise AwfSystemError(f"cannot find a free eval id in {root}")
 
@@ -246,7 +247,7 @@ class EvalFolder:
             try:
                 (self.path / VARIANTS).mkdir(mode=PRIVATE_DIR, exist_ok=True)
             except OSError as exc:
-                raise _system_error("cannot create", self.path / VARIANTS, exc) from None
+                raise system_error("cannot create", self.path / VARIANTS, exc) from None
             for name, text in variant_texts.items():
                 atomic_write(self.path / VARIANTS / f"{name}.yaml", text.encode())
         lines = b"".join(_line(_case_record(case)) for case in cases)
@@ -266,7 +267,7 @@ class EvalFolder:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise _system_error("cannot create", path, exc) from None
+            raise system_error("cannot create", path, exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -326,7 +327,7 @@ class EvalFolder:
                 finally:
                     os.close(fd)
             except OSError as exc:
-                raise _system_error("cannot write", path, exc) from None
+                raise system_error("cannot write", path, exc) from None
             self._unsynced.discard(name)
             self._synced_at[name] = time.monotonic()
 
@@ -358,7 +359,7 @@ class EvalFolder:
         path = self.path / name
         data = _line(record)
         try:
-            _cut_torn_tail(path)
+            drop_torn_tail(path)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
             try:
                 view = memoryview(data)
@@ -371,7 +372,7 @@ class EvalFolder:
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise _system_error("cannot write", path, exc) from None
+            raise system_error("cannot write", path, exc) from None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -486,7 +487,7 @@ def list_eval_ids(store: Store) -> list[str]:
     try:
         return sorted(e.name for e in root.iterdir() if (e / MANIFEST).is_file())
     except OSError as exc:
-        raise _system_error("cannot list evals in", root, exc) from None
+        raise system_error("cannot list evals in", root, exc) from None
 
 
 def list_evals(
@@ -571,7 +572,7 @@ def _numbered_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise _system_error("cannot read", path, exc) from None
+        raise system_error("cannot read", path, exc) from None
     records = []
     for number, line in enumerate(data.split(b"\n")[:-1], start=1):
         if not line.strip():
@@ -584,39 +585,3 @@ def _numbered_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
             raise UserError(f"{path}:{number}: not a JSON object")
         records.append((number, record))
     return records
-
-
-def _cut_torn_tail(path: Path) -> None:
-    """A last line without its newline (the writer was killed) is cut off, so the next
-    record starts on a line of its own."""
-    try:
-        with path.open("r+b") as file:
-            size = file.seek(0, os.SEEK_END)
-            if size == 0:
-                return
-            file.seek(size - 1)
-            if file.read(1) == b"\n":
-                return
-            # Rare (a kill mid-write): find the last newline from the end.
-            step = 4096
-            end = size
-            while end > 0:
-                start = max(0, end - step)
-                file.seek(start)
-                chunk = file.read(end - start)
-                found = chunk.rfind(b"\n")
-                if found >= 0:
-                    file.truncate(start + found + 1)
-                    return
-                end = start
-            file.truncate(0)
-    except FileNotFoundError:
-        return
-
-
-def _system_error(action: str, path: Path, exc: OSError) -> AwfSystemError:
-    return AwfSystemError(
-        f"{action} {path}: {exc.strerror or exc}",
-        hint="check that the storage directory is writable and the disk is not full "
-        "(--storage or $AWF_STORAGE chooses another one)",
-    )

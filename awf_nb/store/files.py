@@ -208,6 +208,34 @@ def count_lines_dropping_torn_tail(path: Path) -> int:
         raise system_error("cannot read", path, exc) from exc
 
 
+def drop_torn_tail(path: Path) -> None:
+    """A last line without its newline (the writer was killed) is cut off, so the next
+    record starts on a line of its own."""
+    try:
+        with path.open("r+b") as file:
+            size = file.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            file.seek(size - 1)
+            if file.read(1) == b"\n":
+                return
+            # Rare (a kill mid-write): find the last newline from the end.
+            step = 4096
+            end = size
+            while end > 0:
+                start = max(0, end - step)
+                file.seek(start)
+                chunk = file.read(end - start)
+                found = chunk.rfind(b"\n")
+                if found >= 0:
+                    file.truncate(start + found + 1)
+                    return
+                end = start
+            file.truncate(0)
+    except FileNotFoundError:
+        return
+
+
 def system_error(action: str, path: Path, exc: OSError) -> AwfSystemError:
     reason = exc.strerror or str(exc)
     return AwfSystemError(
