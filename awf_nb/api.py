@@ -146,7 +146,7 @@ async def afork(
     )
     new_id, point = fork_run(store, run_id, at, edit, env=options.get("env"))
     options["storage"] = store
-    return await arun(Resume(new_id, from_step=point.step), show=show, **options)  # type: ignore[arg-type]
+    return await arun(Resume(new_id, from_step=point.resume_step), show=show, **options)  # type: ignore[arg-type]
 
 
 def fork(

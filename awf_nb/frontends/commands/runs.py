@@ -158,7 +158,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     new_id, point = fork_run(store, args.run_id, args.at, edit)
     print(f"forked {args.run_id} at {args.at} as run {new_id}", file=sys.stderr)
     options = _in_terminal(args, inputs=given)
-    prepared = prepare_run(Resume(new_id, from_step=point.step), options, storage=store)
+    prepared = prepare_run(Resume(new_id, from_step=point.resume_step), options, storage=store)
     return _run_here(prepared, args)
 
 
