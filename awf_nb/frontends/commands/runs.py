@@ -132,7 +132,8 @@ def _configure_fork(parser: argparse.ArgumentParser) -> None:
         "--at",
         required=True,
         metavar="STEP[#TURN]",
-        help="branch at this step (in a conversation, at its TURN-th message)",
+        help="branch at this step (in a conversation, at its TURN-th message; LOOP#N at a "
+        "loop's N-th iteration; a parallel step's branch; CALL/STEP inside a called workflow)",
     )
     parser.add_argument(
         "--edit",
