@@ -52,6 +52,11 @@ in_parallel_branch: contextvars.ContextVar[str] = contextvars.ContextVar(
 
 
 async def execute(run: StepRun, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
+    plan = run.state.resume_inside
+    if plan and plan.get("step") == step.name and "output" in plan:
+        # A fork that gave this step its output (edited): it is not run again.
+        st.output = str(_resume_inside(run, step.name)["output"])
+        return None
     if isinstance(step, CommandStep):
         await execute_command(run, step, st, loop)
     elif isinstance(step, AgentStep):

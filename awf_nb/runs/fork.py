@@ -8,7 +8,8 @@ its own folder (state file, transcript, workflow text) and a history row, and re
 
 Every kind of step can be a fork point:
 
-- `STEP` (a command, an agent, a parallel or loop step, a call_workflow step): it runs again;
+- `STEP` (a command, an agent, a parallel or loop step, a call_workflow step): it runs
+  again, or, with an edit, it does not run and the edit is its output;
 - `STEP#TURN` in a conversation: its messages up to TURN are kept (the TURN-th replaced by
   the edit), and the conversation goes on from there;
 - `BRANCH` of a parallel step: the other branches' results are kept, the parallel step
@@ -173,8 +174,10 @@ def _at_step(state: RunState, point: ForkPoint, edit: str | None, masker: Masker
         step_state.status = "running"
         step_state.output = _last_reply(conv)
         state.steps[point.step] = step_state
-    else:
-        _no_edit(point, edit, state.run_id)
+    elif edit is not None:  # the step's output replaced: it is not run again
+        if step_state.conversation is not None:
+            _no_edit(point, edit, state.run_id)
+        state.resume_inside = {"step": point.step, "output": masker.mask(edit)}
     state.executed = kept
 
 

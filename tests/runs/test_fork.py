@@ -105,7 +105,18 @@ async def test_fork_refuses_a_step_that_did_not_run_and_a_turn_past_the_end(stor
     with pytest.raises(UserError, match="is not STEP or STEP#TURN"):
         fork_run(store, original.run_id, "chat#x")
     with pytest.raises(UserError, match="--edit replaces a message of a conversation"):
-        fork_run(store, original.run_id, "prep", "x")
+        fork_run(store, original.run_id, "chat", "x")
+
+
+async def test_fork_at_a_step_with_an_edit_gives_it_that_output(store, workdir):
+    original = await _original(store, workdir)
+    new_id, point = fork_run(store, original.run_id, "prep", "edited soil")
+    state = await prepare_run(
+        Resume(new_id, from_step=point.resume_step), storage=store, replies=[""], cwd=workdir
+    ).runner.execute()
+    assert state.status == "completed", state.error
+    assert state.steps["prep"].output == "edited soil"
+    assert state.steps["chat"].conversation.turns[0].content == "Hello from edited soil"
 
 
 async def test_an_edited_secret_is_masked(store, workdir, monkeypatch):

@@ -138,7 +138,8 @@ def _configure_fork(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--edit",
         metavar="TEXT|@FILE",
-        help="replace the message at --at STEP#TURN with this text (or a file's)",
+        help="replace the message at --at STEP#TURN with this text (or a file's); at --at "
+        "STEP, the step does not run and this is its output",
     )
     configure_run_io(parser)
 
