@@ -100,7 +100,7 @@ class FrontendChoice:
         workflow = request.workflow
         from awf_nb.frontends.notebook.panel_pause import PanelDebugger
 
-        panel = RunPanel(workflow.name, interactive=asks, workflow=workflow)
+        panel = RunPanel(workflow.name, interactive=asks, workflow=workflow, store=request.store)
         reader = WidgetReader() if asks else None
         # A person watches the panel (not a headless run): its buttons answer breakpoints.
         debugger = PanelDebugger(panel) if request.interactive else None
