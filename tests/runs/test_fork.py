@@ -286,3 +286,14 @@ async def test_fork_refusals_inside_steps_are_one_clear_line(store, workdir):
         fork_run(store, original.run_id, "each/item")
     with pytest.raises(UserError, match="--edit replaces a message"):
         fork_run(store, original.run_id, "each#2", "x")
+
+
+async def test_fork_at_the_first_message_with_an_edit_sends_the_edit_only(store, workdir):
+    original = await _original(store, workdir)
+    new_id, point = fork_run(store, original.run_id, "chat#1", "Hello from a courtyard")
+    state = await prepare_run(
+        Resume(new_id, from_step=point.resume_step), storage=store, replies=[""], cwd=workdir
+    ).runner.execute()
+    assert state.status == "completed", state.error
+    turns = [(t.role, t.content) for t in state.steps["chat"].conversation.turns]
+    assert turns == [("user", "Hello from a courtyard"), ("assistant", "r1")]
