@@ -23,7 +23,7 @@
     var b = document.createElement('button');
     b.type = 'button';
     b.className = 'awf-branch awf-branch-' + kind;
-    b.textContent = '⑂ Branch from here';
+    b.textContent = 'Branch from here';
     b.title = 'Make a new run from here (edit first); this run is not changed';
     return b;
   }

@@ -37,7 +37,6 @@ __all__ = ["BRANCH_JS", "Brancher", "diff_html"]
 # The browser side: the buttons and what a click sends (see the module).
 BRANCH_JS = _asset("panel_branch.js")
 MAX_REQUEST_CHARS = 200  # a click's request is a few numbers: anything longer is ignored
-DIFF_CELL_CHARS = 2_000  # of each run's text in one row of the diff view
 
 
 class Brancher:
@@ -140,7 +139,7 @@ class Brancher:
             self.panel.show_error(f"cannot branch from {at}: {exc}")
             return
         label = self.panel.html(
-            f"⑂ branch <b>{esc(new_id)}</b> of run {esc(run_id)}, from {esc(at)}",
+            f"branch <b>{esc(new_id)}</b> of run {esc(run_id)}, from {esc(at)}",
             "awf-branch-label",
         )
         assert handle.panel is not None
@@ -204,29 +203,5 @@ def _tree(widget: widgets.Widget) -> list[widgets.Widget]:
 
 
 def diff_html(diff: RunsDiff) -> str:
-    """Two runs side by side from where they diverge, the first difference highlighted."""
-    head = (
-        f"<div class='awf-diff-head'>runs <code>{esc(diff.run_a)}</code> and "
-        f"<code>{esc(diff.run_b)}</code>: "
-    )
-    if diff.identical:
-        return head + f"the same ({diff.same} steps and messages)</div>"
-    head += (
-        f"{diff.same} steps and messages the same; they diverge at "
-        f"<b>{esc(diff.rows[0].where)}</b></div>"
-    )
-    rows = [
-        f"<tr><th></th><th>{esc(diff.run_a)}</th><th>{esc(diff.run_b)}</th></tr>",
-    ]
-    for row in diff.rows:
-        css = " class='awf-diff-first'" if row.first else ""
-        rows.append(
-            f"<tr{css}><td class='awf-diff-where'>{esc(row.where)}</td>"
-            f"<td>{esc(_cut(row.a))}</td><td>{esc(_cut(row.b))}</td></tr>"
-        )
-    more = f"<div class='awf-note'>… {diff.more} more rows</div>" if diff.more else ""
-    return f"{head}<table class='awf-diff-table'>{''.join(rows)}</table>{more}"
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= DIFF_CELL_CHARS else text[: DIFF_CELL_CHARS - 1] + "…"
+    """Two runs side by side from where they diverge (`RunsDiff.to_html`)."""
+    return diff.to_html()
