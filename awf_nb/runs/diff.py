@@ -31,7 +31,7 @@ class DiffRow:
     first: bool = False
 
 
-@dataclass
+@dataclass(repr=False)
 class RunsDiff:
     run_a: str
     run_b: str
@@ -95,7 +95,7 @@ class RunsDiff:
     def _repr_html_(self) -> str:  # a notebook shows the table
         return self.to_html()
 
-    def __str__(self) -> str:
+    def __repr__(self) -> str:  # what a notebook's plain-text view and print() show
         return self.to_text()
 
 
