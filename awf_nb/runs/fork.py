@@ -126,6 +126,11 @@ def _fork(
         point = _in_branch(state, point, edit, group.name, group.parallel)
     elif isinstance(step, (ForEachStep, WhileStep)) and point.turn is not None:
         point = _at_iteration(state, point, edit, step)
+    elif (loop := _loop_of(workflow, state, point.step)) is not None:
+        raise UserError(
+            f'step "{point.step}" runs in loop "{loop}" of run {state.run_id}: fork at one '
+            f"of its iterations, --at {loop}#N (N from 1)"
+        )
     else:
         _at_step(state, point, edit, masker)
     if parent:
@@ -194,6 +199,17 @@ def _parallel_of(workflow: Workflow | None, state: RunState, branch: str) -> Par
         and step.name in state.executed[:at]
     ]
     return max(groups, key=lambda g: _last_index(state.executed, g.name, at), default=None)
+
+
+def _loop_of(workflow: Workflow | None, state: RunState, step: str) -> str | None:
+    """The loop that ran `step` in its body, if one did."""
+    if workflow is None:
+        return None
+    for loop in workflow.steps.values():
+        looped = isinstance(loop, (ForEachStep, WhileStep)) and step in loop.body
+        if looped and loop.name in state.executed:
+            return loop.name
+    return None
 
 
 def _in_branch(

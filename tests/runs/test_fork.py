@@ -286,6 +286,24 @@ async def test_fork_refusals_inside_steps_are_one_clear_line(store, workdir):
         fork_run(store, original.run_id, "each/item")
     with pytest.raises(UserError, match="--edit replaces a message"):
         fork_run(store, original.run_id, "each#2", "x")
+    with pytest.raises(UserError, match=r'step "item" runs in loop "each" .* --at each#N'):
+        fork_run(store, original.run_id, "item")
+
+
+async def test_an_edited_step_output_with_a_secret_is_masked(store, workdir, monkeypatch):
+    text = FLOW.replace("name: flow", "name: flow\nenv: [API_KEY]")
+    monkeypatch.setenv("API_KEY", "sk-output-secret-77")
+    prepared = prepare_run(load_text(text), replies=[""], storage=store, cwd=workdir)
+    original = await prepared.runner.execute()
+    new_id, point = fork_run(store, original.run_id, "prep", "key sk-output-secret-77")
+    state = await prepare_run(
+        Resume(new_id, from_step=point.resume_step), storage=store, replies=[""], cwd=workdir
+    ).runner.execute()
+    assert state.status == "completed", state.error
+    raw = "".join(
+        p.read_text() for p in store.run_dir(new_id).iterdir() if p.suffix in (".json", ".jsonl")
+    )
+    assert "sk-output-secret-77" not in raw and "key ***" in state.steps["prep"].output
 
 
 async def test_fork_at_the_first_message_with_an_edit_sends_the_edit_only(store, workdir):
