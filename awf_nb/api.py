@@ -164,7 +164,7 @@ async def afork(
     env = options.get("env")
     new_id, point = fork_run(store, run_id, at, edit, env=None if env is None else dict(env))
     options["storage"] = store
-    return await arun(Resume(new_id, from_step=point.step), show=show, **options)  # type: ignore[arg-type]
+    return await arun(Resume(new_id, from_step=point.resume_step), show=show, **options)  # type: ignore[arg-type]
 
 
 def fork(

@@ -33,7 +33,10 @@ async def converse(
     last = Reply(_last_reply(session))
     said = ""  # the partner's latest message
     try:
-        if resuming and session.replies > conv.visit_start:
+        # A conversation with replies goes on; so does one whose first message was sent
+        # and never answered (a fork at it, a crash): it is answered, not sent again.
+        opened = session.replies > conv.visit_start or session.pending_user_message() is not None
+        if resuming and opened:
             run.emit(ev.ConversationResumed.from_turns(run.run_id, step, conv.turns))
             said = _last_said(session) if exchange.partner.name else ""
             message = session.pending_user_message()

@@ -538,14 +538,21 @@ class Runner:
             self.warn(message, step)
 
     async def call_workflow(
-        self, workflow: Workflow, inputs: Mapping[str, Any], *, step: str, stack: tuple[str, ...]
+        self,
+        workflow: Workflow,
+        inputs: Mapping[str, Any],
+        *,
+        step: str,
+        stack: tuple[str, ...],
+        resume: tuple[str, str] | None = None,
     ) -> RunState:
         """Run `workflow` as a child of this run and return its final state.
 
         Everything this run was given (providers, reader, store, tools, `--yes`, …) goes on
         to the child; only where it reports (this run's frontend, its steps named
         `step.child_step`) and its place in the call stack differ. Its own `limits:` apply
-        to it; the ones given on top of this run's are this run's alone.
+        to it; the ones given on top of this run's are this run's alone. `resume`: a stored
+        child run (a fork made inside it) and the step it goes on from.
         """
         child_config = dataclasses.replace(
             self.config,
@@ -557,7 +564,13 @@ class Runner:
             provider_set=self.provider_set,
             limits=None,
         )
-        return await Runner(workflow, inputs, child_config).execute()
+        state, start = None, None
+        if resume is not None and self.config.store is not None:  # a fork inside the child
+            state, start = self.config.store.load_state(resume[0]), resume[1]
+        child = Runner(workflow, inputs, child_config, state=state, start_step=start)
+        if step in self.state.steps:  # recorded before it runs: a fork can find it
+            self.state.steps[step].child_run = child.run_id
+        return await child.execute()
 
     def earlier_visit(self, step: str) -> StepState | None:
         """The step's state from its previous visit in this run (a cycle came back)."""

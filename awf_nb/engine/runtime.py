@@ -107,10 +107,17 @@ class StepRun(Protocol):
     def earlier_visit(self, step: str) -> StepState | None: ...
 
     async def call_workflow(
-        self, workflow: Workflow, inputs: Mapping[str, Any], *, step: str, stack: tuple[str, ...]
+        self,
+        workflow: Workflow,
+        inputs: Mapping[str, Any],
+        *,
+        step: str,
+        stack: tuple[str, ...],
+        resume: tuple[str, str] | None = None,
     ) -> RunState:
         """Run `workflow` as a child of this run (its events shown as `step.child_step`,
-        its providers, reader, store and tools this run's) and return its final state."""
+        its providers, reader, store and tools this run's) and return its final state.
+        `resume`: (a stored child run, the step to go on from) instead of a new run."""
         ...
 
     # --- saving ------------------------------------------------------------------------------

@@ -234,6 +234,9 @@ class StepState(_State):
     # finished, oldest first (the last `limits.visits_kept`).
     visit: int = 1
     visits: list[Visit] = Field(default_factory=list)
+    # The run a call_workflow step started (its own folder in the store), so a fork can
+    # branch inside it.
+    child_run: str = ""
 
     def as_visit(self) -> Visit:
         """This visit of the step, as an entry of `Visits`."""
@@ -351,6 +354,11 @@ class RunState(_State):
     parent_run_id: str = ""  # set for call_workflow children
     # Set for a run made by `awf fork`: {"run": id, "step": name, "turn": n or None}.
     forked_from: dict[str, Any] | None = None
+    # Set by a fork inside a parallel step, a loop or a called workflow: where the step the
+    # fork resumes at picks up, used once by that step (engine/steps.py) —
+    # {"step", "keep": [branches kept]}, {"step", "iteration": n, "results": [...]} or
+    # {"step", "child": run id, "from": step}.
+    resume_inside: dict[str, Any] | None = None
     # Where the run pauses (engine/breakpoints.py), kept so `awf resume` pauses at the same
     # steps; and the pauses it is waiting at ({step: "before" | "after"}): written before
     # the person is asked, so a run killed at a breakpoint pauses there again on resume.

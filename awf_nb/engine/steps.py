@@ -52,6 +52,11 @@ in_parallel_branch: contextvars.ContextVar[str] = contextvars.ContextVar(
 
 
 async def execute(run: StepRun, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
+    plan = run.state.resume_inside
+    if plan and plan.get("step") == step.name and "output" in plan:
+        # A fork that gave this step its output (edited): it is not run again.
+        st.output = str(_resume_inside(run, step.name)["output"])
+        return None
     if isinstance(step, CommandStep):
         await execute_command(run, step, st, loop)
     elif isinstance(step, AgentStep):
@@ -164,6 +169,16 @@ def _script_argv(
     return [tmp], Path(tmp)
 
 
+def _resume_inside(run: StepRun, step: str) -> dict[str, Any]:
+    """What a fork made inside this step left for it (runs/fork.py), taken once; {} when
+    there is none."""
+    plan = run.state.resume_inside
+    if not plan or plan.get("step") != step:
+        return {}
+    run.state.resume_inside = None
+    return plan
+
+
 # --- parallel --------------------------------------------------------------------------------
 
 
@@ -172,7 +187,8 @@ async def execute_parallel(
 ) -> None:
     """Run the branches concurrently; branch routing is ignored (spec §4)."""
     limit = asyncio.Semaphore(step.max_concurrent or len(step.parallel) or 1)
-    branches = [run.workflow.steps[name] for name in step.parallel]
+    kept = set(_resume_inside(run, step.name).get("keep", ()))  # a fork in one branch
+    branches = [run.workflow.steps[name] for name in step.parallel if name not in kept]
 
     async def branch(child: AnyStep) -> StepState:
         in_parallel_branch.set(step.name)  # this branch's task only: it has its own context
@@ -254,6 +270,9 @@ async def execute_loop(
         )
     results: list[str] = []
     index = 0
+    if resume := _resume_inside(run, step.name):  # a fork at one of its iterations
+        results = [str(r) for r in resume.get("results", [])]
+        index = len(results)
     while True:
         if items is not None:
             if index >= len(items):
@@ -344,8 +363,10 @@ async def execute_call(
     from awf_nb.engine.inputs import resolve_inputs
 
     resolved = resolve_inputs(child, inputs, cwd=config.cwd)
+    forked = _resume_inside(run, step.name)  # a fork inside the child: go on with it
+    resume = (str(forked["child"]), str(forked["from"])) if forked.get("child") else None
     try:
-        called = run.call_workflow(child, resolved, step=step.name, stack=stack)
+        called = run.call_workflow(child, resolved, step=step.name, stack=stack, resume=resume)
         child_state = await asyncio.wait_for(called, step.timeout)
     except TimeoutError:
         raise ExecutionError(

@@ -8,6 +8,7 @@ text is compared (already masked by the engine)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from html import escape
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["DiffRow", "RunsDiff", "diff_runs"]
 
 MAX_ROWS = 200  # rows shown after the divergence (a long run's tail is counted, not listed)
+HTML_CELL_CHARS = 2_000  # of each run's text in one row of the HTML view
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ class DiffRow:
     first: bool = False
 
 
-@dataclass
+@dataclass(repr=False)
 class RunsDiff:
     run_a: str
     run_b: str
@@ -68,6 +70,37 @@ class RunsDiff:
         if self.more:
             lines.append(f"  … {self.more} more rows")
         return "\n".join(lines)
+
+    def to_html(self) -> str:
+        """The same as a table (the notebook's view; styled by the run panel's CSS when
+        shown in a panel): the first difference marked `awf-diff-first`."""
+        a, b = escape(self.run_a), escape(self.run_b)
+        head = f"<div class='awf-diff-head'>runs <code>{a}</code> and <code>{b}</code>: "
+        if self.identical:
+            return head + f"the same ({self.same} steps and messages)</div>"
+        head += (
+            f"{self.same} steps and messages the same; they diverge at "
+            f"<b>{escape(self.rows[0].where)}</b></div>"
+        )
+        rows = [f"<tr><th></th><th>{a}</th><th>{b}</th></tr>"]
+        for row in self.rows:
+            css = " class='awf-diff-first'" if row.first else ""
+            rows.append(
+                f"<tr{css}><td class='awf-diff-where'>{escape(row.where)}</td>"
+                f"<td>{escape(_cut(row.a))}</td><td>{escape(_cut(row.b))}</td></tr>"
+            )
+        more = f"<div class='awf-note'>… {self.more} more rows</div>" if self.more else ""
+        return f"{head}<table class='awf-diff-table'>{''.join(rows)}</table>{more}"
+
+    def _repr_html_(self) -> str:  # a notebook shows the table
+        return self.to_html()
+
+    def __repr__(self) -> str:  # what a notebook's plain-text view and print() show
+        return self.to_text()
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= HTML_CELL_CHARS else text[: HTML_CELL_CHARS - 1] + "…"
 
 
 def _one_line(text: str, width: int) -> str:

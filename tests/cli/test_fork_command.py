@@ -81,3 +81,36 @@ def test_history_tree_shows_forks_under_their_run(awf, chat, storage):
         first: {"run": original, "at": "chat#3"},
         second: {"run": first, "at": "chat"},
     }
+
+
+def test_fork_inside_a_called_workflow_and_a_loop_iteration(awf, storage, tmp_path):
+    (tmp_path / "child.yaml").write_text(
+        "name: child\nstates:\n  initial: talk\n"
+        "  talk: {type: agent, provider: scripted, mode: conversation, prompt: hi,"
+        " options: {replies: [c1, c2]}, on_success: end}\n"
+        "  end: {type: terminal}\n"
+    )
+    (tmp_path / "wf.yaml").write_text(
+        "name: wf\nstates:\n  initial: each\n"
+        "  each: {type: for_each, items: [1, 2], body: [item], on_success: sub}\n"
+        '  item: {type: step, command: "echo {{.loop.Item}} >> items.log"}\n'
+        "  sub: {type: call_workflow, workflow: child, on_success: done}\n"
+        "  done: {type: terminal}\n"
+    )
+    assert awf("run", "wf.yaml", "--reply", "more", "--reply", "").returncode == 0
+    (original,) = [  # the child the call step ran is a run of its own, with a parent
+        p.parent.name
+        for p in storage.glob("runs/*/state.json")
+        if not json.loads(p.read_text())["parent_run_id"]
+    ]
+    result = awf("fork", original, "--at", "sub/talk#3", "--edit", "changed", "--reply", "")
+    assert result.returncode == 0, result.stderr
+    assert f"forked {original} at sub/talk#3 as run" in result.stderr
+    result = awf("fork", original, "--at", "each#2")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "items.log").read_text() == "1\n2\n2\n"
+    states = [json.loads(p.read_text()) for p in storage.glob("runs/*/state.json")]
+    children = [s for s in states if s.get("forked_from") and s["parent_run_id"]]
+    assert len(children) == 1
+    turns = children[0]["steps"]["talk"]["conversation"]["turns"]
+    assert [t["content"] for t in turns if t["role"] == "user"] == ["hi", "changed"]

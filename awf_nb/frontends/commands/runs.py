@@ -132,12 +132,14 @@ def _configure_fork(parser: argparse.ArgumentParser) -> None:
         "--at",
         required=True,
         metavar="STEP[#TURN]",
-        help="branch at this step (in a conversation, at its TURN-th message)",
+        help="branch at this step (in a conversation, at its TURN-th message; LOOP#N at a "
+        "loop's N-th iteration; a parallel step's branch; CALL/STEP inside a called workflow)",
     )
     parser.add_argument(
         "--edit",
         metavar="TEXT|@FILE",
-        help="replace the message at --at STEP#TURN with this text (or a file's)",
+        help="replace the message at --at STEP#TURN with this text (or a file's); at --at "
+        "STEP, the step does not run and this is its output",
     )
     configure_run_io(parser)
 
@@ -158,7 +160,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     new_id, point = fork_run(store, args.run_id, args.at, edit)
     print(f"forked {args.run_id} at {args.at} as run {new_id}", file=sys.stderr)
     options = _in_terminal(args, inputs=given)
-    prepared = prepare_run(Resume(new_id, from_step=point.step), options, storage=store)
+    prepared = prepare_run(Resume(new_id, from_step=point.resume_step), options, storage=store)
     return _run_here(prepared, args)
 
 

@@ -43,7 +43,7 @@ class NotebookFrontend:
 
         asks = self.asks.asks(request)
         workflow = request.workflow
-        panel = RunPanel(workflow.name, interactive=asks, workflow=workflow)
+        panel = RunPanel(workflow.name, interactive=asks, workflow=workflow, store=request.store)
         # Stop and Cancel run act on this run from now on, whatever runs when pressed.
         panel.attach(stop=control.stop, cancel=control.cancel)
         # A person watches the panel (not a headless run): its buttons answer breakpoints.

@@ -55,7 +55,9 @@ from awf_nb.frontends.notebook.status_view import StatusLine
 from awf_nb.frontends.notebook.summary import STATUS_COLORS, esc, summary_html
 
 if TYPE_CHECKING:
+    from awf_nb.frontends.notebook.panel_branch import Brancher
     from awf_nb.frontends.notebook.reader import WidgetReader
+    from awf_nb.store import Store
     from awf_nb.workflow.model import Workflow
 
 FLUSH_INTERVAL = 0.1  # seconds between flushes of streamed text: 10 Hz
@@ -74,8 +76,12 @@ class RunPanel:
         interactive: bool = False,
         flush_interval: float = FLUSH_INTERVAL,
         workflow: Workflow | None = None,
+        store: Store | None = None,
     ) -> None:
+        """`store`: where the run is kept; with it, every message and step offers "Branch
+        from here" (panel_branch.py)."""
         self.title = title
+        self.store = store
         # With the workflow, a "Diagram" toggle shows it live: the running step highlighted,
         # finished steps marked. Off by default; redrawn only while shown.
         self.workflow = workflow
@@ -127,6 +133,12 @@ class RunPanel:
             self.diagram = widgets.Output(_dom_classes=("awf-diagram",))
             self.diagram_toggle.observe(lambda _: self._refresh_diagram(), names="value")
             top += [self.diagram_toggle, self.diagram]
+        self.brancher: Brancher | None = None
+        if self.store is not None and self.interactive:
+            from awf_nb.frontends.notebook.panel_branch import Brancher
+
+            self.brancher = Brancher(self, self.store)
+            top.append(self.brancher.request)
         self.widget = PanelBox(
             self.title,
             children=[*top, self.notes, self.steps, self.input.widget],
@@ -205,6 +217,21 @@ class RunPanel:
         partner's place (None ends the exchange)."""
         self._stepping_in = [message]
         self.stop_reply()
+
+    # --- what "Branch from here" asks of the panel (panel_branch.py) ---------------------------
+
+    def sections(self) -> list[Section]:
+        """The step sections, in the order shown."""
+        return list(self._order)
+
+    def show_branches(self) -> None:
+        """Put the branch area (editor, branch panels, diffs) below the steps, once."""
+        brancher = self.brancher
+        if brancher is None or brancher.area in self.widget.children:
+            return
+        children = list(self.widget.children)
+        at = children.index(self.steps) + 1
+        self.widget.children = (*children[:at], brancher.area, *children[at:])
 
     # --- public helpers for the magic -------------------------------------------------------
 
@@ -320,6 +347,7 @@ class RunPanel:
         """What was said before the run was resumed: shown dimmed above the new turns."""
         section = self._sections.get(event.step)
         if section is not None and event.earlier:
+            section.earlier_messages = event.left_out + len(event.earlier)
             section.add_html(earlier_html(event, section.name), "awf-earlier")
 
     def _on_tool_use(self, event: ev.AgentToolUse) -> None:
@@ -353,6 +381,7 @@ class RunPanel:
             if section.partner:  # the person stepping into an exchange between agents
                 section.add_html("you", "awf-speaker")
             section.add_html(esc(event.text), "awf-user")
+        section.bubbles.append(event.text)
 
     def _on_turn_finished(self, event: ev.TurnFinished) -> None:
         self._tokens += event.tokens
@@ -624,7 +653,12 @@ def display_panel(panel: RunPanel) -> None:
     from awf_nb.frontends.notebook.panel_static import show_live
 
     if panel.interactive:
-        display({"application/javascript": ENTER_TO_SEND_JS, "text/plain": ""}, raw=True)
+        script = ENTER_TO_SEND_JS
+        if panel.brancher is not None:
+            from awf_nb.frontends.notebook.panel_branch import BRANCH_JS
+
+            script += "\n" + BRANCH_JS
+        display({"application/javascript": script, "text/plain": ""}, raw=True)
     panel.display_handle = show_live(panel.widget)
 
 

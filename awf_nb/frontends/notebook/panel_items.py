@@ -258,6 +258,12 @@ class Section:
         self.maker = maker
         # Titles are plain text (the widget escapes them): only the bidi controls to show.
         self.name = mark_bidi(event.step)
+        self.step_name = event.step
+        # The conversation's bubbles in the order shown (a message's text, or a reply), and
+        # how many messages came before them (a resumed conversation's): "Branch from
+        # here" numbers a message by them (panel_branch.py).
+        self.bubbles: list[str | Reply] = []
+        self.earlier_messages = 0
         self.reply: Reply | None = None
         # Tool calls came in the current turn: its text is split around their blocks.
         self.tools_in_turn = False
@@ -313,6 +319,7 @@ class Section:
             self.add_stream("awf-partner" if speaker else "awf-assistant", tail=_WAITING)
         )
         self.reply.label = label
+        self.bubbles.append(self.reply)
         return self.reply
 
     def own_label(self) -> str:
@@ -343,6 +350,7 @@ class Section:
                 self.remove(item)
                 item.close()
         reply.finished = True
+        self.bubbles = [b for b in self.bubbles if b is not reply]
         if self.reply is reply:
             self.reply = None
 
