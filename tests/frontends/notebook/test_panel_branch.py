@@ -16,7 +16,8 @@ from awf_nb.frontends.notebook.panel_branch import diff_html
 from awf_nb.frontends.notebook.reader import WidgetReader
 from awf_nb.runs import prepare_run
 from awf_nb.runs.diff import diff_runs
-from tests.support.panel_widgets import click, find, type_into
+from tests.support.panel_frontend import PanelFrontend
+from tests.support.panel_widgets import click, find, press, send, type_into
 from tests.support.waiting import until
 
 WAIT_SECONDS = 20.0
@@ -41,8 +42,8 @@ def _start(store) -> tuple[RunPanel, RunHandle]:
     workflow = load(CHAT)
     panel = RunPanel(workflow.name, interactive=True, workflow=workflow, store=store)
     reader = WidgetReader()
-    runner = prepare_run(workflow, reader=reader, sink=panel, storage=store).runner
-    handle = RunHandle(runner, panel=panel, reader=reader, name="chat")
+    prepared = prepare_run(workflow, frontend=PanelFrontend(panel, reader), storage=store)
+    handle = RunHandle(prepared, name="chat")
     handle.start()
     return panel, handle
 
@@ -64,12 +65,11 @@ def _button(root: widgets.Widget, label: str) -> widgets.Button:
 
 async def test_branch_from_a_message_runs_the_edit_below_and_shows_the_diff(store) -> None:
     panel, handle = _start(store)
-    await until(lambda: not panel.input.send_button.disabled, "the first prompt")
-    type_into(panel.input.text, "Sunny, two square metres")
-    click(panel.input.send_button)
+    await until(lambda: panel.input.composer.can_send, "the first prompt")
+    send(panel.input, "Sunny, two square metres")
     await until(lambda: len(panel.sections()[1].bubbles) == 4, "the message and its reply")
-    await until(lambda: not panel.input.send_button.disabled, "the second prompt")
-    click(panel.input.end_button)
+    await until(lambda: panel.input.composer.can_send, "the second prompt")
+    press(panel.input.composer, "end")
     original = await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
     assert original.ok
 
@@ -85,10 +85,10 @@ async def test_branch_from_a_message_runs_the_edit_below_and_shows_the_diff(stor
     await until(lambda: panel.brancher.branches, "the branch run")
     branch = panel.brancher.branches[0]
     assert branch.panel.widget in panel.brancher.area.children  # below the original
-    await until(lambda: not branch.panel.input.send_button.disabled, "the branch's prompt")
+    await until(lambda: branch.panel.input.composer.can_send, "the branch's prompt")
     replies = [b for b in branch.panel.sections()[-1].bubbles if not isinstance(b, str)]
     assert replies and replies[-1].text == "Then tomatoes."
-    click(branch.panel.input.end_button)
+    press(branch.panel.input.composer, "end")
     result = await asyncio.wait_for(branch.wait(), WAIT_SECONDS)
     assert result.ok and result.state.forked_from == {
         "run": original.run_id,
@@ -108,8 +108,8 @@ async def test_branch_from_a_message_runs_the_edit_below_and_shows_the_diff(stor
 
 async def test_branch_from_a_step_edits_its_output(store) -> None:
     panel, handle = _start(store)
-    await until(lambda: not panel.input.send_button.disabled, "the first prompt")
-    click(panel.input.end_button)
+    await until(lambda: panel.input.composer.can_send, "the first prompt")
+    press(panel.input.composer, "end")
     await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
 
     _request(panel, 0, None)  # the command step `prep`
@@ -120,15 +120,15 @@ async def test_branch_from_a_step_edits_its_output(store) -> None:
     click(_button(panel.brancher.editor, "Run branch"))
     await until(lambda: panel.brancher.branches, "the branch run")
     branch = panel.brancher.branches[0]
-    await until(lambda: not branch.panel.input.send_button.disabled, "the branch's prompt")
+    await until(lambda: branch.panel.input.composer.can_send, "the branch's prompt")
     assert branch.panel.sections()[-1].bubbles[0] == "Plan with sand"
-    click(branch.panel.input.end_button)
+    press(branch.panel.input.composer, "end")
     assert (await asyncio.wait_for(branch.wait(), WAIT_SECONDS)).ok
 
 
 async def test_a_request_that_names_nothing_is_ignored_and_cancel_closes(store) -> None:
     panel, handle = _start(store)
-    await until(lambda: not panel.input.send_button.disabled, "the first prompt")
+    await until(lambda: panel.input.composer.can_send, "the first prompt")
     _request(panel, 7, 0)
     type_into(panel.brancher.request, "not json")
     await asyncio.sleep(0)
@@ -137,7 +137,7 @@ async def test_a_request_that_names_nothing_is_ignored_and_cancel_closes(store) 
     await until(lambda: panel.brancher.editor is not None, "the editor")
     click(_button(panel.brancher.editor, "Cancel"))
     await until(lambda: panel.brancher.editor is None, "the editor closed")
-    click(panel.input.end_button)
+    press(panel.input.composer, "end")
     await asyncio.wait_for(handle.wait(), WAIT_SECONDS)
 
 
