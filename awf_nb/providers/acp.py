@@ -39,7 +39,7 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.engine.process import ProcessGroup
-from awf_nb.engine.summary import format_duration
+from awf_nb.engine.summary import format_duration, format_limit
 from awf_nb.errors import ProviderError
 from awf_nb.providers.options import OptionsModel, parse_options
 from awf_nb.workflow.files import MAX_FILE_BYTES, read_text_capped
@@ -296,8 +296,7 @@ class AcpProvider:
                     getter.cancel()
                     raise ProviderError(
                         NAME,
-                        f"the turn took longer than {format_duration(timeout)} "
-                        "(options.turn_timeout)",
+                        f"the turn took longer than {format_limit(timeout)} (options.turn_timeout)",
                     )
                 if getter in done:
                     update = getter.result()
