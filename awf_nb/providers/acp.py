@@ -197,7 +197,10 @@ class AcpProvider:
         client = _Client(cwd)
         process = group.process
         assert process.stdin is not None and process.stdout is not None
-        conn = connect_to_agent(client, process.stdin, process.stdout)
+        # The SDK's Client protocol lists every optional capability (terminals, elicitation,
+        # extensions); awf offers files and permissions only, and the SDK's router answers
+        # "method not found" for a handler an object does not have.
+        conn = connect_to_agent(client, process.stdin, process.stdout)  # type: ignore[arg-type]
         try:
             init = await asyncio.wait_for(
                 conn.initialize(
