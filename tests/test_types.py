@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # mypy checks ~250 modules; a cold run takes a minute or two on one shared core. The bound
@@ -20,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MYPY_TIMEOUT_S = 900
 
 
+@pytest.mark.slow
 def test_mypy_reports_nothing_on_the_package() -> None:
     assert importlib.util.find_spec("mypy") is not None, (
         "mypy is not installed: pip install -e '.[test]' -c awf_nb/constraints.txt"
