@@ -285,7 +285,7 @@ async def aevaluate(
                            "workflow or dataset")  # fmt: skip
         return await rescore_eval(
             rescore, scorers=scorers or None, storage=storage, cwd=base, env=env
-        )  # type: ignore[arg-type]
+        )
     if resume is not None:
         if source is not None or workflow is not None or dataset is not None:
             raise AwfError("evaluate(resume=...) continues an eval as it was started: "

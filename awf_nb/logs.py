@@ -38,14 +38,14 @@ LEVELS = {
 ENV = "AWF_LOG"
 
 
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+class _Stderr(logging.StreamHandler):
     """Writes to whatever `sys.stderr` is when a message comes (a notebook cell's output,
     pytest's capture), not to the stream of the moment the handler was made."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> object:
         return sys.stderr
 

@@ -57,7 +57,7 @@ from awf_nb.engine.reply_limits import (
     tool_calls_message,
 )
 from awf_nb.engine.state import ConversationState, StepState, Turn
-from awf_nb.engine.summary import format_duration
+from awf_nb.engine.summary import format_duration, format_limit
 from awf_nb.engine.tokens import estimate_tokens, tokens_for_chars
 from awf_nb.errors import ExecutionError, ProviderError
 from awf_nb.workflow.model import AgentStep
@@ -379,7 +379,7 @@ class AgentSession:
                 reply = await self._rounds(request, said)
         except TimeoutError:
             raise TurnTimeout(
-                f"step {step.name}: agent turn timed out after {format_duration(step.timeout)} "
+                f"step {step.name}: agent turn timed out after {format_limit(step.timeout)} "
                 "(the step's timeout bounds a whole reply, its tool calls included)",
                 step=step.name,
             ) from None

@@ -13,17 +13,18 @@ servers, an agent CLI — is recorded in its state while it runs (`StepChildren`
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING
 
 from awf_nb.engine.agent import AgentSession
+from awf_nb.engine.agent_files import with_role, with_skills
 from awf_nb.engine.context import LoopFrame, command_env, strip_fences
+from awf_nb.engine.conversation import converse
+from awf_nb.engine.partner import make_exchange
 from awf_nb.engine.ports import McpServerSpec, Provider, ToolSet
 from awf_nb.engine.process import ChildGroup, watching
 from awf_nb.engine.state import ChildGroupState, ConversationState, StepState
 from awf_nb.errors import ExecutionError
-from awf_nb.workflow import roles_skills
 from awf_nb.workflow.model import AgentStep
 
 if TYPE_CHECKING:
@@ -95,9 +96,6 @@ async def _execute_agent(
         if tools is not None:
             session.repair_tool_calls()
         if step.mode == "conversation":
-            from awf_nb.engine.conversation import converse
-            from awf_nb.engine.partner import make_exchange
-
             exchange = make_exchange(run, session, loop)
             await converse(session, prompt, exchange, resuming=restored is not None)
         else:
@@ -116,56 +114,6 @@ async def _execute_agent(
             ) from None
         if isinstance(st.json_, dict):
             st.response = st.json_
-
-
-def _lookup(run: StepRun) -> roles_skills.Lookup:
-    return roles_skills.Lookup(run.config.cwd, run.config.env, run.workflow.base_dir)
-
-
-def with_role(
-    run: StepRun,
-    step: str,
-    role: str | None,
-    system: str | None,
-    *,
-    what: str,
-    loop: LoopFrame | None = None,
-) -> str | None:
-    """`system` preceded by the text of the role `role` names (a template; its result a
-    name or a path), as AWF composes them; unchanged without a role."""
-    if not role:
-        return system
-    ref = run.ctx.render(role, step=step, what=what, loop=loop).strip()
-    if not ref:  # a template that chose no role
-        return system
-    try:
-        found = roles_skills.resolve_role(ref, _lookup(run))
-    except roles_skills.AgentFileError as exc:
-        raise ExecutionError(f"step {step}: {what}: {exc.message}", step=step) from None
-    for warning in roles_skills.role_warnings(found, system):
-        run.warn_once(f"role:{step}:{warning}", f"step {step}: {warning}", step)
-    return roles_skills.compose_system_prompt(found.content, system)
-
-
-async def with_skills(run: StepRun, step: AgentStep, prompt: str) -> str:
-    """The prompt preceded by the step's skills, each in its `<skill_content>` block.
-
-    Found and read in a worker thread: listing a skill's folder walks up to
-    `roles_skills.MAX_SKILL_ENTRIES` entries, and the loop also drives the frontend and
-    the run's other steps."""
-    if not step.skills:
-        return prompt
-    lookup, refs = _lookup(run), list(step.skills)
-    try:
-        skills = await asyncio.to_thread(
-            lambda: [roles_skills.resolve_skill(ref, lookup) for ref in refs]
-        )
-    except roles_skills.AgentFileError as exc:
-        raise ExecutionError(f"step {step.name}: skills: {exc.message}", step=step.name) from None
-    for skill in skills:
-        for warning in roles_skills.skill_warnings(skill):
-            run.warn_once(f"skill:{step.name}:{warning}", f"step {step.name}: {warning}", step.name)
-    return roles_skills.with_skills(prompt, skills)
 
 
 async def _tools_for(

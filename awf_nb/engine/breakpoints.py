@@ -195,7 +195,7 @@ class CallbackDebugger:
         answer = self.callback(pause)
         if inspect.isawaitable(answer):
             answer = await answer
-        return PauseAnswer.of(answer)  # type: ignore[arg-type]
+        return PauseAnswer.of(answer)
 
 
 class PauseStream:

@@ -28,14 +28,15 @@ from typing import TYPE_CHECKING
 from awf_nb.engine import events as ev
 from awf_nb.engine.agent import Reply
 from awf_nb.engine.context import command_env
-from awf_nb.engine.process import default_shell, run_process
-from awf_nb.engine.summary import format_duration
+from awf_nb.engine.interruption import PartnerInterrupted
+from awf_nb.engine.process import ProcessResult, default_shell, run_process
+from awf_nb.engine.summary import format_limit
 from awf_nb.engine.tool_slots import tool_process_slot
 from awf_nb.errors import ExecutionError
 
 if TYPE_CHECKING:
     from awf_nb.engine.context import LoopFrame
-    from awf_nb.engine.run import Runner
+    from awf_nb.engine.runtime import StepRun
     from awf_nb.engine.state import ConversationState
     from awf_nb.workflow.model import AgentStep, Partner
 
@@ -47,7 +48,7 @@ class CommandPartner:
 
     def __init__(
         self,
-        run: Runner,
+        run: StepRun,
         step: AgentStep,
         conv: ConversationState,
         partner: Partner,
@@ -58,8 +59,6 @@ class CommandPartner:
         self.last: Reply | None = None
 
     async def answer(self, reply: str, turn: int) -> str | None:
-        from awf_nb.engine.partner import PartnerInterrupted
-
         run, step, partner = self.run, self.step, self.partner
         # `turn` is the reply the message will ask for; the command is told the one it
         # answers, numbered as `until` and `{{.turn}}` number it
@@ -111,8 +110,6 @@ class CommandPartner:
         )
 
     def _check(self, result: object, timeout: float | None) -> None:
-        from awf_nb.engine.process import ProcessResult
-
         assert isinstance(result, ProcessResult)
         name, masker = self.step.name, self.run.masker
         where = f"step {name}: conversation.with.command"
@@ -123,7 +120,7 @@ class CommandPartner:
                 step=name,
             )
         if result.timed_out:
-            raise ExecutionError(f"{where} timed out after {format_duration(timeout)}", step=name)
+            raise ExecutionError(f"{where} timed out after {format_limit(timeout)}", step=name)
         if result.exit_code != 0:
             last = masker.mask(result.stderr).strip().splitlines()[-1:] or [""]
             detail = f": {last[0]}" if last[0] else ""

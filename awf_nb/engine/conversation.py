@@ -17,7 +17,8 @@ import asyncio
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession, Reply, TurnTimeout
-from awf_nb.engine.partner import PERSON, Exchange, PartnerInterrupted, read_message
+from awf_nb.engine.interruption import PartnerInterrupted
+from awf_nb.engine.partner import PERSON, Exchange, read_message
 from awf_nb.errors import AwfError
 
 
@@ -74,6 +75,7 @@ async def _answer(session: AgentSession, exchange: Exchange, reply: Reply) -> st
     automatic = bool(partner.name)
     turn = session.replies + 1
     speaker = partner.name
+    message: str | None
     while True:
         if automatic and reply.interrupted and run.config.reader is not None:
             taken = await _take_over(session, turn)

@@ -1,5 +1,6 @@
 """Ctrl-C / Stop during a turn: `TurnInterruption`, the span of a turn that an interrupt
-cuts short (`Runner.interruptible`, `Runner.interrupt`)."""
+cuts short (`Runner.interruptible`, `Runner.interrupt`), and `PartnerInterrupted`, what a
+conversation partner raises when it was cut short."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from awf_nb.engine.run import Runner
+
+
+class PartnerInterrupted(Exception):
+    """Ctrl-C / Stop while the partner agent was writing: the person may take over."""
 
 
 class TurnInterruption:

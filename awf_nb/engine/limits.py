@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from awf_nb.engine.state import RunState
-from awf_nb.engine.summary import format_duration
+from awf_nb.engine.summary import format_limit
 from awf_nb.errors import ExecutionError
 from awf_nb.workflow.model import Limits
 
@@ -75,7 +75,7 @@ class RunBudget:
         return max(0.0, self.limits.timeout - self._spent_before)
 
     def timeout_message(self) -> str:
-        return f"run stopped: limits.timeout ({format_duration(self.limits.timeout)}) reached"
+        return f"run stopped: limits.timeout ({format_limit(self.limits.timeout)}) reached"
 
     def record_time(self) -> None:
         """Store the time spent running so far (called before each checkpoint)."""

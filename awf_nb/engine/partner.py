@@ -22,14 +22,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from awf_nb.engine import events as ev
 from awf_nb.engine.agent import AgentSession, Reply, TurnTimeout
+from awf_nb.engine.agent_files import with_role
+from awf_nb.engine.branches import in_parallel_branch
+from awf_nb.engine.command_partner import CommandPartner
+from awf_nb.engine.interruption import PartnerInterrupted
 from awf_nb.engine.ports import Message, Provider, ToolSpec
 from awf_nb.engine.state import ConversationState
-from awf_nb.engine.summary import format_duration
+from awf_nb.engine.summary import format_limit
 from awf_nb.errors import ExecutionError, ProviderError
 
 if TYPE_CHECKING:
     from awf_nb.engine.context import LoopFrame
-    from awf_nb.engine.run import Runner
+    from awf_nb.engine.runtime import StepRun
     from awf_nb.workflow.model import AgentStep
 
 EXIT_WORDS = frozenset({"exit", "quit"})
@@ -57,7 +61,7 @@ class Partner(Protocol):
 
 
 async def read_message(
-    run: Runner,
+    run: StepRun,
     step: str,
     turn: int,
     timeout: float | None = None,
@@ -79,7 +83,7 @@ async def read_message(
     except TimeoutError:
         raise TurnTimeout(
             f"step {step}: no message at the prompt within the step timeout "
-            f"({format_duration(timeout)})",
+            f"({format_limit(timeout)})",
             step=step,
         ) from None
     if text is not None and not text.strip():
@@ -93,7 +97,7 @@ async def read_message(
 
 @dataclass
 class PersonPartner:
-    run: Runner
+    run: StepRun
     step: AgentStep
     name: str = ""
     records_itself: bool = False
@@ -107,7 +111,7 @@ class PersonPartner:
 class ScriptedPartner:
     """`with: {replies: [...]}`: the messages in order; the conversation ends after them."""
 
-    run: Runner
+    run: StepRun
     step: AgentStep
     conv: ConversationState
     replies: list[str]
@@ -197,10 +201,6 @@ class AgentPartner:
         if result.interrupted:
             raise PartnerInterrupted()
         return None if ends else text
-
-
-class PartnerInterrupted(Exception):
-    """Ctrl-C / Stop while the partner agent was writing: the person may take over."""
 
 
 def partner_conversation(provider_name: str, conv: ConversationState) -> ConversationState:
@@ -365,7 +365,7 @@ class Exchange:
     max_turns: int | None = None
 
 
-def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = None) -> Exchange:
+def make_exchange(run: StepRun, session: AgentSession, loop: LoopFrame | None = None) -> Exchange:
     """The partner of a conversation step: `conversation.with`, else a simulated user when
     the run has one, else the person."""
     step, conv, ctx = session.step, session.conv, run.ctx
@@ -389,13 +389,9 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
             scripted = ScriptedPartner(run, step, conv, replies, partner.name)
             return Exchange(scripted, config.until, config.max_turns)
         if partner.kind == "command":
-            from awf_nb.engine.command_partner import CommandPartner
-
             script = CommandPartner(run, step, conv, partner, loop)
             return Exchange(script, config.until, config.max_turns)
         assert partner.provider is not None
-        from awf_nb.engine.agent_step import with_role
-
         system = partner.system_prompt
         system = render(system, "conversation.with.system_prompt") if system else None
         what = "conversation.with.role"
@@ -421,8 +417,6 @@ def make_exchange(run: Runner, session: AgentSession, loop: LoopFrame | None = N
             user=simulated,
         )
         return Exchange(agent, max_turns=simulated.max_turns)
-    from awf_nb.engine.steps import in_parallel_branch
-
     if parallel := in_parallel_branch.get():
         # `awf validate` refuses this; a workflow built in Python, or called from a branch
         # (call_workflow), gets here: two prompts at once would each wait for the other's line.

@@ -173,8 +173,12 @@ class Provider(Protocol):
     group, stops generation) promptly. Failures raise `awf_nb.errors.ProviderError`.
     """
 
-    name: str
-    session_kind: Literal["history", "session_id"]
+    # read-only: a wrapper (recording, seeding) answers with its inner provider's
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def session_kind(self) -> Literal["history", "session_id"]: ...
 
     def stream(self, turn: TurnRequest) -> AsyncIterator[ProviderEvent]: ...
 
@@ -224,6 +228,8 @@ class RunStore(Protocol):
     def new_run_id(self) -> str: ...
 
     def save_state(self, state: RunState) -> None: ...
+
+    def load_state(self, run_id: str) -> RunState: ...
 
     def record_run(self, state: RunState) -> None: ...
 

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from awf_nb.engine import events as ev
+from awf_nb.engine import steps
 from awf_nb.engine.breakpoints import PauseAborted, Pauses
 from awf_nb.engine.config import ProviderSet, RunConfig
 from awf_nb.engine.context import LoopFrame, RunContext
@@ -184,7 +185,8 @@ class Runner:
                     await self._drive(self.start_step)
             except TimeoutError:
                 raise RunEnds(self.limits.timeout_message(), reason="limit") from None
-            if state.status == "completed":
+            # read again: the steps have moved the status on from "running"
+            if self.state.status == "completed":
                 await run_hooks(self, self.workflow.hooks.workflow_end, step="")
         except (asyncio.CancelledError, PauseAborted) as exc:
             aborted = isinstance(exc, PauseAborted)
@@ -324,8 +326,6 @@ class Runner:
 
     async def run_step(self, step: AnyStep, loop: LoopFrame | None = None) -> StepOutcome:
         """Execute one step with its hooks and retries; record and checkpoint its state."""
-        from awf_nb.engine import steps
-
         self._executions += 1
         if self._executions > MAX_STEP_EXECUTIONS:
             raise RunEnds(f"stopped after {MAX_STEP_EXECUTIONS} step executions (a cycle?)")
@@ -527,7 +527,7 @@ class Runner:
 
     def send(self, kind: type[ev.RunEvent], *fields: Any, **named: Any) -> None:
         """`emit(kind(run_id, *fields, **named))`: an event of this run (masked)."""
-        self.emit(kind(self.run_id, *fields, **named))  # type: ignore[call-arg]
+        self.emit(kind(self.run_id, *fields, **named))
 
     def warn(self, message: str, step: str = "") -> None:
         self.emit(ev.RunWarning(self.run_id, message, step))

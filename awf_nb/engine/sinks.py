@@ -70,7 +70,7 @@ class EventMasker:
                 else:
                     if name in _LABELS:
                         self._remember(value)
-        return dataclasses.replace(event, **changes) if changes else event  # type: ignore[type-var]
+        return dataclasses.replace(event, **changes) if changes else event
 
     def _remember(self, label: str) -> None:
         if len(label) <= _SHORT:
@@ -122,5 +122,5 @@ class PrefixSink:
         step = getattr(event, "step", None)
         if step is not None:
             prefixed = f"{self._prefix}.{step}" if step else self._prefix
-            event = dataclasses.replace(event, step=prefixed)  # type: ignore[call-arg]
+            event = dataclasses.replace(event, step=prefixed)
         self._sink.emit(event)

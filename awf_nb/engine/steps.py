@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import json
 import os
 import stat
@@ -20,11 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from awf_nb.engine import events as ev
+from awf_nb.engine.agent_step import execute_agent
+from awf_nb.engine.branches import in_parallel_branch
 from awf_nb.engine.context import LoopFrame, command_env, json_response
+from awf_nb.engine.operations import OperationContext, run_operation
 from awf_nb.engine.process import default_shell, run_process
 from awf_nb.engine.runtime import MAX_CALL_DEPTH, RunEnds
 from awf_nb.engine.state import StepState
-from awf_nb.engine.summary import format_duration
+from awf_nb.engine.summary import format_limit
 from awf_nb.errors import DefinitionError, ExecutionError
 from awf_nb.workflow.model import (
     AgentStep,
@@ -44,12 +46,6 @@ if TYPE_CHECKING:
 HARD_MAX_ITERATIONS = 10_000
 DEFAULT_MAX_ITERATIONS = 100
 
-# The parallel step whose branch the current task runs (its loops and called workflows
-# included), "" outside of any: the person can answer only one conversation at a time.
-in_parallel_branch: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "in_parallel_branch", default=""
-)
-
 
 async def execute(run: StepRun, step: AnyStep, st: StepState, loop: LoopFrame | None) -> str | None:
     plan = run.state.resume_inside
@@ -60,8 +56,6 @@ async def execute(run: StepRun, step: AnyStep, st: StepState, loop: LoopFrame | 
     if isinstance(step, CommandStep):
         await execute_command(run, step, st, loop)
     elif isinstance(step, AgentStep):
-        from awf_nb.engine.agent_step import execute_agent
-
         await execute_agent(run, step, st, loop)
     elif isinstance(step, ParallelStep):
         await execute_parallel(run, step, st, loop)
@@ -146,7 +140,7 @@ async def execute_command(
     st.exit_code = result.exit_code
     st.response = json_response(st.output)
     if result.timed_out:
-        raise ExecutionError(f"step {step.name}: timed out after {format_duration(step.timeout)}")
+        raise ExecutionError(f"step {step.name}: timed out after {format_limit(step.timeout)}")
     if result.exit_code != 0:
         last = st.stderr.strip().splitlines()[-1:] or [""]
         detail = f": {last[0]}" if last[0] else ""
@@ -279,6 +273,7 @@ async def execute_loop(
                 break
             frame = LoopFrame(items[index], index, len(items), parent)
         else:
+            assert isinstance(step, WhileStep)  # no items: a while loop
             frame = LoopFrame(None, index, None, parent)
             if not run.ctx.condition(step.while_, step=step.name, what="while", loop=frame):
                 break
@@ -370,7 +365,7 @@ async def execute_call(
         child_state = await asyncio.wait_for(called, step.timeout)
     except TimeoutError:
         raise ExecutionError(
-            f"step {step.name}: timed out after {format_duration(step.timeout)}"
+            f"step {step.name}: timed out after {format_limit(step.timeout)}"
         ) from None
     st.tokens_used = child_state.total_tokens
     # an estimate anywhere in the child makes its total one (the `~` marker is kept)
@@ -395,8 +390,6 @@ async def execute_operation(
     run: StepRun, step: OperationStep, st: StepState, loop: LoopFrame | None
 ) -> None:
     """A built-in operation: its outputs become `Response`, and `Output` as JSON."""
-    from awf_nb.engine.operations import OperationContext, run_operation
-
     inputs = {
         k: run.ctx.render_value(v, step=step.name, what=f"inputs.{k}", loop=loop)
         for k, v in step.inputs.items()
@@ -413,7 +406,7 @@ async def execute_operation(
         result = await asyncio.wait_for(operation, step.timeout)
     except TimeoutError:
         raise ExecutionError(
-            f"step {step.name}: timed out after {format_duration(step.timeout)}"
+            f"step {step.name}: timed out after {format_limit(step.timeout)}"
         ) from None
     except ExecutionError as exc:
         raise ExecutionError(f"step {step.name}: {run.masker.mask(exc.message)}") from None

@@ -125,6 +125,12 @@ def format_duration(seconds: float, *, whole: bool = False) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
+def format_limit(seconds: float | None) -> str:
+    """A time limit in a "timed out after …" message. `None` (no limit) cannot have been
+    reached, but a message about it must still be readable rather than fail."""
+    return "no limit" if seconds is None else format_duration(seconds)
+
+
 def format_elapsed(seconds: float) -> str:
     """Whole seconds, for a status line that ticks once a second."""
     return format_duration(seconds, whole=True)

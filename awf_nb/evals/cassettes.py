@@ -83,14 +83,13 @@ def cassette_options(
     record_missing: str | os.PathLike[str] | None,
 ) -> tuple[CassetteMode | None, Path | None]:
     """The cassette mode and folder `--record` / `--replay` / `--record-missing` ask for."""
+    asked: tuple[tuple[CassetteMode, str | os.PathLike[str] | None], ...] = (
+        ("record", record),
+        ("replay", replay),
+        ("record-missing", record_missing),
+    )
     given: Sequence[tuple[CassetteMode, Any]] = [
-        (mode, value)
-        for mode, value in (
-            ("record", record),
-            ("replay", replay),
-            ("record-missing", record_missing),
-        )
-        if value is not None
+        (mode, value) for mode, value in asked if value is not None
     ]
     if len(given) > 1:
         raise UserError("--record, --replay and --record-missing exclude each other: choose one")

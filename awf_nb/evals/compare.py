@@ -175,7 +175,7 @@ class Comparison:
 
 
 def describe(s: ScorerComparison) -> str:
-    if s.difference is None:
+    if s.difference is None or s.low is None or s.high is None:  # set together, or none
         return f"  {s.scorer}: nothing to compare ({s.note or 'no case decided in both'})"
     unit = 100.0 if s.metric == "pass rate" else 1.0
     fmt = "{:+.0f} pts" if unit == 100.0 else "{:+.2f}"
@@ -218,10 +218,10 @@ def _per_case(
         runs = [run for _, _, run in trials if run]
         all_passed = all(passed for passed, _, _ in trials)
         if numeric:
-            value = math.fsum(score for _, score, _ in trials if score is not None) / len(trials)
+            mean = math.fsum(score for _, score, _ in trials if score is not None) / len(trials)
         else:
-            value = sum(1 for passed, _, _ in trials if passed) / len(trials)
-        out[case] = (value, all_passed, runs)
+            mean = sum(1 for passed, _, _ in trials if passed) / len(trials)
+        out[case] = (mean, all_passed, runs)
     return out
 
 

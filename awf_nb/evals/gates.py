@@ -120,7 +120,9 @@ def check_result_gates(
     return out
 
 
-def _check(gate: Gate, summary: Any, scorers: Sequence[str], comparisons: dict[str, Any]):
+def _check(
+    gate: Gate, summary: Any, scorers: Sequence[str], comparisons: dict[str, Any]
+) -> GateResult:
     if gate.no_regression:
         if gate.no_regression not in comparisons:
             known = ", ".join(sorted(comparisons)) or "none: the eval has one variant"

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from awf_nb.engine.summary import format_duration
+from awf_nb.engine.summary import format_limit
 from awf_nb.errors import AwfError
 from awf_nb.evals.scorers import (
     JUDGE_FORMAT,
@@ -89,7 +89,7 @@ async def ask(provider: Provider, turn: TurnRequest, spec: JudgeSpec) -> Answer:
                     final = event.text
     except TimeoutError:
         answer.error = (
-            f"the judge did not answer within {format_duration(spec.timeout)} (judge.timeout)"
+            f"the judge did not answer within {format_limit(spec.timeout)} (judge.timeout)"
         )
         return answer
     finally:

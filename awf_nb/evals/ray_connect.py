@@ -60,6 +60,7 @@ def connect(ray: Any, address_option: str | None) -> None:
         with _loopback_driver(bool(options)):
             _answers(address, where, hint)
     _route_cluster_messages()
+    refused: tuple[type[BaseException], ...] = (ConnectionError, *_refusals(ray))
     try:
         with _loopback_driver(bool(options)):
             ray.init(
@@ -71,7 +72,7 @@ def connect(ray: Any, address_option: str | None) -> None:
                 configure_logging=False,
                 **options,
             )
-    except (ConnectionError, *_refusals(ray)) as exc:
+    except refused as exc:
         raise UserError(
             f"cannot connect to the Ray cluster at {where}: {_first_line(exc)}", hint=hint
         ) from None
@@ -156,7 +157,9 @@ def _answers(address: str, where: str, hint: str) -> None:
         ensure_token_if_auth_enabled,
     )
     from ray._private.services import canonicalize_bootstrap_address
-    from ray._raylet import GcsClient
+
+    # Ray's stub of its compiled _raylet leaves GcsClient out; the module has it
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
     try:
         # as `ray.init` does first: Ray's client ends the process when the token it is

@@ -455,6 +455,7 @@ class RayExecutor:
         worker is "unavailable" meanwhile), or it is dead for good."""
         unavailable = getattr(self.ray.exceptions, "ActorUnavailableError", ())
         deadline = asyncio.get_running_loop().time() + WORKER_START_TIMEOUT
+        gone: tuple[type[BaseException], ...] = (TimeoutError, *_worker_errors(self.ray))
         while True:
             try:
                 left = deadline - asyncio.get_running_loop().time()
@@ -464,7 +465,7 @@ class RayExecutor:
                 if asyncio.get_running_loop().time() > deadline:
                     return False
                 await asyncio.sleep(RESTART_POLL)  # Ray has no event for "restarted"
-            except (TimeoutError, *_worker_errors(self.ray)):
+            except gone:
                 return False
 
     async def _one(self, actor: Any, item: WorkItem, put: Any) -> None:

@@ -225,7 +225,9 @@ class EvalSummary:
         return self.seconds / self.rows if self.rows else None
 
     @classmethod
-    def of(cls, rows: Sequence[EvalRow], scorers: Sequence[tuple[str, str]], epochs: int):
+    def of(
+        cls, rows: Sequence[EvalRow], scorers: Sequence[tuple[str, str]], epochs: int
+    ) -> EvalSummary:
         """The summary of `rows`; `scorers` are (name, kind) in the eval file's order."""
         from awf_nb.evals.pricing import add
 

@@ -183,6 +183,7 @@ class EvalFolder:
     """One eval's folder (see the module docstring)."""
 
     def __init__(self, store: Store, eval_id: str) -> None:
+        self._lock_fd: int | None = None  # the lock file, open while `lock` holds it
         self.store = store
         self.eval_id = eval_id
         self.path = evals_dir(store) / eval_id
@@ -284,7 +285,7 @@ class EvalFolder:
         self._lock_fd = fd
 
     def unlock(self) -> None:
-        fd = getattr(self, "_lock_fd", None)
+        fd = self._lock_fd
         if fd is not None:
             os.close(fd)  # closing drops the flock
             self._lock_fd = None

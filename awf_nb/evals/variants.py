@@ -109,7 +109,7 @@ def variant_text(base_text: str, values: Mapping[str, Any], label: str) -> str:
     problems = set_values(data, values)
     if problems:
         raise DefinitionError([Problem(f"set: {path}: {message}") for path, message in problems])
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+    return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100))
 
 
 def load_variant(

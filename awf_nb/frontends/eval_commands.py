@@ -187,8 +187,8 @@ def _held_signals() -> Iterator[list[int]]:
     try:
         yield held
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        for number, handler in previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 
 
 def _baseline(args: argparse.Namespace, run: Any) -> Any:

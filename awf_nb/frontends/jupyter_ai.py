@@ -46,7 +46,7 @@ def acp_command(env: dict[str, str] | None = None) -> list[str]:
 _SENDING: ContextVar[bool] = ContextVar("awf_sending", default=False)
 
 
-class AwfAcpClient(JaiAcpClient):  # type: ignore[misc]
+class AwfAcpClient(JaiAcpClient):
     """Jupyter AI's ACP client, keeping a conversation step's entry running across turns.
 
     Before it sends a message the client clears the previous turn's unfinished work
@@ -69,7 +69,7 @@ class AwfAcpClient(JaiAcpClient):  # type: ignore[misc]
         super()._cancel_pending_work(session_id)
 
 
-class AwfAcpPersona(BaseAcpPersona):  # type: ignore[misc]
+class AwfAcpPersona(BaseAcpPersona):
     """AWF's workflows as a Jupyter AI persona (an ACP agent run as a subprocess)."""
 
     acp_client_class: ClassVar[type[JaiAcpClient]] = AwfAcpClient

@@ -39,7 +39,7 @@ from awf_nb.engine.ports import (
     Usage,
 )
 from awf_nb.engine.process import ProcessGroup
-from awf_nb.engine.summary import format_duration
+from awf_nb.engine.summary import format_duration, format_limit
 from awf_nb.errors import ProviderError
 from awf_nb.providers.options import OptionsModel, parse_options
 from awf_nb.workflow.files import MAX_FILE_BYTES, read_text_capped
@@ -197,7 +197,10 @@ class AcpProvider:
         client = _Client(cwd)
         process = group.process
         assert process.stdin is not None and process.stdout is not None
-        conn = connect_to_agent(client, process.stdin, process.stdout)
+        # The SDK's Client protocol lists every optional capability (terminals, elicitation,
+        # extensions); awf offers files and permissions only, and the SDK's router answers
+        # "method not found" for a handler an object does not have.
+        conn = connect_to_agent(client, process.stdin, process.stdout)  # type: ignore[arg-type]
         try:
             init = await asyncio.wait_for(
                 conn.initialize(
@@ -296,8 +299,7 @@ class AcpProvider:
                     getter.cancel()
                     raise ProviderError(
                         NAME,
-                        f"the turn took longer than {format_duration(timeout)} "
-                        "(options.turn_timeout)",
+                        f"the turn took longer than {format_limit(timeout)} (options.turn_timeout)",
                     )
                 if getter in done:
                     update = getter.result()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from awf_nb.engine.ports import ProviderEvent, TextDelta
 
@@ -27,7 +27,7 @@ class BatchedReads:
 
     MAX_PENDING = 4096
 
-    def __init__(self, answer: AsyncIterator[list[ProviderEvent]]) -> None:
+    def __init__(self, answer: AsyncGenerator[list[ProviderEvent]]) -> None:
         self._loop = asyncio.get_running_loop()
         self._events: list[ProviderEvent] = []
         self._waiter: asyncio.Future[None] | None = None  # the turn, waiting for events
@@ -36,7 +36,7 @@ class BatchedReads:
         self._finished = False
         self._task = self._loop.create_task(self._read(answer))
 
-    async def _read(self, answer: AsyncIterator[list[ProviderEvent]]) -> None:
+    async def _read(self, answer: AsyncGenerator[list[ProviderEvent]]) -> None:
         try:
             async with contextlib.aclosing(answer):
                 async for events in answer:

@@ -20,11 +20,11 @@ import atexit
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from awf_nb.engine.ports import (
     Final,
@@ -75,6 +75,7 @@ class TurnOptions:
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
     from llama_cpp.llama_chat_format import ChatFormatterResponse, Jinja2ChatFormatter
+    from llama_cpp.llama_types import ChatCompletionRequestMessage, CreateCompletionStreamResponse
 
 
 # --- the process-wide model cache ------------------------------------------------------------
@@ -116,7 +117,9 @@ class LoadedModel:
         else:  # the plain chat, as before tools existed
             rendered = [{"role": m.role, "content": m.content} for m in messages]
         try:
-            return self.formatter(messages=rendered, **extra)
+            # the OpenAI message shape llama.cpp's typed dicts describe
+            messages_in = cast("list[ChatCompletionRequestMessage]", rendered)
+            return self.formatter(messages=messages_in, **extra)
         except Exception as exc:  # a Jinja template error or the template's raise_exception
             raise ProviderError(
                 NAME, f"the chat template of {self.path.name} rejected the conversation: {exc}"
@@ -421,21 +424,27 @@ def run_turn(job: Job, emit: Emit, cancel: threading.Event) -> None:
                 "or raise context_window",
             )
         watch = _TokenWatch(cancel)
-        chunks = model.llama.create_completion(
-            prompt=prompt,
-            stream=True,
-            stop=rendered.stop,
-            stopping_criteria=StoppingCriteriaList([watch, *(rendered.stopping_criteria or [])]),
-            max_tokens=options.max_tokens or min(MAX_TOKENS_CAP, room),
-            temperature=options.temperature,
-            top_p=options.top_p,
-            top_k=options.top_k,
-            min_p=options.min_p,
-            repeat_penalty=options.repeat_penalty,
-            frequency_penalty=options.frequency_penalty,
-            presence_penalty=options.presence_penalty,
-            seed=options.seed,
-            grammar=grammar,
+        # stream=True: a generator of chunks (llama.cpp annotates both modes' union)
+        chunks = cast(
+            "Generator[CreateCompletionStreamResponse]",
+            model.llama.create_completion(
+                prompt=prompt,
+                stream=True,
+                stop=rendered.stop,
+                stopping_criteria=StoppingCriteriaList(
+                    [watch, *(rendered.stopping_criteria or [])]
+                ),
+                max_tokens=options.max_tokens or min(MAX_TOKENS_CAP, room),
+                temperature=options.temperature,
+                top_p=options.top_p,
+                top_k=options.top_k,
+                min_p=options.min_p,
+                repeat_penalty=options.repeat_penalty,
+                frequency_penalty=options.frequency_penalty,
+                presence_penalty=options.presence_penalty,
+                seed=options.seed,
+                grammar=grammar,
+            ),
         )
         # Only a turn that offers tools reads calls out of the text; a forced call is not
         # text at all. Other turns stream every piece as it comes (the hot path).

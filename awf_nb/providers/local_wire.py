@@ -30,7 +30,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
 
 def encode_event(event: ProviderEvent) -> dict[str, Any]:
     """`{"event": "TextDelta", "data": {"text": …}}` for one of `EVENT_TYPES`."""
-    return {"event": type(event).__name__, "data": dataclasses.asdict(event)}  # type: ignore[call-overload]
+    return {"event": type(event).__name__, "data": dataclasses.asdict(event)}
 
 
 def decode_event(line: dict[str, Any]) -> ProviderEvent:
@@ -40,7 +40,7 @@ def decode_event(line: dict[str, Any]) -> ProviderEvent:
     if cls is None or not isinstance(data, dict):
         raise ValueError(f"not an event of the model process: {str(line)[:200]}")
     try:
-        return cls(**data)  # type: ignore[no-any-return]
+        return cls(**data)
     except TypeError as exc:
         raise ValueError(f"a malformed {cls.__name__} from the model process: {exc}") from None
 

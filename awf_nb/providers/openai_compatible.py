@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import copy
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -337,7 +337,7 @@ class OpenAIOptions(OptionsModel):
 
 async def _answer(
     response: httpx2.Response, reader: StreamReader, read_timeout: float
-) -> AsyncIterator[list[ProviderEvent]]:
+) -> AsyncGenerator[list[ProviderEvent]]:
     """The events of the answer, one list per network read, until `[DONE]` (then the
     rest of the body is drained, briefly). Raises `ProviderError`."""
     kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()

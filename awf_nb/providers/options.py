@@ -210,8 +210,9 @@ def expects(annotation: Any, field: FieldInfo | None = None) -> str:
 
 def _bounds(field: FieldInfo | None) -> str:
     """` from 0 to 2`, ` >= 1`, ` > 0 and <= 1` from the field's constraints."""
-    low: tuple[str, float] | None = None
-    high: tuple[str, float] | None = None
+    # a bound is whatever the field declares (annotated-types: an int, a float, …)
+    low: tuple[str, object] | None = None
+    high: tuple[str, object] | None = None
     for rule in field.metadata if field is not None else ():
         if isinstance(rule, annotated_types.Ge):
             low = (">=", rule.ge)
@@ -227,7 +228,7 @@ def _bounds(field: FieldInfo | None) -> str:
     return " " + " and ".join(rules) if rules else ""
 
 
-def _number(value: float) -> str:
+def _number(value: object) -> str:
     return str(value) if isinstance(value, int) else f"{value:g}"
 
 

@@ -140,7 +140,8 @@ class RunResult:
         return self.state.to_json()
 
     def as_dict(self) -> dict[str, Any]:
-        return json.loads(self.state.to_json())
+        data: dict[str, Any] = json.loads(self.state.to_json())  # a RunState: a JSON object
+        return data
 
 
 def _transcript(store: Any, run_id: str) -> list[dict[str, Any]] | None:

@@ -108,7 +108,7 @@ class Store:
     the event loop at every turn of hundreds of conversations would stall them all.
     """
 
-    def __init__(self, root: Path | str | None = None, *, durable: bool = True) -> None:
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, durable: bool = True) -> None:
         self.durable = durable
         self._to_settle: set[str] = set()  # runs written since their last `settle`
         self.root = Path(root).expanduser() if root is not None else default_root()

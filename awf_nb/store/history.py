@@ -137,7 +137,8 @@ class RunHistory:
             raise UserError(f"the number of runs to list must be at least 1, got {limit}")
         if not self.path.exists():
             return []
-        where, params = [], []
+        where: list[str] = []
+        params: list[str | int] = []
         if workflow is not None:
             where.append("workflow = ?")
             params.append(workflow)

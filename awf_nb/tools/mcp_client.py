@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from awf_nb.engine.ports import ToolResult, ToolSpec
-from awf_nb.engine.summary import format_duration
+from awf_nb.engine.summary import format_duration, format_limit
 from awf_nb.errors import ExecutionError
 from awf_nb.secrets import Masker
 from awf_nb.tools.limits import format_size
@@ -98,7 +98,7 @@ class McpServerTools:
         except TimeoutError:
             await self.aclose()
             raise ExecutionError(
-                f'MCP server "{self.name}" did not answer within {format_duration(timeout)} '
+                f'MCP server "{self.name}" did not answer within {format_limit(timeout)} '
                 f"({self._command_line()}){self._stderr_tail()}",
                 hint="check that it is an MCP server speaking stdio, or raise startup_timeout",
             ) from None

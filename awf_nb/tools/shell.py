@@ -17,7 +17,7 @@ from pathlib import Path
 
 from awf_nb.engine.ports import ToolResult
 from awf_nb.engine.process import ProcessResult, run_process
-from awf_nb.engine.summary import format_duration
+from awf_nb.engine.summary import format_limit
 from awf_nb.engine.tool_slots import tool_process_slot
 from awf_nb.secrets import Masker
 from awf_nb.tools.output import MAX_OUTPUT_CHARS, finish
@@ -97,7 +97,7 @@ async def run_command(
         )
     if result.timed_out:
         return ToolResult(
-            _with_note(text, f"[timed out after {format_duration(timeout)}]"), is_error=True
+            _with_note(text, f"[timed out after {format_limit(timeout)}]"), is_error=True
         )
     if result.exit_code != 0:
         return ToolResult(_with_note(text, f"[exit code {result.exit_code}]"), is_error=True)

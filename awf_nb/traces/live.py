@@ -172,7 +172,7 @@ class LiveExport:
             exporter_class(endpoint=url, headers=dict(headers or {}), timeout=EXPORT_TIMEOUT)
         )
         self._processor = processor_class(
-            self._exporter,  # type: ignore[arg-type]
+            self._exporter,
             max_queue_size=MAX_QUEUE,
             schedule_delay_millis=SCHEDULE_DELAY_MS,
             max_export_batch_size=BATCH_SIZE,

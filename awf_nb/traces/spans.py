@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from awf_nb.engine import events as ev
+from awf_nb.engine.summary import RunSummary
 
 SEMCONV_VERSION = "1.44.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
@@ -298,7 +299,7 @@ class SpanBuilder:
                     span.attributes.get("awf.usage.cost_usd", 0.0) + cost
                 )
 
-    def finish(self, status: str, error: str = "", summary: Any = None) -> None:
+    def finish(self, status: str, error: str = "", summary: RunSummary | None = None) -> None:
         """End every open span (the run's last): a cancelled or failed run's too."""
         cancelled = status == "cancelled"
         for spans in (self._tools, self._turns, self._steps):
@@ -311,7 +312,7 @@ class SpanBuilder:
         run.attributes["awf.run.status"] = status
         if self.run_cost is not None:  # the eval's own figure, rather than the turns' sum
             run.attributes["awf.usage.cost_usd"] = float(self.run_cost)
-        if summary is not None and getattr(summary, "tokens", 0):
+        if summary is not None and summary.tokens:
             run.attributes["awf.run.tokens"] = summary.tokens
         self._end(run, error=error if status == "failed" else "", cancelled=cancelled)
 

@@ -18,8 +18,7 @@ given step); split apart, each part would recompute them or receive them all.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
-from contextvars import ContextVar
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -76,9 +75,22 @@ _LOOP_PROPERTIES = ("Item", "Index", "Index1", "First", "Last", "Length", "Paren
 # --- the checks ----------------------------------------------------------------------------
 
 
-def check_workflow(wf: Workflow) -> list[Problem]:
-    """Every cross-step problem of `wf` (errors and warnings), in file order."""
-    checker = _Checker(wf)
+# Whether the workflow a call_workflow step calls has agent steps (or calls workflows in
+# turn, which may); False when that cannot be told before the run. The loader gives one
+# that loads the called workflow (this module comes before the loader).
+CallsAgents = Callable[[CallWorkflowStep, Path], bool]
+
+
+def _cannot_tell(step: CallWorkflowStep, base_dir: Path) -> bool:
+    return False
+
+
+def check_workflow(wf: Workflow, *, calls_agents: CallsAgents = _cannot_tell) -> list[Problem]:
+    """Every cross-step problem of `wf` (errors and warnings), in file order.
+
+    `calls_agents` tells whether a called workflow has agent steps (a call in a loop with no
+    `limits` is then warned about like an agent step); without it, calls are not followed."""
+    checker = _Checker(wf, calls_agents)
     checker.run()
     return sorted(checker.problems, key=lambda p: (p.line, p.column))
 
@@ -118,8 +130,9 @@ class _Field:
 
 
 class _Checker:
-    def __init__(self, wf: Workflow) -> None:
+    def __init__(self, wf: Workflow, calls_agents: CallsAgents = _cannot_tell) -> None:
         self.wf = wf
+        self.calls_agents = calls_agents
         self.problems: list[Problem] = []
         self.order = execution_order(wf)
         self.index = {name: i for i, name in enumerate(self.order)}
@@ -541,7 +554,7 @@ class _Checker:
                 continue
             if isinstance(step, AgentStep):
                 what, whose = "is an agent step", "its agent is"
-            elif _calls_agents(step, self.wf.base_dir):
+            elif self.calls_agents(step, self.wf.base_dir):
                 what = f"calls workflow '{step.workflow}', which has agent steps,"
                 whose = "its agents are"
             else:
@@ -682,30 +695,6 @@ class _Checker:
             finishing.add(name)
             done.extend(incoming.get(name, ()))
         return finishing
-
-
-# Set while a called workflow is loaded to see whether it has agent steps: its own
-# call_workflow steps are then not followed (a workflow may call itself back).
-_looking_into_a_called_workflow: ContextVar[bool] = ContextVar("looking_into", default=False)
-
-
-def _calls_agents(step: CallWorkflowStep, base_dir: Path) -> bool:
-    """Whether the workflow `step` calls has agent steps (or calls workflows in turn, which
-    may). False when that cannot be told before the run: a name made by a template, a
-    workflow that cannot be found or loaded (the run reports those)."""
-    if "{{" in step.workflow or _looking_into_a_called_workflow.get():
-        return False
-    from awf_nb.errors import AwfError
-    from awf_nb.workflow.loader import find_workflow, load_workflow
-
-    token = _looking_into_a_called_workflow.set(True)
-    try:
-        called = load_workflow(find_workflow(step.workflow, relative_to=base_dir))
-    except AwfError:
-        return False
-    finally:
-        _looking_into_a_called_workflow.reset(token)
-    return any(isinstance(s, AgentStep | CallWorkflowStep) for s in called.steps.values())
 
 
 def _hook_fields(

@@ -371,7 +371,7 @@ class _DataBuilder:
 
     def _key(self, node: yaml.Node) -> str | None:
         if isinstance(node, yaml.ScalarNode):
-            return node.value
+            return str(node.value)  # untyped in PyYAML: a scalar's value is its text
         self.doc.problems.append(
             problem_at(self.doc, node.start_mark, "a key must be a plain value, not a list or map")
         )

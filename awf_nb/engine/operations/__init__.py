@@ -9,37 +9,22 @@ keeps its outputs (an HTTP status that was asked to fail the step still shows it
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-from awf_nb.engine.operations.values import coerce_inputs
-from awf_nb.errors import ExecutionError
-from awf_nb.workflow.operations import OPERATIONS, unknown_operation_message
+from awf_nb.engine.operations.base import (
+    Operation,
+    OperationContext,
+    OperationResult,
+    call_operation,
+)
 
-
-@dataclass
-class OperationResult:
-    outputs: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class OperationContext:
-    """What an operation may know of the run it is part of."""
-
-    env: Mapping[str, str]
-    cwd: Path
-    workflow: str = ""
-    run_id: str = ""
-    step: str = ""
-
-
-Operation = Callable[[dict[str, Any], OperationContext], Awaitable[OperationResult]]
+__all__ = ["Operation", "OperationContext", "OperationResult", "run_operation"]
 
 
 def _implementations() -> dict[str, Operation]:
+    # here, not at the top: the http and github operations bring httpx, which a run without
+    # operations (and `import awf_nb`) never needs
     from awf_nb.engine.operations import github, http, notify
 
     return {"http.request": http.request, **github.OPERATIONS, "notify.send": notify.send}
@@ -49,7 +34,4 @@ async def run_operation(
     name: str, inputs: Mapping[str, Any], context: OperationContext
 ) -> OperationResult:
     """Check `inputs` against the operation's catalogue entry, then carry it out."""
-    spec = OPERATIONS.get(name)
-    if spec is None:
-        raise ExecutionError(unknown_operation_message(name))
-    return await _implementations()[name](coerce_inputs(spec, inputs), context)
+    return await call_operation(name, _implementations(), inputs, context)

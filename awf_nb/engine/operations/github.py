@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from awf_nb.engine.operations.base import (
+    Operation,
+    OperationContext,
+    OperationResult,
+    call_operation,
+)
 from awf_nb.engine.operations.http import Response, fetch
 from awf_nb.engine.process import run_process
 from awf_nb.errors import ExecutionError
-
-if TYPE_CHECKING:
-    from awf_nb.engine.operations import Operation, OperationContext, OperationResult
 
 DEFAULT_API = "https://api.github.com"
 GIT_SECONDS = 10  # `git remote get-url origin` reads a file: it has no reason to take long
@@ -109,8 +112,6 @@ def _only(outputs: dict[str, Any], fields: list[Any] | None) -> dict[str, Any]:
 
 
 async def get_issue(inputs: dict[str, Any], context: OperationContext) -> OperationResult:
-    from awf_nb.engine.operations import OperationResult
-
     gh = _GitHub("github.get_issue", inputs, context)
     issue = await gh.call("GET", f"/repos/{await gh.repo()}/issues/{inputs['number']}")
     outputs = {
@@ -125,8 +126,6 @@ async def get_issue(inputs: dict[str, Any], context: OperationContext) -> Operat
 
 
 async def get_pr(inputs: dict[str, Any], context: OperationContext) -> OperationResult:
-    from awf_nb.engine.operations import OperationResult
-
     gh = _GitHub("github.get_pr", inputs, context)
     pr = await gh.call("GET", f"/repos/{await gh.repo()}/pulls/{inputs['number']}")
     outputs = {
@@ -145,8 +144,6 @@ async def get_pr(inputs: dict[str, Any], context: OperationContext) -> Operation
 
 
 async def create_issue(inputs: dict[str, Any], context: OperationContext) -> OperationResult:
-    from awf_nb.engine.operations import OperationResult
-
     gh = _GitHub("github.create_issue", inputs, context)
     body: dict[str, Any] = {"title": inputs["title"], "body": inputs.get("body", "")}
     for key in ("labels", "assignees"):
@@ -157,8 +154,6 @@ async def create_issue(inputs: dict[str, Any], context: OperationContext) -> Ope
 
 
 async def create_pr(inputs: dict[str, Any], context: OperationContext) -> OperationResult:
-    from awf_nb.engine.operations import OperationResult
-
     gh = _GitHub("github.create_pr", inputs, context)
     repo = await gh.repo()
     body = {
@@ -189,8 +184,6 @@ async def create_pr(inputs: dict[str, Any], context: OperationContext) -> Operat
 
 
 async def add_labels(inputs: dict[str, Any], context: OperationContext) -> OperationResult:
-    from awf_nb.engine.operations import OperationResult
-
     gh = _GitHub("github.add_labels", inputs, context)
     labels = [str(v) for v in inputs["labels"]]
     answer = await gh.call(
@@ -200,8 +193,6 @@ async def add_labels(inputs: dict[str, Any], context: OperationContext) -> Opera
 
 
 async def list_comments(inputs: dict[str, Any], context: OperationContext) -> OperationResult:
-    from awf_nb.engine.operations import OperationResult
-
     gh = _GitHub("github.list_comments", inputs, context)
     answer = await gh.call(
         "GET", f"/repos/{await gh.repo()}/issues/{inputs['number']}/comments?per_page=100"
@@ -223,8 +214,6 @@ async def list_comments(inputs: dict[str, Any], context: OperationContext) -> Op
 
 
 async def add_comment(inputs: dict[str, Any], context: OperationContext) -> OperationResult:
-    from awf_nb.engine.operations import OperationResult
-
     gh = _GitHub("github.add_comment", inputs, context)
     comment = await gh.call(
         "POST",
@@ -239,8 +228,6 @@ _STRATEGIES = ("all_succeed", "any_succeed", "best_effort")
 
 async def batch(inputs: dict[str, Any], context: OperationContext) -> OperationResult:
     """Several github operations, `concurrency` at a time; results in the given order."""
-    from awf_nb.engine.operations import OperationResult, run_operation
-
     strategy = inputs["strategy"]
     if strategy not in _STRATEGIES:
         raise ExecutionError(
@@ -257,7 +244,7 @@ async def batch(inputs: dict[str, Any], context: OperationContext) -> OperationR
         item_inputs = {k: v for k, v in item.items() if k != "name"}
         async with gate:
             try:
-                result = await run_operation(name, item_inputs, context)
+                result = await call_operation(name, OPERATIONS, item_inputs, context)
             except ExecutionError as exc:
                 return {"name": name, "status": "failed", "error": exc.message}
         if result.error:

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
+from awf_nb.engine.operations.base import OperationContext, OperationResult
 from awf_nb.engine.summary import format_duration
 from awf_nb.errors import ExecutionError
-
-if TYPE_CHECKING:
-    from awf_nb.engine.operations import OperationContext, OperationResult
 
 MAX_BODY_BYTES = 1 << 20
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
@@ -91,8 +89,6 @@ async def _read_capped(response: httpx.Response) -> tuple[bytes, bool]:
 
 
 async def request(inputs: dict[str, Any], context: OperationContext) -> OperationResult:
-    from awf_nb.engine.operations import OperationResult
-
     method = inputs["method"].strip().upper()
     if method not in METHODS:
         raise ExecutionError(

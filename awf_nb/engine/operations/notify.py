@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import shutil
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from awf_nb.engine.operations.base import OperationContext, OperationResult
 from awf_nb.engine.operations.http import fetch
 from awf_nb.engine.process import run_process
 from awf_nb.errors import ExecutionError
-
-if TYPE_CHECKING:
-    from awf_nb.engine.operations import OperationContext, OperationResult
 
 BACKENDS = ("desktop", "webhook")
 PRIORITIES = ("low", "default", "high")
@@ -43,8 +41,6 @@ async def send(inputs: dict[str, Any], context: OperationContext) -> OperationRe
 async def _webhook(
     inputs: dict[str, Any], priority: str, context: OperationContext
 ) -> OperationResult:
-    from awf_nb.engine.operations import OperationResult
-
     url = (inputs.get("webhook_url") or "").strip()
     if not url:
         raise ExecutionError("notify.send: the webhook backend needs webhook_url")
@@ -66,8 +62,6 @@ async def _webhook(
 async def _desktop(
     inputs: dict[str, Any], priority: str, context: OperationContext
 ) -> OperationResult:
-    from awf_nb.engine.operations import OperationResult
-
     title, message = str(inputs["title"]), str(inputs["message"])
     path = context.env.get("PATH")
     if sys.platform == "darwin" and shutil.which("osascript", path=path):

@@ -64,17 +64,17 @@ def render_markdown(data: ReportData, *, cap: int = MAX_MARKDOWN_CHARS) -> str:
                 why = value.error or value.detail
                 reasons.append(f"{name} {value.outcome}" + (f": {why}" if why else ""))
         where = f"`{md_text(r.variant)}` " if data.has_variants else ""
-        line = (
+        entry = (
             f"- {where}case `{md_text(r.case, 100)}` epoch {r.epoch}: {r.row.outcome} — "
             + md_text("; ".join(reasons))
             + "\n"
         )
         left = len(failed) - i
         more = f"- … and {left} more\n"
-        if len(text) + len(line) + len(more) + len(closing) > cap:
+        if len(text) + len(entry) + len(more) + len(closing) > cap:
             text += more
             break
-        text += line
+        text += entry
     return text + closing + "\n"
 
 

@@ -13,7 +13,7 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp import PROTOCOL_VERSION, RequestError, run_agent
 from acp.helpers import update_available_commands
@@ -35,6 +35,9 @@ from awf_nb.frontends.acp.prompts import parse_command
 from awf_nb.frontends.acp.session import AcpSession, Turn
 from awf_nb.workflow.loader.api import WorkflowInfo, list_workflows
 from awf_nb.workflow.loader.search import WORKFLOW_SUFFIXES
+
+if TYPE_CHECKING:
+    from awf_nb.engine import events as ev
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +235,8 @@ class AwfAgent:
         assert session.turn is not None
         await session.turn.done
         await session.flush()
-        finished = session.finished
+        # the run's own end, or what its state says when it ended without one (it raised)
+        finished: ev.RunFinished | _Ended | None = session.finished
         if finished is None and session.run_task is not None and session.run_task.done():
             state = session.control.state
             finished = _Ended(state.run_id, state.status, state.error or "")
@@ -283,5 +287,8 @@ class _NoDefault(AwfError):
 def serve(agent: AwfAgent) -> int:
     """Speak ACP on stdin/stdout until the client closes stdin."""
     os.environ.setdefault("NO_COLOR", "1")
-    asyncio.run(run_agent(agent))
+    # The SDK's Agent protocol lists every optional method (modes, models, extensions); awf
+    # serves the ones it advertises, and the SDK's router answers "method not found" for a
+    # handler an object does not have.
+    asyncio.run(run_agent(agent))  # type: ignore[arg-type]
     return 0

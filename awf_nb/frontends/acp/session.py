@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from acp import (
     start_tool_call,
@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 MAX_PENDING_UPDATES = 1024
 
 Send = Callable[[Any], Awaitable[None]]
+# how a step or tool call shown to the client ended
+ToolCallEnd = Literal["completed", "failed"]
 Ask = Callable[[ToolCallUpdate, list[PermissionOption]], Awaitable[Any]]
 
 _OPTIONS = [
@@ -144,7 +146,9 @@ class AcpSession:
                 _step_id(event.step, event.attempt), title[:200], kind="other", status="in_progress"
             )
         if isinstance(event, ev.StepFinished):
-            status = "completed" if event.status in ("completed", "skipped") else "failed"
+            status: ToolCallEnd = (
+                "completed" if event.status in ("completed", "skipped") else "failed"
+            )
             return update_tool_call(
                 _step_id(event.step, 1), status=status, raw_output={"status": event.status}
             )

@@ -21,6 +21,7 @@ from awf_nb.frontends.commands.table import command
 from awf_nb.frontends.commands.workflows import one_line
 
 if TYPE_CHECKING:
+    from awf_nb.frontends.run_tree import TreeRow
     from awf_nb.frontends.terminal import OutputMode
     from awf_nb.runs.options import RunOptions
     from awf_nb.runs.setup import PreparedRun
@@ -249,18 +250,18 @@ def cmd_history(args: argparse.Namespace) -> int:
         f"{'RUN ID':<{width}}  {'WORKFLOW':<20}  {'STATUS':<9}  {'STARTED (UTC)':<19}  "
         f"{'TIME':>10}  {'TOKENS':>6}" + ("  FORKED AT" if tree else "")
     )
-    shown = tree or [None for _ in entries]
-    for row, plain in zip(shown, entries, strict=True):
-        entry = row.entry if row is not None else plain
-        first = f"{row.prefix}{entry.run_id}" if row is not None else entry.run_id
+    shown: list[TreeRow | None] = [*tree] if tree else [None for _ in entries]
+    for node, plain in zip(shown, entries, strict=True):
+        entry = node.entry if node is not None else plain
+        first = f"{node.prefix}{entry.run_id}" if node is not None else entry.run_id
         started = entry.started_at.strftime("%Y-%m-%d %H:%M:%S")
         line = (
             f"{first:<{width}}  {one_line(entry.workflow, 20):<20}  {entry.status:<9}  "
             f"{started:<19}  {format_duration(entry.duration):>10}  {entry.tokens:>6}"
         )
-        if row is not None and row.forked_at:
-            origin = "" if row.depth else f" of {row.forked_from}"  # its original not listed
-            line += f"  {row.forked_at}{origin}"
+        if node is not None and node.forked_at:
+            origin = "" if node.depth else f" of {node.forked_from}"  # its original not listed
+            line += f"  {node.forked_at}{origin}"
         print(line.rstrip())
     return 0
 

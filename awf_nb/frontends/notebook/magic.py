@@ -71,10 +71,17 @@ class AwfMagics(Magics):
         self.chat_parser = build_chat_parser()
         self.line_parser = build_line_parser()
 
+    @property
+    def _user_ns(self) -> dict[str, Any]:
+        """The notebook's variables (a registered magic always has its shell)."""
+        assert self.shell is not None
+        return self.shell.user_ns
+
     # --- entry points -----------------------------------------------------------------------
 
+    # IPython types no_var_expand's argument as Never (its stub), so mypy refuses any method.
     @no_var_expand
-    @cell_magic("awf")
+    @cell_magic("awf")  # type: ignore[arg-type]
     def awf_cell(self, line: str, cell: str) -> None:
         """Run the workflow in the cell (used when the cell could not be rewritten to await)."""
         if _is_eval(line):
@@ -85,7 +92,7 @@ class AwfMagics(Magics):
             self._run_sync(*launch)
 
     @no_var_expand
-    @line_magic("awf")
+    @line_magic("awf")  # type: ignore[arg-type]
     def awf_line(self, line: str) -> None:
         """%awf run|resume|validate|list|history|status|diagram|schema …"""
         launch = self._line(line)
@@ -149,7 +156,7 @@ class AwfMagics(Magics):
         args = self._parse(self.cell_parser, line)
         if args is None:
             return None
-        options = cell_options(args, self.shell.user_ns)
+        options = cell_options(args, self._user_ns)
         try:
             workflow = cell_workflow(args.workflow, body)
             if args.diagram:
@@ -171,7 +178,7 @@ class AwfMagics(Magics):
         args = self._parse(self.chat_parser, line)
         if args is None:
             return None
-        options = cell_options(args, self.shell.user_ns)
+        options = cell_options(args, self._user_ns)
         if args.provider:  # --model is that provider's model (chat_workflow), not the switch
             options.flags["model"] = None
         options.inputs[MESSAGE_INPUT] = body.strip("\n")
@@ -185,10 +192,10 @@ class AwfMagics(Magics):
     ) -> tuple[RunHandle, RunMode, CellOptions] | None:
         from awf_nb.workflow.loader import load_workflow
 
-        options = cell_options(args, self.shell.user_ns)
+        options = cell_options(args, self._user_ns)
         try:
             if args.command == "resume":
-                run_id = expand_braces(args.run_id, self.shell.user_ns)
+                run_id = expand_braces(args.run_id, self._user_ns)
                 return self._prepare(options, resume=(run_id, args.from_step))
             workflow = load_workflow(args.workflow, cwd=Path.cwd())
             if args.dry_run:
@@ -248,7 +255,7 @@ class AwfMagics(Magics):
             wait=options.wait,
         )
         handle = RunHandle(prepared, name=options.out)
-        self.shell.user_ns[options.out] = handle
+        self._user_ns[options.out] = handle
         return handle, mode, options
 
     # --- running ----------------------------------------------------------------------------
@@ -330,7 +337,7 @@ class AwfMagics(Magics):
             self._eval_report(args)
             return
         if args.command == "status":
-            args.run_id = expand_braces(args.run_id, self.shell.user_ns)
+            args.run_id = expand_braces(args.run_id, self._user_ns)
         try:
             code = COMMANDS[args.command].handler(args)
         except AwfError as exc:
@@ -432,7 +439,7 @@ def unload_ipython_extension(ipython: Any) -> None:
     remove_transformers(ipython)
 
 
-AwfMagics.awf_cell.__doc__ = (
-    build_cell_parser().format_help() + "\n" + build_chat_parser().format_help()
-)
-AwfMagics.awf_line.__doc__ = build_line_parser().format_help()
+# `%%awf?` shows the flags. (mypy sees the decorated methods as Never: see above.)
+_CELL_HELP = build_cell_parser().format_help() + "\n" + build_chat_parser().format_help()
+AwfMagics.awf_cell.__doc__ = _CELL_HELP  # type: ignore[assignment]
+AwfMagics.awf_line.__doc__ = build_line_parser().format_help()  # type: ignore[assignment]

@@ -50,7 +50,7 @@ class PauseControls(anywidget.AnyWidget):
     _esm = Path(__file__).with_name("pause_view.js")
     _css = Path(__file__).with_name("composer.css")  # the composer's layout, shared
     value = traitlets.Unicode("").tag(sync=True)
-    actions = traitlets.List().tag(sync=True)
+    actions: traitlets.List[list[str]] = traitlets.List().tag(sync=True)
 
 
 class PanelDebugger:

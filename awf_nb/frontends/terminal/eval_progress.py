@@ -240,5 +240,5 @@ def run_eval_in_terminal(
     try:
         return asyncio.run(main())
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        for number, handler in previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)

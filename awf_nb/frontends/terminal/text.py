@@ -39,8 +39,8 @@ def describe_state(state: RunState) -> str:
     ]
     if state.error:
         lines.append(f"error     {state.error}")
-    for step, when in state.paused.items():  # a breakpoint it waits at (awf resume: again)
-        lines.append(f"paused    {when} step {step} (awf resume {state.run_id} pauses there)")
+    for paused_at, when in state.paused.items():  # a breakpoint it waits at (awf resume: again)
+        lines.append(f"paused    {when} step {paused_at} (awf resume {state.run_id} pauses there)")
     if state.message:
         lines.append(f"message   {state.message}")
     if state.inputs:

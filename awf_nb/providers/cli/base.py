@@ -32,7 +32,7 @@ import shutil
 import signal
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -468,6 +468,13 @@ def _replayed(message: Message) -> str:
     return "\n".join(lines)
 
 
+def object_at(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """`data[key]` when it is a JSON object, else an empty one: a CLI's event may lack a
+    field or hold something else there."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def short_argument(value: Any, keys: Iterable[str] = ()) -> str:
     """A one-line, bounded summary of a tool's input, for `[tool: name(arg)]`."""
     if isinstance(value, Mapping):
@@ -645,7 +652,7 @@ class _Run:
         self.diagnostics = DiagnosticLines(max_chars)
         self.stderr_lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
 
-    async def lines(self) -> AsyncIterator[str | SkippedLine]:
+    async def lines(self) -> AsyncGenerator[str | SkippedLine]:
         provider = self.provider
         group = await self._spawn()
         provider._running.add(group)

@@ -25,6 +25,7 @@ from awf_nb.providers.cli.base import (
     OutputParser,
     TurnOutcome,
     mcp_server_entry,
+    object_at,
     readable_error,
     short_argument,
 )
@@ -80,7 +81,7 @@ class CopilotParser(OutputParser):
 
     def feed(self, event: dict[str, Any]) -> list[ProviderEvent]:
         kind = event.get("type")
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        data = object_at(event, "data")
         if kind == "assistant.message_delta":
             message_id = str(data.get("messageId", ""))
             self._streamed.add(message_id)

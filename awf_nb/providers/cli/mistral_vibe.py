@@ -48,6 +48,7 @@ from awf_nb.providers.cli.base import (
     Command,
     OutputParser,
     TurnOutcome,
+    object_at,
     short_argument,
 )
 
@@ -194,7 +195,7 @@ class VibeParser(OutputParser):
                 events += self.text.delta(entry_id, text)
         elif kind == "effect" and entry_id not in self._announced:
             self._announced.add(entry_id)
-            detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
+            detail = object_at(event, "detail")
             name = str(detail.get("toolName") or event.get("title") or "tool")
             events.append(ToolUse(name, short_argument(detail.get("input"), _ARGUMENT_KEYS)))
         return events
@@ -228,7 +229,7 @@ class VibeParser(OutputParser):
             # No report (killed, or an older vibe): a reply is success, the exit status judges.
             return TurnOutcome(text=self._reply, ok=self._replied, error=self._report_problem)
         result = str(report.get("outcome") or "")
-        error = report.get("error") if isinstance(report.get("error"), dict) else {}
+        error = object_at(report, "error")
         message = str(error.get("message") or "").strip()
         usage = _usage(report.get("usage"), report.get("cost_usd"))
         if result == "finished" and not message:

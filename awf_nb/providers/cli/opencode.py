@@ -29,6 +29,7 @@ from awf_nb.providers.cli.base import (
     Command,
     OutputParser,
     TurnOutcome,
+    object_at,
     readable_error,
     short_argument,
     usage_count,
@@ -111,11 +112,11 @@ class OpencodeParser(OutputParser):
     def feed(self, event: dict[str, Any]) -> list[ProviderEvent]:
         events = [] if self.session_id else self.found_session(event.get("sessionID"))
         kind = event.get("type")
-        part = event.get("part") if isinstance(event.get("part"), dict) else {}
+        part = object_at(event, "part")
         if kind == "text":
             events += self._text(part)
         elif kind == "tool_use":
-            state = part.get("state") if isinstance(part.get("state"), dict) else {}
+            state = object_at(part, "state")
             name = str(part.get("tool", "tool"))
             events.append(ToolUse(name, short_argument(state.get("input"))))
         elif kind == "step_finish":
@@ -164,7 +165,7 @@ class OpencodeParser(OutputParser):
 def _error_message(error: Any) -> str:
     if not isinstance(error, dict):
         return str(error or "opencode reported an error")
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    data = object_at(error, "data")
     message = readable_error(str(data.get("message") or error.get("message") or ""))
     status = data.get("statusCode")
     name = str(error.get("name", "")).strip()

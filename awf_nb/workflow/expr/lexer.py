@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from awf_nb.workflow.expr.errors import ExprSyntaxError, _syntax_error
+from awf_nb.workflow.expr.errors import _syntax_error
 from awf_nb.workflow.expr.values import _shorten
 
 
@@ -36,6 +36,15 @@ _CHARACTER_HINTS = {
 }
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "`": "`"}
 _DIGITS = frozenset("0123456789")
+
+
+class TemplateBraces(Exception):
+    """`{{` in a condition, at 1-based `column` (turned into an ExprSyntaxError by the
+    parser, with a hint)."""
+
+    def __init__(self, column: int) -> None:
+        super().__init__(column)
+        self.column = column
 
 
 def _is_name_start(char: str) -> bool:
@@ -78,9 +87,9 @@ class _Lexer:
             return self._name(start)
         pair = self.source[start : start + 2]
         if pair == "{{":
-            raise _syntax_error(
-                "template braces {{ in a condition", start + 1, _template_hint(self.source)
-            )
+            # the parser words it, with the condition rewritten without braces (it can
+            # tell whether that parses; this module comes before the parser)
+            raise TemplateBraces(start + 1)
         if pair in _TWO_CHAR_OPS:
             self.pos += 2
             return Token("op", pair, start + 1, pair)
@@ -159,26 +168,3 @@ class _Lexer:
         self.pos = pos
         text = self.source[start:pos]
         return Token("name", text, start + 1, text)
-
-
-def _template_hint(source: str) -> str:
-    """Explain that conditions are not templates, with the user's condition rewritten."""
-    general = "conditions take plain expressions like `states.build.ExitCode == 0`, not templates"
-    plain = source
-    for marker, replacement in (
-        ("{{-", "{{"),
-        ("-}}", "}}"),
-        ("{{ ", "{{"),
-        (" }}", "}}"),
-        ("{{.", "{{"),
-    ):
-        while marker in plain:
-            plain = plain.replace(marker, replacement)
-    plain = plain.replace("{{", "").replace("}}", "").strip()
-    from awf_nb.workflow.expr.api import parse  # here: the parser imports this module
-
-    try:
-        parse(plain)
-    except (ExprSyntaxError, RecursionError):
-        return general
-    return f"{general}: write `{plain}`"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from awf_nb.workflow.expr.errors import ExprSyntaxError, _syntax_error
 from awf_nb.workflow.expr.functions import FUNCTIONS, _regex_problem
-from awf_nb.workflow.expr.lexer import Token, _Lexer
+from awf_nb.workflow.expr.lexer import TemplateBraces, Token, _Lexer
 from awf_nb.workflow.expr.nodes import (
     Access,
     Call,
@@ -66,7 +66,12 @@ class _Parser:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.tokens = _Lexer(source).tokens()
+        try:
+            self.tokens = _Lexer(source).tokens()
+        except TemplateBraces as braces:
+            raise _syntax_error(
+                "template braces {{ in a condition", braces.column, _template_hint(source)
+            ) from None
         self.pos = 0
         self.nesting = 0
 
@@ -257,7 +262,7 @@ class _Parser:
         if token.kind != "name":  # any word is a field name after a dot, even `in` or `nil`
             raise self.unexpected(token, 'expected a field name after "."')
         self.advance()
-        return token.value
+        return token.text  # a name token's value is its text
 
 
 def _function_hint(name: str) -> str:
@@ -266,3 +271,24 @@ def _function_hint(name: str) -> str:
     close = difflib.get_close_matches(name, FUNCTIONS, n=1)
     known = ", ".join(sorted(FUNCTIONS))
     return f"did you mean {close[0]}? functions: {known}" if close else f"functions: {known}"
+
+
+def _template_hint(source: str) -> str:
+    """Explain that conditions are not templates, with the user's condition rewritten."""
+    general = "conditions take plain expressions like `states.build.ExitCode == 0`, not templates"
+    plain = source
+    for marker, replacement in (
+        ("{{-", "{{"),
+        ("-}}", "}}"),
+        ("{{ ", "{{"),
+        (" }}", "}}"),
+        ("{{.", "{{"),
+    ):
+        while marker in plain:
+            plain = plain.replace(marker, replacement)
+    plain = plain.replace("{{", "").replace("}}", "").strip()
+    try:
+        _Parser(plain).parse()
+    except (ExprSyntaxError, RecursionError):
+        return general
+    return f"{general}: write `{plain}`"

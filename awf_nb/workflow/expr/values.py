@@ -12,13 +12,13 @@ import math
 import operator
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from awf_nb.workflow.expr.errors import ExprEvalError
 from awf_nb.workflow.kinds import type_word
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     # bool is an int subclass in Python, but `true == 1` must be false, as in expr-lang.
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -158,9 +158,9 @@ def _as_numbers(
     """
     if not (text_only or _is_number(left) or _is_number(right)):
         return None
-    pair = [_number_from_text(v) if isinstance(v, str) else v for v in (left, right)]
-    if all(_is_number(v) for v in pair):
-        return pair[0], pair[1]
+    first, second = (_number_from_text(v) if isinstance(v, str) else v for v in (left, right))
+    if _is_number(first) and _is_number(second):
+        return first, second
     return None
 
 

@@ -4,17 +4,18 @@ workflows on the search path (`awf list`)."""
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from awf_nb.errors import DefinitionError, Problem, UserError
+from awf_nb.errors import AwfError, DefinitionError, Problem, UserError
 from awf_nb.safe_text import terminal_safe
 from awf_nb.workflow import checks
 from awf_nb.workflow.loader.convert import _WorkflowBuilder
 from awf_nb.workflow.loader.document import _located
 from awf_nb.workflow.loader.search import WORKFLOW_SUFFIXES, _display, find_workflow, search_path
-from awf_nb.workflow.model import Workflow
+from awf_nb.workflow.model import AgentStep, CallWorkflowStep, Workflow
 from awf_nb.workflow.yaml_locations import YamlDocument, parse_yaml
 
 
@@ -56,7 +57,9 @@ def load_text(
             built.source_dir = Path(base_dir) if base_dir is not None else None
             built.locations = doc.locations
     if workflow is not None:
-        doc.problems.extend(_located(p, doc) for p in checks.check_workflow(workflow))
+        doc.problems.extend(
+            _located(p, doc) for p in checks.check_workflow(workflow, calls_agents=_calls_agents)
+        )
     # A message may quote what the file holds (a name, a value): never a character that
     # would act on the terminal showing it.
     problems = sorted((_shown(p) for p in doc.problems), key=lambda p: (p.line, p.column))
@@ -67,6 +70,27 @@ def load_text(
         raise error
     workflow.warnings = problems
     return workflow
+
+
+# Set while a called workflow is loaded to see whether it has agent steps: its own
+# call_workflow steps are then not followed (a workflow may call itself back).
+_looking_into_a_called_workflow: ContextVar[bool] = ContextVar("looking_into", default=False)
+
+
+def _calls_agents(step: CallWorkflowStep, base_dir: Path) -> bool:
+    """Whether the workflow `step` calls has agent steps (or calls workflows in turn, which
+    may). False when that cannot be told before the run: a name made by a template, a
+    workflow that cannot be found or loaded (the run reports those)."""
+    if "{{" in step.workflow or _looking_into_a_called_workflow.get():
+        return False
+    token = _looking_into_a_called_workflow.set(True)
+    try:
+        called = load_workflow(find_workflow(step.workflow, relative_to=base_dir))
+    except AwfError:
+        return False
+    finally:
+        _looking_into_a_called_workflow.reset(token)
+    return any(isinstance(s, AgentStep | CallWorkflowStep) for s in called.steps.values())
 
 
 def _shown(problem: Problem) -> Problem:

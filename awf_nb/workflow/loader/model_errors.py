@@ -111,7 +111,8 @@ def _resolve_loc(
     Elements that are not keys of the data (union tags like 'str' or 'InlineFailure') are
     skipped; for a missing field the last element names the key that is not there.
     """
-    cursor, path, parent, key = data, base, None, None
+    cursor, path, key = data, base, None
+    parent: dict[Any, Any] | list[Any] | None = None
     for i, part in enumerate(loc):
         if isinstance(cursor, dict) and part in cursor:
             shown = (renames or {}).get(part) if cursor is data else None

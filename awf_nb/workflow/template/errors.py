@@ -79,14 +79,15 @@ class TemplateRenderError(TemplateError):
         self._snippet = snippet
 
     def __reduce__(self) -> tuple[Any, ...]:
-        keywords = {
-            "name": self.name,
-            "field": self.field,
-            "line": self.line,
-            "column": self.column,
-            "snippet": self._snippet,
-        }
-        return (functools.partial(type(self), **keywords), (self.reason,))
+        rebuild = functools.partial(
+            type(self),
+            name=self.name,
+            field=self.field,
+            line=self.line,
+            column=self.column,
+            snippet=self._snippet,
+        )
+        return (rebuild, (self.reason,))
 
 
 class _CallError(Exception):
