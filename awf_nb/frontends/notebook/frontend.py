@@ -20,12 +20,14 @@ from awf_nb.runs.session import Execute, Session
 
 if TYPE_CHECKING:
     from awf_nb.frontends.notebook.eval_table import EvalTable
+    from awf_nb.frontends.notebook.handle import RunHandle
     from awf_nb.frontends.notebook.panel import RunPanel
     from awf_nb.frontends.notebook.reader import WidgetReader
     from awf_nb.runs.results import RunResult
     from awf_nb.runs.session import FrontendRequest, RunControl
+    from awf_nb.store import Store
 
-__all__ = ["NotebookFrontend", "NotebookSession"]
+__all__ = ["NotebookFrontend", "NotebookSession", "start_branch"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,13 @@ class NotebookFrontend:
 
         asks = self.asks.asks(request)
         workflow = request.workflow
-        panel = RunPanel(workflow.name, interactive=asks, workflow=workflow, store=request.store)
+        panel = RunPanel(
+            workflow.name,
+            interactive=asks,
+            workflow=workflow,
+            store=request.store,
+            start_branch=start_branch,
+        )
         # Stop and Cancel run act on this run from now on, whatever runs when pressed.
         panel.attach(stop=control.stop, cancel=control.cancel)
         # A person watches the panel (not a headless run): its buttons answer breakpoints.
@@ -111,3 +119,19 @@ class NotebookSession(Session):
     def _show_failure(self, message: str) -> None:
         if self.panel is not None:
             self.panel.abort(message)
+
+
+def start_branch(run_id: str, step: str, store: Store) -> RunHandle:
+    """Start `run_id` (a fork just made) from `step` in a panel of its own, not displayed:
+    "Branch from here" places it below the original (panel_branch.py)."""
+    from awf_nb.frontends.notebook.handle import RunHandle
+    from awf_nb.frontends.notebook.run_mode import workflow_needs_input
+    from awf_nb.runs.options import Resume, RunOptions
+    from awf_nb.runs.setup import prepare_run
+
+    frontend = NotebookFrontend(AskPolicy(workflow_needs_input, False), display=False)
+    options = RunOptions(interactive=True, frontend=frontend)
+    prepared = prepare_run(Resume(run_id, from_step=step), options, storage=store)
+    handle = RunHandle(prepared, name="_branch")
+    handle.start()
+    return handle

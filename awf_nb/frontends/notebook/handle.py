@@ -64,13 +64,10 @@ class RunHandle:
     def __init__(self, prepared: PreparedRun, *, name: str = "") -> None:
         """`prepared`: the run, opened in its frontend's session (the notebook panel, or
         the terminal of a terminal IPython, or nothing with --output silent)."""
-        from awf_nb.frontends.notebook.frontend import NotebookSession
-
         self.prepared = prepared
         self.session = prepared.session
-        self.panel: RunPanel | None = (
-            self.session.panel if isinstance(self.session, NotebookSession) else None
-        )
+        # A notebook session has the run's panel; a terminal IPython's session has none.
+        self.panel: RunPanel | None = getattr(self.session, "panel", None)
         self.name = name or DEFAULT_HANDLE
         self.task: asyncio.Task[RunResult] | None = None
 

@@ -55,7 +55,7 @@ from awf_nb.frontends.notebook.status_view import StatusLine
 from awf_nb.frontends.notebook.summary import STATUS_COLORS, esc, summary_html
 
 if TYPE_CHECKING:
-    from awf_nb.frontends.notebook.panel_branch import Brancher
+    from awf_nb.frontends.notebook.panel_branch import Brancher, StartBranch
     from awf_nb.frontends.notebook.reader import WidgetReader
     from awf_nb.store import Store
     from awf_nb.workflow.model import Workflow
@@ -77,11 +77,14 @@ class RunPanel:
         flush_interval: float = FLUSH_INTERVAL,
         workflow: Workflow | None = None,
         store: Store | None = None,
+        start_branch: StartBranch | None = None,
     ) -> None:
-        """`store`: where the run is kept; with it, every message and step offers "Branch
-        from here" (panel_branch.py)."""
+        """`store`: where the run is kept; with it and `start_branch` (how a branch's run
+        is started and shown: the notebook frontend's), every message and step offers
+        "Branch from here" (panel_branch.py)."""
         self.title = title
         self.store = store
+        self.start_branch = start_branch
         # With the workflow, a "Diagram" toggle shows it live: the running step highlighted,
         # finished steps marked. Off by default; redrawn only while shown.
         self.workflow = workflow
@@ -134,10 +137,10 @@ class RunPanel:
             self.diagram_toggle.observe(lambda _: self._refresh_diagram(), names="value")
             top += [self.diagram_toggle, self.diagram]
         self.brancher: Brancher | None = None
-        if self.store is not None and self.interactive:
+        if self.store is not None and self.start_branch is not None and self.interactive:
             from awf_nb.frontends.notebook.panel_branch import Brancher
 
-            self.brancher = Brancher(self, self.store)
+            self.brancher = Brancher(self, self.store, self.start_branch)
             top.append(self.brancher.request)
         self.widget = PanelBox(
             self.title,

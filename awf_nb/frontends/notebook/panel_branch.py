@@ -28,9 +28,18 @@ from awf_nb.frontends.notebook.panel_items import _asset
 from awf_nb.frontends.notebook.summary import esc
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeAlias
+
+    from awf_nb.frontends.notebook.handle import RunHandle
     from awf_nb.frontends.notebook.panel import RunPanel
     from awf_nb.runs.diff import RunsDiff
     from awf_nb.store import Store
+
+    # Starts a stored run (a new fork) from a step, in a notebook panel of its own that the
+    # brancher places below the original; gives its `RunHandle`. Given by the notebook
+    # frontend (`frontend.start_branch`), which owns how a run is opened in a panel.
+    StartBranch: TypeAlias = Callable[[str, str, Store], RunHandle]
 
 __all__ = ["BRANCH_JS", "Brancher", "diff_html"]
 
@@ -42,9 +51,10 @@ MAX_REQUEST_CHARS = 200  # a click's request is a few numbers: anything longer i
 class Brancher:
     """A panel's branch requests, editors and branch runs."""
 
-    def __init__(self, panel: RunPanel, store: Store) -> None:
+    def __init__(self, panel: RunPanel, store: Store, start: StartBranch) -> None:
         self.panel = panel
         self.store = store
+        self.start = start  # starts a branch's run in a panel of its own, not displayed
         # What the browser writes into (hidden): the kernel acts on each new value.
         self.request = widgets.Text(
             value="", layout=widgets.Layout(display="none"), _dom_classes=("awf-branch-request",)
@@ -134,7 +144,7 @@ class Brancher:
                 point = self._checked(run_id, point, original_text)
             edit = text if point.turn is not None or text != original_text else None
             new_id, point = fork_run(self.store, run_id, point, edit)
-            handle = self._start(new_id, point.resume_step)
+            handle = self.start(new_id, point.resume_step, self.store)
         except AwfError as exc:
             self.panel.show_error(f"cannot branch from {at}: {exc}")
             return
@@ -167,22 +177,6 @@ class Brancher:
             return point
         before = [n for n in matches if n <= point.turn]
         return ForkPoint(point.step, (before or matches)[-1])
-
-    def _start(self, run_id: str, step: str) -> Any:
-        from awf_nb.frontends.base import AskPolicy
-        from awf_nb.frontends.notebook.frontend import NotebookFrontend
-        from awf_nb.frontends.notebook.handle import RunHandle
-        from awf_nb.frontends.notebook.run_mode import workflow_needs_input
-        from awf_nb.runs.options import Resume, RunOptions
-        from awf_nb.runs.setup import prepare_run
-
-        # The branch's panel is placed below the original (not displayed on its own).
-        frontend = NotebookFrontend(AskPolicy(workflow_needs_input, False), display=False)
-        options = RunOptions(interactive=True, frontend=frontend)
-        prepared = prepare_run(Resume(run_id, from_step=step), options, storage=self.store)
-        handle = RunHandle(prepared, name="_branch")
-        handle.start()
-        return handle
 
     def _diff(self, new_id: str) -> None:
         from awf_nb.runs.diff import diff_runs

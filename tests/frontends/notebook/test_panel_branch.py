@@ -10,6 +10,7 @@ import json
 import ipywidgets as widgets
 
 from awf_nb.api import load
+from awf_nb.frontends.notebook.frontend import start_branch
 from awf_nb.frontends.notebook.handle import RunHandle
 from awf_nb.frontends.notebook.panel import RunPanel
 from awf_nb.frontends.notebook.panel_branch import diff_html
@@ -40,7 +41,9 @@ states:
 
 def _start(store) -> tuple[RunPanel, RunHandle]:
     workflow = load(CHAT)
-    panel = RunPanel(workflow.name, interactive=True, workflow=workflow, store=store)
+    panel = RunPanel(
+        workflow.name, interactive=True, workflow=workflow, store=store, start_branch=start_branch
+    )
     reader = WidgetReader()
     prepared = prepare_run(workflow, frontend=PanelFrontend(panel, reader), storage=store)
     handle = RunHandle(prepared, name="chat")
