@@ -102,8 +102,19 @@ class _Converter:
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
         from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+        class _Resource(Resource):
+            """The SDK's encoder groups spans by resource, hashing it once a span; the
+            resource never changes, so its hash (JSON of its attributes) is made once."""
+
+            _hash: int
+
+            def __hash__(self) -> int:
+                return self._hash
+
         # Resource.create reads the environment and runs the resource detectors.
-        self.resource = Resource.create({"service.name": "awf-nb"})
+        created = Resource.create({"service.name": "awf-nb"})
+        self.resource = _Resource(created.attributes, created.schema_url)
+        self.resource._hash = Resource.__hash__(created)
         self.scope = InstrumentationScope("awf_nb", __version__, SCHEMA_URL)
         self.event, self.readable, self.context = Event, ReadableSpan, SpanContext
         self.sampled = TraceFlags(TraceFlags.SAMPLED)
