@@ -93,7 +93,9 @@ class SpanBuilder:
 
     # --- spans -------------------------------------------------------------------------
 
-    def _start(self, name: str, parent: Span | None, kind: int = INTERNAL, **attrs: Any) -> Span:
+    def _start(
+        self, name: str, parent: Span | None, attrs: dict[str, Any], kind: int = INTERNAL
+    ) -> Span:
         return Span(
             self.trace_id,
             _hex(64),
@@ -101,7 +103,7 @@ class SpanBuilder:
             name,
             kind,
             time.time_ns(),
-            attributes={k.replace("__", "."): v for k, v in attrs.items()},
+            attributes=attrs,
         )
 
     def _end(self, span: Span, error: str = "", cancelled: bool = False) -> None:
@@ -142,11 +144,13 @@ class SpanBuilder:
             self._run = self._start(
                 f"invoke_workflow {event.workflow}",
                 None,
-                gen_ai__operation__name="invoke_workflow",
-                gen_ai__workflow__name=event.workflow,
-                gen_ai__conversation__id=event.run_id,
-                awf__run__id=event.run_id,
-                awf__run__resumed=event.resumed,
+                {
+                    "gen_ai.operation.name": "invoke_workflow",
+                    "gen_ai.workflow.name": event.workflow,
+                    "gen_ai.conversation.id": event.run_id,
+                    "awf.run.id": event.run_id,
+                    "awf.run.resumed": event.resumed,
+                },
             )
             self._run.attributes.update(self._tags)
 
@@ -154,24 +158,26 @@ class SpanBuilder:
         if self._open() >= MAX_OPEN_SPANS:
             return
         attrs: dict[str, Any] = {
-            "awf__step__name": event.step,
-            "awf__step__kind": event.kind,
-            "awf__step__attempt": event.attempt,
+            "awf.step.name": event.step,
+            "awf.step.kind": event.kind,
+            "awf.step.attempt": event.attempt,
         }
         parent = self._parent(event.step.rpartition(".")[0])
         if event.kind == "agent":
             span = self._start(
                 f"invoke_agent {event.step}",
                 parent,
-                gen_ai__operation__name="invoke_agent",
-                gen_ai__agent__name=event.step,
-                gen_ai__conversation__id=self.run_id,
-                **attrs,
+                {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": event.step,
+                    "gen_ai.conversation.id": self.run_id,
+                    **attrs,
+                },
             )
             if event.mode:
                 span.attributes["awf.step.mode"] = event.mode
         else:
-            span = self._start(f"step {event.step}", parent, **attrs)
+            span = self._start(f"step {event.step}", parent, attrs)
         self._steps[event.step] = span
 
     def _step_finished(self, event: ev.StepFinished) -> None:
@@ -204,10 +210,12 @@ class SpanBuilder:
         span = self._start(
             f"execute_tool {event.name}",
             self._parent(event.step),
-            gen_ai__operation__name="execute_tool",
-            gen_ai__tool__name=event.name,
-            gen_ai__tool__call__id=event.call_id,
-            gen_ai__tool__type="function",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": event.name,
+                "gen_ai.tool.call.id": event.call_id,
+                "gen_ai.tool.type": "function",
+            },
         )
         if self._content:
             span.attributes["gen_ai.tool.call.arguments"] = _text(event.arguments)
@@ -242,9 +250,8 @@ class SpanBuilder:
         span = self._start(
             "chat",
             self._parent(step),
+            {"gen_ai.operation.name": "chat", "gen_ai.conversation.id": self.run_id},
             CLIENT,
-            gen_ai__operation__name="chat",
-            gen_ai__conversation__id=self.run_id,
         )
         if speaker:
             span.attributes["awf.speaker"] = speaker

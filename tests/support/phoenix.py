@@ -15,7 +15,7 @@ import httpx
 
 from tests.support.waiting import free_port, poll
 
-READY_SECONDS = 120.0  # hang guard: Phoenix migrates its database on first start
+READY_SECONDS = 300.0  # hang guard: Phoenix migrates its database on first start (~2 min on a busy 2-core machine)
 
 
 class Phoenix:

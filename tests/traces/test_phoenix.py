@@ -269,3 +269,46 @@ async def test_a_cost_the_provider_reports_is_on_its_chat_spans(
     by_name = {s["name"]: s["attributes"] for s in got}
     assert by_name["invoke_agent work"]["awf.usage.cost_usd"] == pytest.approx(3 * 0.0125)
     assert by_name["invoke_workflow notes"]["awf.usage.cost_usd"] == pytest.approx(3 * 0.0125)
+
+
+async def test_two_runs_in_one_process_share_one_exporter(phoenix: Phoenix, tmp_path: Path) -> None:
+    import asyncio
+    import threading
+
+    from awf_nb.traces import Tracer
+
+    def flushers() -> int:
+        return sum(t.name == "awf-otlp-flush" for t in threading.enumerate())
+
+    before = flushers()
+    prepared = []
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "notes.txt").write_text("buy milk\n")
+        (folder / "wf.yaml").write_text(WORKFLOW)
+        prepared.append(
+            prepare_run(
+                folder / "wf.yaml",
+                inputs={"token": SECRET},
+                replies=["hello", ""],
+                storage=folder / "store",
+                cwd=folder,
+                env={},
+                otlp=phoenix.url,
+            )
+        )
+    results = await asyncio.gather(*(p.execute() for p in prepared))
+    assert [r.status for r in results] == ["completed", "completed"]
+    sinks = [p.runner.config.sink for p in prepared]
+    assert all(isinstance(s, Tracer) for s in sinks)
+    exports = {id(s._live._shared) for s in sinks}  # type: ignore[union-attr]
+    assert len(exports) == 1  # one exporter, one export thread, one connection
+    assert flushers() - before <= 1
+    traces = set()
+    for p, name in zip(prepared, ("one", "two"), strict=True):
+        spans = list(decode((tmp_path / name / "store" / "runs" / p.run_id / TRACE_FILE).open()))
+        got = _received(phoenix, spans[0].trace_id, len(spans))
+        assert {s["context"]["span_id"] for s in got} == {s.span_id for s in spans}
+        traces.add(spans[0].trace_id)
+    assert len(traces) == 2
