@@ -108,11 +108,7 @@ async def arun(
         given = dataclasses.replace(
             given, frontend=frontend, interactive=given.interactive and types
         )
-    prepared = setup.prepare_run(workflow, given)
-    try:
-        return await prepared.run()
-    finally:
-        await prepared.traces_sent()  # a script may end right after its run
+    return await setup.prepare_run(workflow, given).run()
 
 
 def _isatty(stream: Any) -> bool:

@@ -100,7 +100,7 @@ async def cpu_per_turn(folder: Path, turns: int, base_url: str | None, **options
         folder / "wf.yaml", replies=replies, storage=folder / "store", cwd=folder, **options
     )
     started = time.process_time()
-    result = await prepared.execute()
+    result = await prepared.run()
     spent = time.process_time() - started
     assert result.status == "completed", result.status
     return spent / turns

@@ -115,16 +115,16 @@ class PreparedRun:
         """The run's result as it stands (a run still going, or cancelled before its end)."""
         return RunResult(self.state, self.runner.config.store, self.replay_report())  # type: ignore[arg-type]
 
-    async def traces_sent(self) -> None:
-        """Wait, off the loop, until the run's last spans are sent to the live trace
-        endpoint (bounded by the exporter's own timeouts); at once without one. For a
-        caller whose process may end right after the run (`awf_nb.run`)."""
-        sink = self.runner.config.sink
-        if isinstance(sink, Tracer):
-            await asyncio.to_thread(sink.wait, None)
-
     async def _execute(self) -> RunResult:
-        state = await self.runner.execute()
+        try:
+            state = await self.runner.execute()
+        finally:
+            # The run's last spans sent to the live trace endpoint, off the loop (bounded by
+            # the exporter's own timeouts; at once without one): a script may end right
+            # after its run.
+            sink = self.runner.config.sink
+            if isinstance(sink, Tracer):
+                await asyncio.to_thread(sink.wait, None)
         return RunResult(state, self.runner.config.store, self.replay_report())  # type: ignore[arg-type]
 
     def replay_report(self) -> ReplayReport | None:

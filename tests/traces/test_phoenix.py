@@ -298,7 +298,7 @@ async def test_two_runs_in_one_process_share_one_exporter(phoenix: Phoenix, tmp_
                 otlp=phoenix.url,
             )
         )
-    results = await asyncio.gather(*(p.execute() for p in prepared))
+    results = await asyncio.gather(*(p.run() for p in prepared))
     assert [r.status for r in results] == ["completed", "completed"]
     sinks = [p.runner.config.sink for p in prepared]
     assert all(isinstance(s, Tracer) for s in sinks)

@@ -226,7 +226,6 @@ class AwfAgent:
             log.debug("run failed", exc_info=True)
             await session.say(f"error: {exc}")
         finally:
-            await prepared.traces_sent()
             await session.flush()
             if session.turn is not None:
                 session.turn.end("finished")
