@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from awf_nb.engine.partner import SimulatedUser
-from awf_nb.errors import AwfError
+from awf_nb.errors import AwfError, UserError
 from awf_nb.frontends.auto import Show, pick_frontend
 from awf_nb.runs import setup
 from awf_nb.runs.options import RunOptions
@@ -153,10 +153,15 @@ async def afork(
     from awf_nb.store import Store
 
     storage = options.get("storage")
+    if storage is False:  # the original is read from a store, and the branch kept in it
+        raise UserError(
+            f"cannot fork run {run_id} without storage: a branch is a stored run",
+            hint="give storage= the store that holds the run, or leave it out for the default",
+        )
     if isinstance(storage, Store):
         store = storage
     else:
-        store = Store(None if storage is None or isinstance(storage, bool) else Path(storage))
+        store = Store(None if storage is None or storage is True else Path(storage))
     env = options.get("env")
     new_id, point = fork_run(store, run_id, at, edit, env=None if env is None else dict(env))
     options["storage"] = store

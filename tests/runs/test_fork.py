@@ -315,3 +315,16 @@ async def test_fork_at_the_first_message_with_an_edit_sends_the_edit_only(store,
     assert state.status == "completed", state.error
     turns = [(t.role, t.content) for t in state.steps["chat"].conversation.turns]
     assert turns == [("user", "Hello from a courtyard"), ("assistant", "r1")]
+
+
+async def test_awf_nb_afork_branches_a_stored_run_and_refuses_no_storage(store, workdir):
+    import awf_nb
+
+    original = await _original(store, workdir)
+    result = await awf_nb.afork(
+        original.run_id, "chat#3", "EDITED", storage=store, replies=[""], cwd=workdir, show=False
+    )
+    assert result.status == "completed"
+    assert result.state.forked_from == {"run": original.run_id, "step": "chat", "turn": 3}
+    with pytest.raises(UserError, match="without storage: a branch is a stored run"):
+        await awf_nb.afork(original.run_id, "chat#3", "EDITED", storage=False, show=False)
