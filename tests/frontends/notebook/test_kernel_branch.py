@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tests.support.kernels import KernelSession
+from tests.support.kernels import KernelSession, WidgetModel
 
 pytestmark = pytest.mark.kernel
 
@@ -54,16 +54,14 @@ def test_branch_from_the_first_message_with_an_edit(awf_kernel: KernelSession) -
     awf_kernel.wait_for_text("awf-assistant", "Plan a shady courtyard", STEP_SECONDS)
     awf_kernel.wait_for_text("awf-branch-label", "from talk#1", STEP_SECONDS)
     awf_kernel.pump_until(
-        lambda: len(awf_kernel.find_widgets("ButtonModel", description="End conversation")) == 2,
+        lambda: len(awf_kernel.find_widgets(css_class="awf-controls")) == 2,
         STEP_SECONDS,
-        "the branch's own controls",
+        "the branch's own text box",
     )
-    original_end, branch_end = awf_kernel.find_widgets(
-        "ButtonModel", description="End conversation"
-    )
-    awf_kernel.click(branch_end)
+    original_box, branch_box = awf_kernel.find_widgets(css_class="awf-controls")
+    _end_conversation(awf_kernel, branch_box)
     awf_kernel.wait_for_text("awf-diff", "they diverge at <b>talk#1</b>", STEP_SECONDS)
-    awf_kernel.click(original_end)
+    _end_conversation(awf_kernel, original_box)
     outcome = awf_kernel.wait_for_cell(cell, CELL_SECONDS)
     assert outcome.status == "ok", outcome.reply["content"]
     check = awf_kernel.execute(
@@ -79,3 +77,8 @@ def test_branch_from_the_first_message_with_an_edit(awf_kernel: KernelSession) -
         "True Plan a shady courtyard",
         "Plan a balcony garden",
     ]
+
+
+def _end_conversation(kernel: KernelSession, composer: WidgetModel) -> None:
+    """What a click on End conversation in that panel's text box sends."""
+    kernel.send_comm(composer.comm_id, {"method": "custom", "content": {"action": "end"}})
