@@ -455,8 +455,11 @@ def test_resume_in_a_notebook_shows_the_conversation_so_far_before_the_next_turn
             wait_until(lambda: "talk" in panel._sections, "the step to start")
             for message in messages:
                 wait_until(lambda: panel.input.composer.can_send, "the prompt")
+                asked = len(panel.input.reader.prompts)
                 send(panel.input, message)
-                wait_until(lambda: not panel.input.composer.can_send, "the message sent")
+                # The scripted reply comes at once: the box may be enabled again before
+                # this thread looks, so wait for the run to ask again instead.
+                wait_until(lambda n=asked: len(panel.input.reader.prompts) > n, "the next read")
             wait_until(lambda: panel.input.composer.can_send, "the next prompt")
             body = panel._sections["talk"].body.children
             earlier.extend(c.value for c in body if "awf-earlier" in c._dom_classes)
