@@ -256,6 +256,32 @@ class StepState(_State):
             completed_at=self.completed_at,
         )
 
+    def after_visit(self, number: int) -> StepState | None:
+        """The step's state as it was after its `number`-th visit (the inverse of
+        `as_visit`, from its kept visits); None when that visit is not kept."""
+        if number <= 0:
+            return None
+        if self.visit == number:
+            return self
+        for index, visit in enumerate(self.visits):
+            if visit.number == number:
+                return StepState(
+                    name=self.name,
+                    status=visit.status,
+                    output=visit.output,
+                    error=visit.error,
+                    exit_code=visit.exit_code,
+                    tokens_used=visit.tokens_used,
+                    tokens_input=visit.tokens_input,
+                    tokens_output=visit.tokens_output,
+                    tokens_estimated=visit.tokens_estimated,
+                    started_at=visit.started_at,
+                    completed_at=visit.completed_at,
+                    visit=number,
+                    visits=self.visits[:index],
+                )
+        return None
+
     def visits_view(self) -> list[dict[str, Any]]:
         """Every finished visit, oldest first: the earlier ones, then this one once done."""
         views = [visit.view() for visit in self.visits]

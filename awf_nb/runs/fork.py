@@ -268,7 +268,7 @@ def _at_iteration(
         if name not in kept:
             continue
         if name in loop.body:
-            earlier = _as_visit_number(st, kept.count(name))
+            earlier = st.after_visit(kept.count(name))
             if earlier is None:
                 continue
             st = earlier
@@ -282,32 +282,6 @@ def _at_iteration(
         "results": results[: point.turn - 1],
     }
     return ForkPoint(point.step, point.turn, start=loop.name)
-
-
-def _as_visit_number(st: StepState, number: int) -> StepState | None:
-    """The step's state as it was after its `number`-th visit (from its kept visits)."""
-    if number <= 0:
-        return None
-    if st.visit == number:
-        return st
-    for index, visit in enumerate(st.visits):
-        if visit.number == number:
-            return StepState(
-                name=st.name,
-                status=visit.status,
-                output=visit.output,
-                error=visit.error,
-                exit_code=visit.exit_code,
-                tokens_used=visit.tokens_used,
-                tokens_input=visit.tokens_input,
-                tokens_output=visit.tokens_output,
-                tokens_estimated=visit.tokens_estimated,
-                started_at=visit.started_at,
-                completed_at=visit.completed_at,
-                visit=number,
-                visits=st.visits[:index],
-            )
-    return None
 
 
 def _into_child(
