@@ -15,11 +15,15 @@ The three modes:
 - file: the trace file only (what every run does by default);
 - file + live: the trace file, plus live export over OTLP/HTTP to a local receiver (a
   separate process answering 200 to every request, so its own CPU is not counted);
-and the ratios to off (target <= 1.05). One unmeasured run of each comes first (imports,
-the SDK's set-up: paid once per process, not per turn). Each is then measured `--rounds`
-times, interleaved; the median and the fastest round are printed (other processes only
-ever add to a round's CPU time, so on a busy machine the fastest rounds are the steadier
-ratio). Also prints `uptime`.
+and the ratios to off (target <= 1.05). A ratio of two CPU times measured apart moves by
+several % from round to round on a shared machine, so tracing's own CPU is also measured
+directly: the time the run's loop spends in the `Tracer` (building spans, writing the trace
+file, handing spans to the exporter; the sink behind it excluded) and the CPU of the SDK's
+export threads (their own CPU clocks), per turn, ÷ the bare turn's CPU (target <= 0.05).
+One unmeasured run of each comes first (imports, the SDK's set-up: paid once per process,
+not per turn). Each is then measured `--rounds` times, interleaved; the median and the
+fastest round are printed (other processes only ever add to a round's CPU time, so on a
+busy machine the fastest rounds are the steadier ratio). Also prints `uptime`.
 
     python benchmarks/trace_overhead.py [--turns 300] [--rounds 9]
     python benchmarks/trace_overhead.py --provider openai [--tokens 40] [--token-ms 0]
@@ -29,12 +33,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -42,12 +48,14 @@ from types import ModuleType
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from awf_nb.runs import prepare_run
+from awf_nb.traces import Tracer
 
 HERE = Path(__file__).resolve().parent
 
 RECEIVER = textwrap.dedent("""
     import http.server, sys
     class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
         def do_POST(self):
             self.rfile.read(int(self.headers.get("content-length") or 0))
             self.send_response(200)
@@ -93,17 +101,56 @@ def workflow(turns: int, base_url: str | None) -> str:
     """)
 
 
-async def cpu_per_turn(folder: Path, turns: int, base_url: str | None, **options: object) -> float:
+class TracingClock:
+    """The CPU tracing itself spends: the run loop's time inside `Tracer.emit` (minus the
+    sink behind it) and the export threads' own CPU clocks."""
+
+    EXPORT_THREADS = ("OtelBatch", "awf-otlp")
+
+    def __init__(self) -> None:
+        self.loop_seconds = 0.0
+        emit = Tracer.emit
+
+        def timed_emit(tracer: Tracer, event: object) -> None:
+            # perf_counter, not thread_time: a thread's CPU clock is a system call, which
+            # would add its own cost to every traced event (emit never waits).
+            inner, started = tracer._inner, time.perf_counter()
+            tracer._inner = None
+            try:
+                emit(tracer, event)  # type: ignore[arg-type]
+            finally:
+                tracer._inner = inner
+                self.loop_seconds += time.perf_counter() - started
+            if inner is not None:
+                inner.emit(event)  # type: ignore[arg-type]
+
+        Tracer.emit = timed_emit  # type: ignore[method-assign]
+
+    def export_seconds(self) -> float:
+        total = 0.0
+        for thread in threading.enumerate():
+            if thread.name.startswith(self.EXPORT_THREADS) and thread.ident is not None:
+                with contextlib.suppress(OSError):  # the thread ended meanwhile
+                    total += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        return total
+
+
+async def cpu_per_turn(
+    folder: Path, turns: int, base_url: str | None, clock: TracingClock, **options: object
+) -> tuple[float, float]:
+    """CPU per turn of the whole process, and of tracing alone."""
     (folder / "wf.yaml").write_text(workflow(turns, base_url))
     replies = [f"message {i}" for i in range(turns - 1)] + [""]
     prepared = prepare_run(
         folder / "wf.yaml", replies=replies, storage=folder / "store", cwd=folder, **options
     )
+    loop_before, export_before = clock.loop_seconds, clock.export_seconds()
     started = time.process_time()
     result = await prepared.run()
     spent = time.process_time() - started
+    tracing = clock.loop_seconds - loop_before + clock.export_seconds() - export_before
     assert result.status == "completed", result.status
-    return spent / turns
+    return spent / turns, tracing / turns
 
 
 def main() -> None:
@@ -138,14 +185,19 @@ def main() -> None:
             "file + live OTLP/HTTP": {"otlp": url},
         }
         spent: dict[str, list[float]] = {mode: [] for mode in modes}
+        own: dict[str, list[float]] = {mode: [] for mode in modes}
+        clock = TracingClock()
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(-1, args.rounds):  # round -1: the warm-up, not counted
                 for n, (mode, options) in enumerate(modes.items()):
                     folder = Path(tmp) / f"{i}-{n}"
                     folder.mkdir()
-                    cpu = asyncio.run(cpu_per_turn(folder, args.turns, base_url, env={}, **options))
+                    cpu, tracing = asyncio.run(
+                        cpu_per_turn(folder, args.turns, base_url, clock, env={}, **options)
+                    )
                     if i >= 0:
                         spent[mode].append(cpu)
+                        own[mode].append(tracing)
         model_text = (
             "scripted (in the process, no HTTP: the worst case)"
             if base_url is None
@@ -165,6 +217,13 @@ def main() -> None:
                 f"CPU per model turn, traces {mode}: {cpu * 1e3:.3f} ms"
                 f" (fastest round {least * 1e3:.3f} ms){ratio}"
             )
+        for mode, values in own.items():
+            if mode != "off":
+                mine = statistics.median(values)
+                print(
+                    f"tracing's own CPU per model turn, {mode}: {mine * 1e3:.3f} ms,"
+                    f" {mine / off:.3f} of the bare turn (target <= 0.05)"
+                )
         print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     finally:
         receiver.terminate()

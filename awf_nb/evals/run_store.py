@@ -145,17 +145,10 @@ class EvalRunStore(Store):
             self._kept_back.pop(state.run_id, None)
             self._shapes.pop(state.run_id, None)
         # What the history row needs, as it is now (the run goes on changing its state).
-        snapshot = RunState.model_construct(
-            run_id=state.run_id,
-            workflow_name=state.workflow_name,
-            status=state.status,
-            started_at=state.started_at,
-            completed_at=state.completed_at,
-            error=state.error,
-            inputs=dict(state.inputs),
-            parent_run_id=state.parent_run_id,
-            earlier_tokens=state.total_tokens,
-            steps={},
+        # A shallow copy with the steps left out (their tokens summed): `model_construct`
+        # would fill every unset field's default, asking `inspect` about each factory.
+        snapshot = state.model_copy(
+            update={"inputs": dict(state.inputs), "earlier_tokens": state.total_tokens, "steps": {}}
         )
         self._submit(_Row(self, snapshot))
 

@@ -46,7 +46,11 @@ class Layout:
         if path in self._dirs_ready:
             return
         try:
-            missing = [p for p in (path, *path.parents) if not p.exists()]
+            missing = []  # up to the first folder that exists (a run's: the runs folder)
+            for folder in (path, *path.parents):
+                if folder.exists():
+                    break
+                missing.append(folder)
             path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
             for created in missing:
                 if created == self.root or self.root in created.parents:

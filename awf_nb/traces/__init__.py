@@ -98,12 +98,13 @@ class Tracer:
 
     def emit(self, event: ev.RunEvent) -> None:
         try:
-            if isinstance(event, ev.RunStarted) and self._folder and self._file is None:
+            # Exact types, not isinstance: most events (streamed text) only pass by.
+            if type(event) is ev.RunStarted and self._folder and self._file is None:
                 self._file = TraceFile(self._folder(event.run_id) / TRACE_FILE)
-            if isinstance(event, ev.RunFinished) and self._cost and self._state is not None:
+            if type(event) is ev.RunFinished and self._cost and self._state is not None:
                 self.builder.run_cost = self._cost.run(self._state())
             self.builder.emit(event)
-            if isinstance(event, ev.RunFinished):
+            if type(event) is ev.RunFinished:
                 self._run_ended()
         except Exception as exc:  # tracing never ends a run
             if not self._failed:

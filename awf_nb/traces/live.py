@@ -24,7 +24,10 @@ log = logging.getLogger(__name__)
 
 MAX_QUEUE = 2048  # spans waiting to be sent; more are dropped (and counted)
 BATCH_SIZE = 512
-SCHEDULE_DELAY_MS = 500
+# How often queued spans are sent: the SDK's default (5 s, $OTEL_BSP_SCHEDULE_DELAY), and at
+# each run's end. Each request costs the export thread ~2 ms of CPU whatever it carries,
+# so sending more often costs a conversation's turns more than its spans do.
+SCHEDULE_DELAY_MS: float | None = None
 EXPORT_TIMEOUT = 5.0  # seconds per export request (the SDK retries within it)
 CLOSE_TIMEOUT = 2.0  # seconds the end of a run waits for the last spans to be sent
 # The SDK's own loggers: their messages about a dead collector are said once, by us.

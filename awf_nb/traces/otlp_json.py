@@ -29,6 +29,11 @@ SERVICE = "awf-nb"
 
 
 def _value(value: Any) -> dict[str, Any]:
+    kind = type(value)  # exact types first: a span's values are almost all plain ones
+    if kind is str:
+        return {"stringValue": value}
+    if kind is int:
+        return {"intValue": str(value)}
     if isinstance(value, bool):
         return {"boolValue": value}
     if isinstance(value, int):

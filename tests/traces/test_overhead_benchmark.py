@@ -26,4 +26,9 @@ def test_the_overhead_benchmark_prints_the_three_modes(provider: str) -> None:
     for mode in ("off", "file", "file \\+ live OTLP/HTTP"):
         assert re.search(rf"CPU per model turn, traces {mode}: [0-9.]+ ms", done.stdout)
     assert done.stdout.count("ratio") == 2
+    for mode in ("file", "file \\+ live OTLP/HTTP"):
+        assert re.search(
+            rf"tracing's own CPU per model turn, {mode}: [0-9.]+ ms, [0-9.]+ of the bare turn",
+            done.stdout,
+        )
     assert "load:" in done.stdout

@@ -1,6 +1,5 @@
 """The `awf` commands, shared by the `awf` program and the notebook's `%awf` (see
-`table.py`). Importing the package registers every command (the evaluation commands are
-in `frontends/eval_commands.py`)."""
+`table.py`). Importing the package registers every command."""
 
 from __future__ import annotations
 
@@ -13,10 +12,18 @@ from awf_nb.frontends.commands import runs
 from awf_nb.frontends.commands import serve
 from awf_nb.frontends.commands import doctor
 from awf_nb.frontends.commands import traces
+from awf_nb.frontends.commands import evals
 
 # isort: on
-from awf_nb.frontends import eval_commands  # awf eval, awf evals, awf eval-show
 
-eval_commands.register(command)
-
-__all__ = ["COMMANDS", "Command", "command", "doctor", "runs", "serve", "traces", "workflows"]
+__all__ = [
+    "COMMANDS",
+    "Command",
+    "command",
+    "doctor",
+    "evals",
+    "runs",
+    "serve",
+    "traces",
+    "workflows",
+]

@@ -10,6 +10,8 @@ same arguments in both places.
   share with `%%awf`, turned into `RunOptions`)
 - `serve.py`: mcp-serve
 - `doctor.py`: doctor (the checks themselves are in `awf_nb/runs/doctor.py`)
+- `evals.py`: eval, evals, eval-rescore, eval-show, eval-report, eval-export
+- `traces.py`: trace
 
 Handlers return the process exit code and raise `AwfError` for the person's mistakes;
 the caller (`main`, or the magic) turns those into a message. Heavy modules are imported

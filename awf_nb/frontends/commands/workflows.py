@@ -79,7 +79,7 @@ def _validate_one(workflow: str, *, strict: bool) -> _Validation:
     from awf_nb.workflow.loader import load_workflow
 
     result = _Validation(workflow)
-    from awf_nb.frontends.eval_commands import validate_eval_file
+    from awf_nb.frontends.commands.evals import validate_eval_file
 
     if (checked := validate_eval_file(workflow, strict=strict)) is not None:  # an eval file
         result.path, result.problems, result.exit_code = checked

@@ -210,7 +210,7 @@ def run_eval_in_terminal(
 ) -> EvalResult:
     """Run the eval on a fresh event loop; Ctrl-C (or SIGTERM) cancels it, resumable.
 
-    `held`: the signals received while the eval was prepared (see eval_commands.py): any
+    `held`: the signals received while the eval was prepared (see commands/evals.py): any
     one of them cancels it as soon as it starts."""
     holder: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
 

@@ -1,9 +1,8 @@
 """The eval commands of the `awf` command line: `awf eval`, `awf evals`, `awf eval-show`,
 `awf eval-report`, `awf eval-export`.
 
-Registered into the CLI's command table by `register(command)` (one call in the CLI), so
-they live here, together, and the CLI's own module only knows they exist. Heavy modules
-are imported inside the handlers: `awf --help` stays instant.
+Each registers itself with `@command(...)`, as every command does (`table.py`). Heavy
+modules are imported inside the handlers: `awf --help` stays instant.
 
 Exit status of `awf eval`: 0 when every run passed, 3 when a run failed or errored (the
 results are printed either way), 130 when cancelled (resume it with `--resume EVAL_ID`),
@@ -17,28 +16,11 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from awf_nb.errors import EXIT_CANCELLED, EXIT_EXECUTION, EXIT_USER, UserError
-
-Handler = Callable[[argparse.Namespace], int]
-
-
-def register(command: Callable[..., Callable[[Handler], Handler]]) -> None:
-    """Add the eval commands with the CLI's `command(name, help, configure)` decorator."""
-    command("eval", "run an eval: a workflow over a dataset of cases, scored", _configure_eval)(
-        cmd_eval
-    )
-    command("evals", "list past evals", _configure_evals)(cmd_evals)
-    command("eval-rescore", "score an eval's stored runs again (a new eval, no run started)",
-            _configure_rescore)(cmd_eval_rescore)  # fmt: skip
-    command("eval-show", "show a past eval, one case's runs, or two evals compared",
-            _configure_show)(cmd_eval_show)  # fmt: skip
-    command("eval-report", "a past eval as one HTML file, a Markdown comment or JUnit XML",
-            _configure_report)(cmd_eval_report)  # fmt: skip
-    command("eval-export", "a past eval as an Inspect AI log (inspect view opens it)",
-            _configure_export)(cmd_eval_export)  # fmt: skip
+from awf_nb.frontends.commands.table import command
 
 
 def _storage(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +96,7 @@ def _configure_eval(parser: argparse.ArgumentParser) -> None:
     _storage(parser)
 
 
+@command("eval", "run an eval: a workflow over a dataset of cases, scored", _configure_eval)
 def cmd_eval(args: argparse.Namespace) -> int:
     """Run a workflow over every case of a dataset, score each run, print the results.
 
@@ -286,53 +269,13 @@ def stopped_line(result: Any) -> str:
     )
 
 
-def _configure_rescore(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("eval_id", metavar="EVAL_ID", help="the eval (a unique prefix is enough)")
-    parser.add_argument(
-        "--scorers", metavar="FILE", help="score with these scorers (a YAML file: scorers: [...])"
-    )
-    parser.add_argument("--json", action="store_true", help="print only the results, as JSON")
-    _storage(parser)
-
-
-def cmd_eval_rescore(args: argparse.Namespace) -> int:
-    """Score the stored runs of EVAL_ID again, as a new eval over the same runs.
-
-    No run is started and no model is called, except by judges. The new eval names the
-    one it rescored (`rescored_from`); `awf eval-show NEW_ID` shows it. Exit 0 when every
-    row passed, 3 otherwise.
-    """
-    import asyncio
-
-    from awf_nb.evals.api import rescore
-
-    result = asyncio.run(rescore(args.eval_id, scorers=args.scorers, storage=args.storage))
-    if args.json:
-        print(result.to_json())
-    else:
-        print(f"eval {result.eval_id}: the runs of eval {result.rescored_from} scored again")
-        print(result.summary.to_text())
-    return 0 if all(row.passed is True for row in result.rows) else EXIT_EXECUTION
-
-
-class _Silent:
-    """`--json`: nothing but the JSON at the end."""
-
-    def eval_started(self, run: Any) -> None: ...
-
-    def run_started(self, case: str, epoch: int, run_id: str, variant: str = "") -> None: ...
-
-    def run_finished(self, row: Any) -> None: ...
-
-    def eval_finished(self, result: Any) -> None: ...
-
-
 def _configure_evals(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-n", type=int, default=20, metavar="N", help="how many (default 20)")
     parser.add_argument("--json", action="store_true", help="print the evals as JSON")
     _storage(parser)
 
 
+@command("evals", "list past evals", _configure_evals)
 def cmd_evals(args: argparse.Namespace) -> int:
     """List past evals, newest first: id, workflow, when it started, status, runs done,
     pass rate and pass^k (--json: also each scorer's pass rate and when it stopped)."""
@@ -369,6 +312,52 @@ def cmd_evals(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_rescore(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("eval_id", metavar="EVAL_ID", help="the eval (a unique prefix is enough)")
+    parser.add_argument(
+        "--scorers", metavar="FILE", help="score with these scorers (a YAML file: scorers: [...])"
+    )
+    parser.add_argument("--json", action="store_true", help="print only the results, as JSON")
+    _storage(parser)
+
+
+@command(
+    "eval-rescore",
+    "score an eval's stored runs again (a new eval, no run started)",
+    _configure_rescore,
+)
+def cmd_eval_rescore(args: argparse.Namespace) -> int:
+    """Score the stored runs of EVAL_ID again, as a new eval over the same runs.
+
+    No run is started and no model is called, except by judges. The new eval names the
+    one it rescored (`rescored_from`); `awf eval-show NEW_ID` shows it. Exit 0 when every
+    row passed, 3 otherwise.
+    """
+    import asyncio
+
+    from awf_nb.evals.api import rescore
+
+    result = asyncio.run(rescore(args.eval_id, scorers=args.scorers, storage=args.storage))
+    if args.json:
+        print(result.to_json())
+    else:
+        print(f"eval {result.eval_id}: the runs of eval {result.rescored_from} scored again")
+        print(result.summary.to_text())
+    return 0 if all(row.passed is True for row in result.rows) else EXIT_EXECUTION
+
+
+class _Silent:
+    """`--json`: nothing but the JSON at the end."""
+
+    def eval_started(self, run: Any) -> None: ...
+
+    def run_started(self, case: str, epoch: int, run_id: str, variant: str = "") -> None: ...
+
+    def run_finished(self, row: Any) -> None: ...
+
+    def eval_finished(self, result: Any) -> None: ...
+
+
 def _started(created_at: str) -> str:
     """`2026-11-25T09:15:00.123456Z` as `2026-11-25 09:15:00` (as `awf history` shows)."""
     return created_at[:19].replace("T", " ")
@@ -403,6 +392,7 @@ def _configure_show(parser: argparse.ArgumentParser) -> None:
     _storage(parser)
 
 
+@command("eval-show", "show a past eval, one case's runs, or two evals compared", _configure_show)
 def cmd_eval_show(args: argparse.Namespace) -> int:
     """Show a past eval: its summary and rows (failed first), one case's runs with their
     conversations (--case), or which cases flipped against another eval (--vs)."""
@@ -519,6 +509,11 @@ def _configure_report(parser: argparse.ArgumentParser) -> None:
     _storage(parser)
 
 
+@command(
+    "eval-report",
+    "a past eval as one HTML file, a Markdown comment or JUnit XML",
+    _configure_report,
+)
 def cmd_eval_report(args: argparse.Namespace) -> int:
     """Write a past eval as a report: one self-contained HTML file (summary, every case,
     failures with their reasons, the variants' conversations side by side where they
@@ -539,6 +534,9 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
     _storage(parser)
 
 
+@command(
+    "eval-export", "a past eval as an Inspect AI log (inspect view opens it)", _configure_export
+)
 def cmd_eval_export(args: argparse.Namespace) -> int:
     """Export a past eval as an Inspect AI log (`.eval` or `.json`): its samples, scores,
     conversations and token usage; `inspect view` opens it."""
