@@ -70,6 +70,30 @@ def test_awf_version_imports_neither_the_parser_nor_a_command() -> None:
     assert "argparse" not in modules
 
 
+def test_awf_validate_loads_no_engine_provider_or_frontend_behind_the_cli() -> None:
+    """Validating a file reads it with the workflow models; it does not load what runs a
+    workflow: the engine's run loop and steps, a provider, the run set-up, traces, the
+    notebook or terminal frontends, HTTP. (The engine's package and its `summary`
+    formatting helpers, and the providers' registry of names, are what validation reads.)"""
+    modules = _imported(
+        "import sys; sys.argv = ['awf', 'validate', 'workflows/chat.yaml']; "
+        "from awf_nb.frontends.cli import entry; entry()"
+    )
+    assert "awf_nb.workflow.loader" in modules, "nothing was validated"
+    allowed = {"awf_nb.engine", "awf_nb.engine.summary", "awf_nb.providers"}
+    unwanted = (
+        "awf_nb.engine", "awf_nb.providers", "awf_nb.runs.setup", "awf_nb.traces",
+        "awf_nb.frontends.notebook", "awf_nb.frontends.terminal", "awf_nb.tools",
+        "httpx", "httpx2", "IPython",
+    )  # fmt: skip
+    loaded = sorted(
+        m
+        for m in modules
+        if m not in allowed and any(m == u or m.startswith(f"{u}.") for u in unwanted)
+    )
+    assert loaded == [], f"awf validate loads {loaded}"
+
+
 def test_awf_run_without_tools_or_cassette_loads_neither(tmp_path: Path) -> None:
     workflow = tmp_path / "hello.yaml"
     workflow.write_text(
