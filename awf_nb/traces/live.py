@@ -24,10 +24,6 @@ log = logging.getLogger(__name__)
 
 MAX_QUEUE = 2048  # spans waiting to be sent; more are dropped (and counted)
 BATCH_SIZE = 512
-# How often queued spans are sent: the SDK's default (5 s, $OTEL_BSP_SCHEDULE_DELAY), and at
-# each run's end. Each request costs the export thread ~2 ms of CPU whatever it carries,
-# so sending more often costs a conversation's turns more than its spans do.
-SCHEDULE_DELAY_MS: float | None = None
 EXPORT_TIMEOUT = 5.0  # seconds per export request (the SDK retries within it)
 CLOSE_TIMEOUT = 2.0  # seconds the end of a run waits for the last spans to be sent
 # The SDK's own loggers: their messages about a dead collector are said once, by us.
@@ -178,11 +174,13 @@ class _Shared:
         self.url = url
         self.pid = os.getpid()
         self._exporter = exporter_class(endpoint=url, headers=dict(headers), timeout=EXPORT_TIMEOUT)
-        # This object is the processor's exporter (export, shutdown, force_flush).
+        # This object is the processor's exporter (export, shutdown, force_flush). Queued
+        # spans are sent at the SDK's default interval (5 s, $OTEL_BSP_SCHEDULE_DELAY) and
+        # at each run's end: each request costs the export thread ~2 ms of CPU whatever it
+        # carries, so sending more often costs a conversation's turns more than its spans.
         self.processor = processor_class(
             self,
             max_queue_size=MAX_QUEUE,
-            schedule_delay_millis=SCHEDULE_DELAY_MS,
             max_export_batch_size=BATCH_SIZE,
             export_timeout_millis=EXPORT_TIMEOUT * 1000,
         )
